@@ -1,0 +1,38 @@
+# Every target builds .venv itself from pyproject.toml: a fresh clone needs only python3 >= 3.11.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+OUT    ?= results
+PYTEST_ARGS ?=
+
+.PHONY: all install reproduce test bench lint clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=68" wheel
+	$(PY) -m pip install --quiet -e '.[test,plots]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make reproduce: runs every implemented paper's experiments in quick mode, writes $(OUT)/RESULTS.md
+reproduce: $(STAMP)
+	$(VENV)/bin/jaxpapers reproduce --quick --out $(OUT)
+
+## make test: the whole suite (under 15 minutes on 2 cores)
+test: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+## make bench: every benchmark in benchmarks/, writes $(OUT)/bench/NAME.json
+bench: $(STAMP)
+	$(VENV)/bin/jaxpapers bench --out $(OUT)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check jaxpapers kernels tests benchmarks examples
+	$(VENV)/bin/ruff format --check jaxpapers kernels tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,3 @@
+from jaxpapers.cli import main
+
+raise SystemExit(main())

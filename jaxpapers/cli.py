@@ -1,0 +1,139 @@
+"""The ``jaxpapers`` command: ``list``, ``reproduce`` and ``bench``.
+
+Exit status: 0 on success, 2 on a usage error (unknown paper, bad flag, unwritable output folder),
+1 when an experiment or benchmark itself fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from jaxpapers.core.papers import PAPERS, Paper, get_paper
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits with status 2 too; keep one line
+        self.exit(2, f"jaxpapers: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="jaxpapers", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    sub.add_parser("list", help="list the nineteen papers and which are implemented")
+
+    rep = sub.add_parser("reproduce", help="run the papers' experiments and write the results")
+    rep.add_argument("papers", nargs="*", help="paper ids (P17) or module names; default: all")
+    size = rep.add_mutually_exclusive_group()
+    size.add_argument("--quick", dest="size", action="store_const", const="quick",
+                      help="CPU-sized runs, about a minute a paper (default)")
+    size.add_argument("--full", dest="size", action="store_const", const="full",
+                      help="the larger setting, for a GPU/TPU")
+    size.add_argument("--smoke", dest="size", action="store_const", const="smoke",
+                      help="tiny sizes for tests; numbers are not meaningful")
+    rep.add_argument("--out", default="results", help="results folder (default: results)")
+    rep.add_argument("--seeds", type=int, default=None, help="number of seeds (default per size)")
+    rep.add_argument("--resume", action="store_true",
+                     help="keep finished experiments and continue from the last checkpoints")
+    rep.set_defaults(size="quick")
+
+    ben = sub.add_parser("bench", help="run benchmark scripts from benchmarks/")
+    ben.add_argument("names", nargs="*", help="benchmark names; default: all")
+    ben.add_argument("--out", default="results", help="writes OUT/bench/NAME.json")
+    ben.add_argument("--full", action="store_true", help="larger sizes (GPU/TPU)")
+    return parser
+
+
+def _check_writable(parser: argparse.ArgumentParser, out: str) -> Path:
+    path = Path(out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-test")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        parser.error(f"output folder {out!r} is not writable ({err.strerror or err})")
+    return path
+
+
+def _resolve_papers(parser: argparse.ArgumentParser, names: Sequence[str]) -> list[Paper]:
+    if not names:
+        return [p for p in PAPERS if p.implemented]
+    papers = []
+    for name in names:
+        try:
+            paper = get_paper(name)
+        except ValueError:
+            valid = ", ".join(p.id for p in PAPERS)
+            parser.error(f"unknown paper {name!r}; valid choices: {valid}")
+        if not paper.implemented:
+            done = ", ".join(p.id for p in PAPERS if p.implemented) or "none"
+            parser.error(f"paper {paper.id} is not implemented yet; implemented: {done}")
+        papers.append(paper)
+    return papers
+
+
+def _cmd_list() -> int:
+    print(f"{'id':<4}  {'module':<13} {'status':<15} title")
+    for p in PAPERS:
+        status = "implemented" if p.implemented else "not yet"
+        print(f"{p.id:<4}  {p.module:<13} {status:<15} {p.title}")
+    return 0
+
+
+def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.seeds is not None and args.seeds < 1:
+        parser.error(f"--seeds must be a positive integer, got {args.seeds}")
+    papers = _resolve_papers(parser, args.papers)
+    out = _check_writable(parser, args.out)
+    from jaxpapers.core.experiment import render_markdown, render_text, run_paper
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    records = []
+    for paper in papers:
+        records.append(
+            run_paper(paper, out, size=args.size, seeds=args.seeds, resume=args.resume, log=log)
+        )
+        # Regenerate the table after every paper so an interrupted run still has a current one.
+        (out / "RESULTS.md").write_text(render_markdown(out))
+    print(render_text(records))
+    print(f"\nwrote {out / 'RESULTS.md'}")
+    return 0
+
+
+def _cmd_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from jaxpapers.core.bench import available_benchmarks, render_rows, run_benchmark
+
+    names = available_benchmarks()
+    if not names:
+        parser.error("no benchmarks/ folder found: run `jaxpapers bench` from a source checkout")
+    unknown = [n for n in args.names if n not in names]
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; valid choices: {', '.join(names)}")
+    out = _check_writable(parser, args.out)
+    for name in args.names or names:
+        rows = run_benchmark(name, out, quick=not args.full)
+        print(f"== {name} ({out / 'bench' / (name + '.json')})")
+        print(render_rows(rows))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        return _cmd_list()
+    if args.command == "reproduce":
+        return _cmd_reproduce(parser, args)
+    return _cmd_bench(parser, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

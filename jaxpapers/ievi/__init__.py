@@ -1,0 +1,1 @@
+"""P17: Implicit-Euler value iteration (being written)."""

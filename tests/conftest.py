@@ -1,0 +1,32 @@
+"""Shared test set-up: strict rank promotion, an explicit PRNG key, float64 on demand."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax
+import numpy as np
+import pytest
+
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+@pytest.fixture
+def key() -> jax.Array:
+    """A fixed PRNG key: tests are reproducible."""
+    return jax.random.key(0)
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A fixed NumPy generator for float64 references and random inputs."""
+    return np.random.default_rng(0)
+
+
+@pytest.fixture
+def x64():
+    """Run the test body with 64-bit JAX types enabled (for comparisons with float64 NumPy)."""
+    with jax.enable_x64(True):
+        yield
