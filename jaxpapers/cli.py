@@ -38,6 +38,8 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="tiny sizes for tests; numbers are not meaningful")
     rep.add_argument("--out", default="results", help="results folder (default: results)")
     rep.add_argument("--seeds", type=int, default=None, help="number of seeds (default per size)")
+    rep.add_argument("--experiments", default=None, metavar="ID,ID",
+                     help="run only these experiment ids (comma-separated; one paper only)")
     rep.add_argument("--resume", action="store_true",
                      help="keep finished experiments and continue from the last checkpoints")
     rep.set_defaults(size="quick")
@@ -90,8 +92,21 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     if args.seeds is not None and args.seeds < 1:
         parser.error(f"--seeds must be a positive integer, got {args.seeds}")
     papers = _resolve_papers(parser, args.papers)
+    from jaxpapers.core.experiment import experiments_for, render_markdown, render_text, run_paper
+
+    only = None
+    if args.experiments is not None:
+        if len(papers) != 1:
+            parser.error("--experiments needs exactly one paper")
+        only = [e.strip() for e in args.experiments.split(",") if e.strip()]
+        valid = [e.id for e in experiments_for(papers[0])]
+        unknown = [e for e in only if e not in valid]
+        if unknown or not only:
+            parser.error(
+                f"unknown experiment {unknown[0] if unknown else '(none)'!r} for {papers[0].id}; "
+                f"valid choices: {', '.join(valid)}"
+            )
     out = _check_writable(parser, args.out)
-    from jaxpapers.core.experiment import render_markdown, render_text, run_paper
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -99,7 +114,10 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     records = []
     for paper in papers:
         records.append(
-            run_paper(paper, out, size=args.size, seeds=args.seeds, resume=args.resume, log=log)
+            run_paper(
+                paper, out, size=args.size, seeds=args.seeds, resume=args.resume, only=only,
+                log=log,
+            )
         )
         # Regenerate the table after every paper so an interrupted run still has a current one.
         (out / "RESULTS.md").write_text(render_markdown(out))

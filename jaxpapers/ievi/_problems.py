@@ -1,0 +1,114 @@
+"""Test problems and approximate models: random MDPs, slippery gridworld, forest management."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxpapers.ievi._mdp import TabularMDP, check_transitions
+
+
+def random_mdp(
+    key: jax.Array, num_states: int, num_actions: int, gamma: float, *, concentration: float = 1.0
+) -> TabularMDP:
+    """Random MDP: Dirichlet(``concentration``) transition rows, rewards U[0, 1]."""
+    if num_states < 1 or num_actions < 1:
+        raise ValueError(f"need num_states, num_actions >= 1; got {num_states}, {num_actions}")
+    kp, kr = jax.random.split(key)
+    alpha = jnp.full((num_states,), concentration)
+    P = jax.random.dirichlet(kp, alpha, (num_actions, num_states))
+    P = P / P.sum(-1, keepdims=True)
+    R = jax.random.uniform(kr, (num_states, num_actions), dtype=P.dtype)
+    return TabularMDP(P, R, jnp.asarray(gamma, P.dtype))
+
+
+def gridworld(size: int, gamma: float, *, slip: float = 0.1, dtype=jnp.float64) -> TabularMDP:
+    """``size x size`` grid, actions up/down/left/right, goal (reward 1) in the far corner.
+
+    With probability ``slip`` the move goes in a uniformly random direction instead; moves into
+    a wall stay put. The goal is absorbing and pays 1 per step, so values approach 1/(1-gamma)
+    there and propagate slowly across the grid: a stiff problem for VI.
+    """
+    if size < 2 or not 0.0 <= slip <= 1.0:
+        raise ValueError(f"need size >= 2 and slip in [0, 1]; got size={size}, slip={slip}")
+    n = size * size
+    moves = [(-1, 0), (1, 0), (0, -1), (0, 1)]
+    det = np.zeros((4, n, n))
+    for s in range(n):
+        r, c = divmod(s, size)
+        for a, (dr, dc) in enumerate(moves):
+            rr, cc = min(max(r + dr, 0), size - 1), min(max(c + dc, 0), size - 1)
+            det[a, s, rr * size + cc] = 1.0
+    goal = n - 1
+    det[:, goal, :] = 0.0
+    det[:, goal, goal] = 1.0
+    P = (1.0 - slip) * det + slip * det.mean(axis=0, keepdims=True)
+    R = np.zeros((n, 4))
+    R[goal, :] = 1.0
+    return TabularMDP(jnp.asarray(P, dtype), jnp.asarray(R, dtype), jnp.asarray(gamma, dtype))
+
+
+def forest_management(
+    num_states: int, gamma: float, *, r_wait: float = 4.0, r_cut: float = 2.0, fire: float = 0.1,
+    dtype=jnp.float64,
+) -> TabularMDP:
+    """The forest-management MDP (as in pymdptoolbox's ``forest``): actions wait (0) and cut (1).
+
+    The forest ages by one state per step unless a fire (probability ``fire``) resets it to 0;
+    cutting resets it to 0 and pays by age (1 in states 1.., ``r_cut`` in the oldest); waiting
+    pays ``r_wait`` in the oldest state.
+    """
+    if num_states < 2 or not 0.0 <= fire <= 1.0:
+        raise ValueError(f"need num_states >= 2 and fire in [0, 1]; got {num_states}, {fire}")
+    S = num_states
+    P = np.zeros((2, S, S))
+    P[0, :, 0] = fire
+    for s in range(S):
+        P[0, s, min(s + 1, S - 1)] += 1.0 - fire
+    P[1, :, 0] = 1.0
+    R = np.zeros((S, 2))
+    R[S - 1, 0] = r_wait
+    R[1:, 1] = 1.0
+    R[S - 1, 1] = r_cut
+    return TabularMDP(jnp.asarray(P, dtype), jnp.asarray(R, dtype), jnp.asarray(gamma, dtype))
+
+
+def perturbed_model(
+    key: jax.Array, P: Float[Array, "A S S"], l1_error: float | Float[Array, ""]
+) -> Float[Array, "A S S"]:
+    r"""An approximate model whose every row is exactly ``l1_error`` away from ``P`` in L1.
+
+    Each row is mixed with a random Dirichlet(1) row ``Q``: :math:`\hat P = (1-\epsilon) P +
+    \epsilon Q` with :math:`\epsilon = \delta / \|P - Q\|_1`, which keeps rows stochastic and puts
+    the row-wise error at :math:`\delta` (capped where even :math:`\epsilon = 1` falls short).
+    """
+    check_transitions(P, "P")
+    if not isinstance(l1_error, jax.core.Tracer) and not 0.0 <= float(l1_error) <= 2.0:
+        raise ValueError(f"l1_error must lie in [0, 2]; got {float(l1_error)}")
+    Q = jax.random.dirichlet(key, jnp.ones(P.shape[-1], P.dtype), P.shape[:-1])
+    dist = jnp.sum(jnp.abs(P - Q), axis=-1, keepdims=True)
+    eps = jnp.clip(l1_error / jnp.maximum(dist, 1e-30), 0.0, 1.0)
+    P_hat = (1.0 - eps) * P + eps * Q
+    return P_hat / P_hat.sum(-1, keepdims=True)
+
+
+def sample_counts(key: jax.Array, P: Float[Array, "A S S"], n: int) -> Float[Array, "A S S"]:
+    """Counts of ``n`` next-state samples drawn from every row of ``P`` (a generative model)."""
+    logits = jnp.log(jnp.maximum(P, 1e-300))
+    draws = jax.random.categorical(key, logits, axis=-1, shape=(n, *P.shape[:-1]))
+    return jax.nn.one_hot(draws, P.shape[-1], dtype=P.dtype).sum(0)
+
+
+def estimated_model(key: jax.Array, P: Float[Array, "A S S"], n: int) -> Float[Array, "A S S"]:
+    """Maximum-likelihood model from ``n`` samples per state-action pair of ``P``."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1 samples per state-action pair; got {n}")
+    counts = sample_counts(key, P, n)
+    return counts / n
+
+
+def row_l1_error(P: Float[Array, "A S S"], P_hat: Float[Array, "A S S"]) -> Float[Array, ""]:
+    """Largest row-wise L1 distance ``max_{a,s} ||P[a,s] - P_hat[a,s]||_1``."""
+    return jnp.max(jnp.sum(jnp.abs(P - P_hat), axis=-1))

@@ -1,0 +1,80 @@
+"""The ``jaxpapers`` command: list, usage errors (exit 2, nothing written), reproduce end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from jaxpapers.cli import main
+from jaxpapers.core.papers import PAPERS, get_paper
+
+
+def test_list_shows_every_paper_and_status(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    for paper in PAPERS:
+        (line,) = [ln for ln in out if ln.startswith(paper.id + " ")]
+        assert paper.module in line
+        assert ("implemented" if paper.implemented else "not yet") in line
+    assert "implemented" in next(ln for ln in out if ln.startswith("P17"))
+    assert not get_paper("P19").implemented
+
+
+def test_python_dash_m_entry_point():
+    out = subprocess.run(
+        [sys.executable, "-m", "jaxpapers", "list"], capture_output=True, text=True, check=True
+    )
+    assert "P17" in out.stdout and "ievi" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["reproduce", "P99"], "valid choices: P01"),
+        (["reproduce", "P19"], "not implemented"),
+        (["reproduce", "P17", "--bogus"], "unrecognized arguments"),
+        (["reproduce", "P17", "--seeds", "0"], "--seeds must be a positive"),
+        (["reproduce", "P17", "--experiments", "nope"], "valid choices: queries_random"),
+        (["bench", "no_such_bench"], "valid choices"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_usage_errors_exit_2_and_write_nothing(argv, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out_dir = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(out_dir)] if argv[0] != "frobnicate" else argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not out_dir.exists()
+
+
+def test_unwritable_output_folder_exits_2(tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", "P17", "--smoke", "--out", str(blocker / "results")])
+    assert exc.value.code == 2
+    assert "not writable" in capsys.readouterr().err
+    assert blocker.read_text() == "not a folder"
+
+
+def test_reproduce_writes_result_json_and_table(tmp_path, capsys):
+    rc = main(["reproduce", "P17", "--smoke", "--seeds", "2", "--out", str(tmp_path),
+               "--experiments", "queries_gridworld_5pct_error"])
+    assert rc == 0
+    rec = json.loads((tmp_path / "P17" / "result.json").read_text())
+    assert rec["paper"] == "P17" and rec["seeds"] == 2 and rec["size"] == "smoke"
+    (exp,) = rec["experiments"]
+    assert exp["verdict"] in {"holds", "does not hold", "inconclusive"}
+    roles = {r["method"]: r["role"] for r in exp["rows"]}
+    assert roles == {"VI": "baseline", "IE-VI": "method", "A-IE-VI": "method"}
+    for row in exp["rows"]:
+        assert len(row["seeds"]) == 2 and row["mean"] > 0
+    table = (tmp_path / "RESULTS.md").read_text()
+    assert "queries_gridworld_5pct_error" in table and exp["verdict"] in table
+    assert (tmp_path / "P17" / "queries_gridworld_5pct_error.png").stat().st_size > 1000
+    assert "queries_gridworld_5pct_error" in capsys.readouterr().out

@@ -1,0 +1,130 @@
+"""Verdict rules, the runner's bookkeeping and resume semantics, on hand-made experiments."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from jaxpapers.core import experiment as ex
+from jaxpapers.core.experiment import (
+    AllOf,
+    Better,
+    Context,
+    Experiment,
+    Outcome,
+    Ratio,
+    RowStats,
+    Threshold,
+)
+
+
+def _rows(**values):
+    return {k: RowStats.from_values(k, "method", v) for k, v in values.items()}
+
+
+def test_rowstats_mean_and_sample_std():
+    s = RowStats.from_values("m", "method", [1.0, 2.0, 4.0])
+    assert s.mean == pytest.approx(7 / 3)
+    assert s.std == pytest.approx(np.std([1.0, 2.0, 4.0], ddof=1))
+    assert RowStats.from_values("m", "method", [3.0]).std == 0.0
+    with pytest.raises(ValueError, match="no measured values"):
+        RowStats.from_values("m", "method", [])
+
+
+@pytest.mark.parametrize(
+    "m, b, lower, expected",
+    [
+        ([1.0, 1.1, 0.9], [2.0, 2.1, 1.9], True, "holds"),
+        ([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], True, "does not hold"),
+        ([1.0, 1.5, 0.5], [1.2, 1.7, 0.7], True, "inconclusive"),
+        ([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], False, "holds"),
+    ],
+)
+def test_better_rule(m, b, lower, expected):
+    assert Better("m", "b").decide(_rows(m=m, b=b), lower) == expected
+
+
+def test_better_at_least_accepts_ties_within_spread():
+    rows = _rows(m=[1.0, 1.5, 0.5], b=[1.2, 1.7, 0.7])
+    assert Better("m", "b", at_least=True).decide(rows, False) == "holds"
+    rows = _rows(m=[0.0, 0.1, -0.1], b=[1.2, 1.3, 1.1])
+    assert Better("m", "b", at_least=True).decide(rows, False) == "does not hold"
+
+
+def test_ratio_and_threshold_rules():
+    rows = _rows(vi=[2000.0, 2100.0], ie=[10.0, 11.0], same=[1900.0, 2000.0])
+    assert Ratio("vi", "ie", 20).decide(rows, True) == "holds"
+    assert Ratio("vi", "same", 20).decide(rows, True) == "does not hold"
+    assert Threshold("ie", 100.0).decide(rows, True) == "holds"
+    assert Threshold("ie", 5.0).decide(rows, True) == "does not hold"
+    assert Threshold("ie", 10.6).decide(rows, True) == "inconclusive"
+    assert Threshold("ie", 5.0, below=False).decide(rows, True) == "holds"
+
+
+def test_allof_combines_parts():
+    rows = _rows(a=[1.0, 1.0], b=[2.0, 2.0])
+    good, bad = Threshold("a", 1.5), Threshold("b", 1.5)
+    assert AllOf((good, good)).decide(rows, True) == "holds"
+    assert AllOf((good, bad)).decide(rows, True) == "does not hold"
+    assert "a < 1.5" in AllOf((good, bad)).describe(True)
+
+
+def test_experiment_rejects_rule_on_undeclared_rows():
+    with pytest.raises(ValueError, match="neither baselines"):
+        Experiment("P17", "x", "c", "m", True, ("b",), ("m",), Better("z", "b"), lambda c: None)
+
+
+def _fake_experiments(calls: list[str]):
+    def run_a(ctx: Context) -> Outcome:
+        calls.append("a")
+        vals = [ctx.cached(f"seed{s}", lambda s=s: 1.0 + 0.1 * s) for s in ctx.seed_list]
+        return Outcome({"base": [3.0 + v for v in vals], "meth": vals}, {"note": "a"})
+
+    def run_b(ctx: Context) -> Outcome:
+        calls.append("b")
+        if ctx.size == "quick" and "fail" in calls:
+            raise RuntimeError("interrupted")
+        return Outcome({"base": [1.0] * ctx.seeds, "meth": [2.0] * ctx.seeds})
+
+    common = dict(paper="P17", claim="c", metric="m", lower_is_better=True,
+                  baselines=("base",), methods=("meth",), rule=Better("meth", "base"))
+    return [Experiment(id="a", run=run_a, **common), Experiment(id="b", run=run_b, **common)]
+
+
+def test_runner_writes_each_experiment_and_resume_skips_finished(tmp_path, monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(ex, "experiments_for", lambda paper: _fake_experiments(calls))
+    calls.append("fail")
+    with pytest.raises(RuntimeError, match="interrupted"):
+        ex.run_paper("P17", tmp_path, size="quick", seeds=3, log=lambda m: None)
+    rec = json.loads((tmp_path / "P17" / "result.json").read_text())
+    assert [e["id"] for e in rec["experiments"]] == ["a"]
+    assert rec["experiments"][0]["verdict"] == "holds"
+    assert rec["experiments"][0]["rows"][1]["seeds"] == pytest.approx([1.0, 1.1, 1.2])
+
+    calls.clear()
+    rec = ex.run_paper("P17", tmp_path, size="quick", seeds=3, resume=True, log=lambda m: None)
+    assert calls == ["b"]  # "a" was finished and is kept
+    assert [e["verdict"] for e in rec["experiments"]] == ["holds", "does not hold"]
+
+    calls.clear()
+    ex.run_paper("P17", tmp_path, size="quick", seeds=2, resume=True, log=lambda m: None)
+    assert calls == ["a", "b"]  # other seeds: nothing to keep
+
+
+def test_cached_substeps_survive_and_fresh_runs_clear_them(tmp_path):
+    ctx = Context(size="quick", seeds=1, workdir=tmp_path / "w")
+    ctx.workdir.mkdir(parents=True)
+    assert ctx.cached("x", lambda: np.arange(3)) == [0, 1, 2]
+    assert ctx.cached("x", lambda: pytest.fail("recomputed a cached step")) == [0, 1, 2]
+    assert ctx.pick(smoke=1, quick=2, full=3) == 2
+
+
+def test_render_markdown_lists_rows_and_verdicts(tmp_path, monkeypatch):
+    monkeypatch.setattr(ex, "experiments_for", lambda paper: _fake_experiments([]))
+    ex.run_paper("P17", tmp_path, size="smoke", seeds=2, log=lambda m: None)
+    md = ex.render_markdown(tmp_path)
+    assert "| P17 | a |" in md and "**holds**" in md and "**does not hold**" in md
+    assert "base: 4.05 ± 0.07071" in md

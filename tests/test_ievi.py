@@ -1,0 +1,220 @@
+"""P17 IE-VI: fixed points against float64 NumPy, the contraction factor, any-model convergence,
+A-IE-VI's fallback, IE-Dyna, jit/vmap/grad, and bad inputs."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers import ievi
+from jaxpapers.ievi import (
+    TabularMDP,
+    a_ie_vi,
+    evaluate_policy,
+    ie_vi,
+    implicit_step,
+    make_mdp,
+    optimal_values,
+    perturbed_model,
+    value_iteration,
+)
+
+
+def _np_mdp(rng, S=12, A=3, gamma=0.9):
+    P = rng.dirichlet(np.ones(S), size=(A, S))
+    P /= P.sum(-1, keepdims=True)
+    R = rng.uniform(size=(S, A))
+    return P, R, gamma
+
+
+def _np_value_iteration(P, R, gamma, sweeps=4000):
+    V = np.zeros(P.shape[1])
+    for _ in range(sweeps):
+        V = np.max(R + gamma * np.einsum("ast,t->sa", P, V), axis=1)
+    return V
+
+
+def _mdp(P, R, gamma):
+    return make_mdp(jnp.asarray(P), jnp.asarray(R), gamma)
+
+
+def test_policy_evaluation_matches_numpy_linear_solve(x64, rng):
+    P, R, gamma = _np_mdp(rng)
+    pi = rng.dirichlet(np.ones(3), size=12)
+    P_pi = np.einsum("sa,ast->st", pi, P)
+    expected = np.linalg.solve(np.eye(12) - gamma * P_pi, (pi * R).sum(1))
+    mdp = _mdp(P, R, gamma)
+    np.testing.assert_allclose(evaluate_policy(mdp, jnp.asarray(pi)), expected, rtol=1e-12)
+    model = perturbed_model(jax.random.key(1), mdp.P, 0.5)
+    for res in (
+        value_iteration(mdp, policy=jnp.asarray(pi), tol=1e-10),
+        ie_vi(mdp, model, 5.0, policy=jnp.asarray(pi), tol=1e-10),
+        a_ie_vi(mdp, model, policy=jnp.asarray(pi), tol=1e-10),
+    ):
+        assert bool(res.converged)
+        np.testing.assert_allclose(res.V, expected, atol=1e-9)
+
+
+def test_control_fixed_points_match_numpy_value_iteration(x64, rng):
+    P, R, gamma = _np_mdp(rng, gamma=0.95)
+    expected = _np_value_iteration(P, R, gamma)
+    mdp = _mdp(P, R, gamma)
+    np.testing.assert_allclose(optimal_values(mdp), expected, atol=1e-10)
+    np.testing.assert_allclose(value_iteration(mdp, tol=1e-10).V, expected, atol=1e-9)
+    wrong = perturbed_model(jax.random.key(2), mdp.P, 1.5)
+    for res in (ie_vi(mdp, wrong, 20.0, tol=1e-10), a_ie_vi(mdp, wrong, tol=1e-10)):
+        assert bool(res.converged)
+        np.testing.assert_allclose(res.V, expected, atol=1e-9)
+
+
+@pytest.mark.parametrize("h", [0.5, 3.0, 40.0])
+def test_exact_implicit_step_contracts_at_the_predicted_rate(x64, rng, h):
+    P, R, gamma = _np_mdp(rng, S=10, A=2, gamma=0.97)
+    mdp = _mdp(P, R, gamma)
+    pi = jax.nn.one_hot(jnp.asarray(rng.integers(0, 2, size=10)), 2, dtype=jnp.float64)
+    v_pi = np.asarray(evaluate_policy(mdp, pi))
+    rate = 1.0 / (1.0 + h * (1.0 - gamma))
+
+    def error_ratios(V0, steps=6):
+        V, errors = jnp.asarray(V0), []
+        for _ in range(steps):
+            TV = ievi.bellman(mdp, V, pi)
+            V, _ = implicit_step(mdp, mdp.P, V, V, TV, h, pi)  # model = P: exact implicit step
+            errors.append(np.max(np.abs(np.asarray(V) - v_pi)))
+        return np.array(errors[1:]) / np.array(errors[:-1])
+
+    # Along the constant vector (eigenvalue 1 of P_pi) the factor is attained exactly ...
+    np.testing.assert_allclose(error_ratios(v_pi + 5.0), rate, rtol=1e-9)
+    # ... and from any start it is a sup-norm bound at every step.
+    assert np.all(error_ratios(v_pi + 5.0 * rng.normal(size=10)) <= rate * (1 + 1e-9))
+
+
+def test_ie_vi_needs_far_fewer_queries_than_vi_with_a_small_error_model(x64):
+    gamma = 0.999
+    mdp = ievi.gridworld(6, gamma, slip=0.2)
+    v_star = optimal_values(mdp)
+    model = perturbed_model(jax.random.key(0), mdp.P, 0.1 * (1 - gamma))
+    vi = value_iteration(mdp, v_star=v_star, max_queries=100_000)
+    ie = ie_vi(mdp, model, 100 / (1 - gamma), v_star=v_star)
+    # VI's count is the closed form log(tol / |V*|) / log(gamma) up to a few sweeps.
+    predicted = np.log(1e-6 / float(jnp.max(jnp.abs(v_star)))) / np.log(gamma)
+    assert abs(int(vi.queries) - predicted) < 0.02 * predicted
+    assert bool(ie.converged) and int(ie.queries) * 20 <= int(vi.queries)
+    assert float(jnp.max(jnp.abs(ie.V - v_star))) <= 1e-6
+
+
+def test_a_ie_vi_falls_back_to_vi_with_a_useless_model(x64):
+    gamma = 0.95
+    mdp = ievi.gridworld(5, gamma, slip=0.1)
+    v_star = optimal_values(mdp)
+    # A model in which every action teleports to the start: no information about P at all.
+    teleport = jnp.zeros_like(mdp.P).at[:, :, 0].set(1.0)
+    vi = value_iteration(mdp, v_star=v_star)
+    ad = a_ie_vi(mdp, teleport, v_star=v_star)
+    assert bool(ad.converged)
+    assert float(jnp.max(jnp.abs(ad.V - v_star))) <= 1e-6
+    # Rejected proposals cost extra queries, but only logarithmically many.
+    assert int(ad.queries) <= int(vi.queries) + 2 * int(np.log2(int(vi.queries)) + 1) ** 2
+    planned = ievi.plan_in_model(mdp, teleport)
+    assert float(jnp.max(jnp.abs(planned - v_star))) > 1.0  # the model alone is biased
+
+
+def test_vmap_and_jit_agree_with_a_loop(x64):
+    keys = jax.random.split(jax.random.key(3), 4)
+    mdps = jax.vmap(lambda k: ievi.random_mdp(k, 15, 3, 0.9))(keys)
+    models = jax.vmap(lambda k, P: perturbed_model(k, P, 0.2))(keys, mdps.P)
+    batched = jax.jit(jax.vmap(lambda m, p: ie_vi(m, p, 10.0, tol=1e-9)))(mdps, models)
+    for i in range(4):
+        one = ie_vi(jax.tree.map(lambda x: x[i], mdps), models[i], 10.0, tol=1e-9)
+        np.testing.assert_allclose(batched.V[i], one.V, atol=1e-12)
+        assert int(batched.queries[i]) == int(one.queries)
+
+
+def test_value_gradient_wrt_rewards_is_the_resolvent(x64, rng):
+    P, R, gamma = _np_mdp(rng, S=8, A=2)
+    mdp = _mdp(P, R, gamma)
+    pi_star = ievi.policy_iteration(mdp).policy
+    jac = jax.jacfwd(lambda r: optimal_values(TabularMDP(mdp.P, r, mdp.gamma)))(mdp.R)
+    P_pi = np.einsum("sa,ast->st", np.asarray(pi_star), P)
+    resolvent = np.linalg.inv(np.eye(8) - gamma * P_pi)
+    expected = resolvent[:, :, None] * np.asarray(pi_star)[None, :, :]
+    np.testing.assert_allclose(jac, expected, atol=1e-10)
+    grad = jax.grad(lambda r: evaluate_policy(TabularMDP(mdp.P, r, mdp.gamma), pi_star).sum())(mdp.R)
+    np.testing.assert_allclose(grad, expected.sum(0), atol=1e-10)
+
+
+def test_ie_dyna_reaches_the_true_values_and_beats_dyna_q(x64):
+    gamma = 0.95
+    mdp = ievi.gridworld(4, gamma, slip=0.2)
+    v_star = optimal_values(mdp)
+    sim = perturbed_model(jax.random.key(1), mdp.P, 0.3)
+    k = jax.random.key(9)
+    ie = ievi.ie_dyna(mdp, sim, v_star, key=k, rounds=400, h=100 / (1 - gamma))
+    dq = ievi.dyna_q(mdp, v_star, key=k, rounds=400)
+    scale = float(jnp.max(jnp.abs(v_star)))
+    assert float(ie.errors[-1]) < 0.03 * scale
+    target = 0.1 * scale
+    assert float(ievi.samples_to_error(ie, target)) < float(ievi.samples_to_error(dq, target))
+    assert int(ie.samples[-1]) == 400 * 16 * 4
+
+
+def test_samples_to_error_reads_the_last_crossing():
+    res = ievi.DynaResult(
+        jnp.zeros(2), jnp.array([5.0, 0.5, 2.0, 0.4, 0.3]), jnp.arange(1, 6) * 10
+    )
+    assert float(ievi.samples_to_error(res, 1.0)) == 40.0
+    assert float(ievi.samples_to_error(res, 0.1)) == np.inf
+    assert float(ievi.samples_to_error(res, 10.0)) == 10.0
+
+
+def test_perturbed_model_has_the_requested_row_error(x64, rng):
+    P, _, _ = _np_mdp(rng, S=20, A=2)
+    P_hat = perturbed_model(jax.random.key(0), jnp.asarray(P), 0.3)
+    np.testing.assert_allclose(np.abs(P_hat - P).sum(-1), 0.3, rtol=1e-9)
+    np.testing.assert_allclose(P_hat.sum(-1), 1.0, atol=1e-12)
+    assert float(ievi.row_l1_error(jnp.asarray(P), P_hat)) == pytest.approx(0.3)
+
+
+def test_test_problems_are_valid_mdps(x64):
+    for mdp in (ievi.gridworld(4, 0.9), ievi.forest_management(6, 0.9),
+                ievi.random_mdp(jax.random.key(0), 7, 2, 0.9)):
+        make_mdp(mdp.P, mdp.R, float(mdp.gamma))
+        np.testing.assert_allclose(
+            optimal_values(mdp), _np_value_iteration(np.asarray(mdp.P), np.asarray(mdp.R), 0.9),
+            atol=1e-9,
+        )
+    counts = ievi.sample_counts(jax.random.key(0), ievi.gridworld(3, 0.9).P, 50)
+    np.testing.assert_allclose(counts.sum(-1), 50.0)
+
+
+def test_bad_inputs_raise_clear_errors(rng):
+    P, R, gamma = _np_mdp(rng, S=5, A=2)
+    with pytest.raises(ValueError, match="rows of P must sum to 1"):
+        make_mdp(P * 1.1, R, gamma)
+    with pytest.raises(ValueError, match=r"gamma must lie in \[0, 1\); got 1.0"):
+        make_mdp(P, R, 1.0)
+    with pytest.raises(ValueError, match=r"gamma must lie in \[0, 1\); got -0.1"):
+        make_mdp(P, R, -0.1)
+    with pytest.raises(ValueError, match=r"R must have shape \[S, A\] = \[5, 2\]"):
+        make_mdp(P, R.T, gamma)
+    with pytest.raises(ValueError, match=r"P must have shape \[A, S, S\]"):
+        make_mdp(P[:, :, :4], R, gamma)
+    mdp = make_mdp(P, R, gamma)
+    with pytest.raises(ValueError, match="h must be a positive step size; got 0.0"):
+        ie_vi(mdp, mdp.P, 0.0)
+    with pytest.raises(ValueError, match="h must be a positive step size; got -1.0"):
+        ie_vi(mdp, mdp.P, -1.0)
+    with pytest.raises(ValueError, match="model_P must have the shape of mdp.P"):
+        ie_vi(mdp, mdp.P[:1], 1.0)
+    with pytest.raises(ValueError, match="rows of model_P must sum to 1"):
+        a_ie_vi(mdp, mdp.P * 0.5)
+    with pytest.raises(ValueError, match=r"V0 must have shape \[S\] = \[5\]"):
+        value_iteration(mdp, jnp.zeros(4))
+    with pytest.raises(ValueError, match=r"policy must have shape \[S, A\]"):
+        value_iteration(mdp, policy=jnp.ones((5, 3)) / 3)
+    with pytest.raises(ValueError, match="tol must be positive"):
+        value_iteration(mdp, tol=0.0)
+    with pytest.raises(ValueError, match="l1_error must lie in"):
+        perturbed_model(jax.random.key(0), mdp.P, 3.0)
