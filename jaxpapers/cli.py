@@ -30,18 +30,40 @@ def _build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("reproduce", help="run the papers' experiments and write the results")
     rep.add_argument("papers", nargs="*", help="paper ids (P17) or module names; default: all")
     size = rep.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="size", action="store_const", const="quick",
-                      help="CPU-sized runs, about a minute a paper (default)")
-    size.add_argument("--full", dest="size", action="store_const", const="full",
-                      help="the larger setting, for a GPU/TPU")
-    size.add_argument("--smoke", dest="size", action="store_const", const="smoke",
-                      help="tiny sizes for tests; numbers are not meaningful")
+    size.add_argument(
+        "--quick",
+        dest="size",
+        action="store_const",
+        const="quick",
+        help="CPU-sized runs, about a minute a paper (default)",
+    )
+    size.add_argument(
+        "--full",
+        dest="size",
+        action="store_const",
+        const="full",
+        help="the larger setting, for a GPU/TPU",
+    )
+    size.add_argument(
+        "--smoke",
+        dest="size",
+        action="store_const",
+        const="smoke",
+        help="tiny sizes for tests; numbers are not meaningful",
+    )
     rep.add_argument("--out", default="results", help="results folder (default: results)")
     rep.add_argument("--seeds", type=int, default=None, help="number of seeds (default per size)")
-    rep.add_argument("--experiments", default=None, metavar="ID,ID",
-                     help="run only these experiment ids (comma-separated; one paper only)")
-    rep.add_argument("--resume", action="store_true",
-                     help="keep finished experiments and continue from the last checkpoints")
+    rep.add_argument(
+        "--experiments",
+        default=None,
+        metavar="ID,ID",
+        help="run only these experiment ids (comma-separated; one paper only)",
+    )
+    rep.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep finished experiments and continue from the last checkpoints",
+    )
     rep.set_defaults(size="quick")
 
     ben = sub.add_parser("bench", help="run benchmark scripts from benchmarks/")
@@ -115,7 +137,12 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     for paper in papers:
         records.append(
             run_paper(
-                paper, out, size=args.size, seeds=args.seeds, resume=args.resume, only=only,
+                paper,
+                out,
+                size=args.size,
+                seeds=args.seeds,
+                resume=args.resume,
+                only=only,
                 log=log,
             )
         )

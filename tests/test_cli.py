@@ -63,8 +63,19 @@ def test_unwritable_output_folder_exits_2(tmp_path, capsys):
 
 
 def test_reproduce_writes_result_json_and_table(tmp_path, capsys):
-    rc = main(["reproduce", "P17", "--smoke", "--seeds", "2", "--out", str(tmp_path),
-               "--experiments", "queries_gridworld_5pct_error"])
+    rc = main(
+        [
+            "reproduce",
+            "P17",
+            "--smoke",
+            "--seeds",
+            "2",
+            "--out",
+            str(tmp_path),
+            "--experiments",
+            "queries_gridworld_5pct_error",
+        ]
+    )
     assert rc == 0
     rec = json.loads((tmp_path / "P17" / "result.json").read_text())
     assert rec["paper"] == "P17" and rec["seeds"] == 2 and rec["size"] == "smoke"

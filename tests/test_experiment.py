@@ -88,8 +88,15 @@ def _fake_experiments(calls: list[str]):
             raise RuntimeError("interrupted")
         return Outcome({"base": [1.0] * ctx.seeds, "meth": [2.0] * ctx.seeds})
 
-    common = dict(paper="P17", claim="c", metric="m", lower_is_better=True,
-                  baselines=("base",), methods=("meth",), rule=Better("meth", "base"))
+    common = dict(
+        paper="P17",
+        claim="c",
+        metric="m",
+        lower_is_better=True,
+        baselines=("base",),
+        methods=("meth",),
+        rule=Better("meth", "base"),
+    )
     return [Experiment(id="a", run=run_a, **common), Experiment(id="b", run=run_b, **common)]
 
 
@@ -128,3 +135,11 @@ def test_render_markdown_lists_rows_and_verdicts(tmp_path, monkeypatch):
     md = ex.render_markdown(tmp_path)
     assert "| P17 | a |" in md and "**holds**" in md and "**does not hold**" in md
     assert "base: 4.05 ± 0.07071" in md
+
+
+def test_progress_is_a_plain_pass_through_off_a_terminal(capsys):
+    from jaxpapers.core.progress import progress
+
+    assert list(progress(range(5), total=5, desc="x")) == [0, 1, 2, 3, 4]
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out == ""

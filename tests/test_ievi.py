@@ -141,7 +141,9 @@ def test_value_gradient_wrt_rewards_is_the_resolvent(x64, rng):
     resolvent = np.linalg.inv(np.eye(8) - gamma * P_pi)
     expected = resolvent[:, :, None] * np.asarray(pi_star)[None, :, :]
     np.testing.assert_allclose(jac, expected, atol=1e-10)
-    grad = jax.grad(lambda r: evaluate_policy(TabularMDP(mdp.P, r, mdp.gamma), pi_star).sum())(mdp.R)
+    grad = jax.grad(lambda r: evaluate_policy(TabularMDP(mdp.P, r, mdp.gamma), pi_star).sum())(
+        mdp.R
+    )
     np.testing.assert_allclose(grad, expected.sum(0), atol=1e-10)
 
 
@@ -161,9 +163,7 @@ def test_ie_dyna_reaches_the_true_values_and_beats_dyna_q(x64):
 
 
 def test_samples_to_error_reads_the_last_crossing():
-    res = ievi.DynaResult(
-        jnp.zeros(2), jnp.array([5.0, 0.5, 2.0, 0.4, 0.3]), jnp.arange(1, 6) * 10
-    )
+    res = ievi.DynaResult(jnp.zeros(2), jnp.array([5.0, 0.5, 2.0, 0.4, 0.3]), jnp.arange(1, 6) * 10)
     assert float(ievi.samples_to_error(res, 1.0)) == 40.0
     assert float(ievi.samples_to_error(res, 0.1)) == np.inf
     assert float(ievi.samples_to_error(res, 10.0)) == 10.0
@@ -178,11 +178,15 @@ def test_perturbed_model_has_the_requested_row_error(x64, rng):
 
 
 def test_test_problems_are_valid_mdps(x64):
-    for mdp in (ievi.gridworld(4, 0.9), ievi.forest_management(6, 0.9),
-                ievi.random_mdp(jax.random.key(0), 7, 2, 0.9)):
+    for mdp in (
+        ievi.gridworld(4, 0.9),
+        ievi.forest_management(6, 0.9),
+        ievi.random_mdp(jax.random.key(0), 7, 2, 0.9),
+    ):
         make_mdp(mdp.P, mdp.R, float(mdp.gamma))
         np.testing.assert_allclose(
-            optimal_values(mdp), _np_value_iteration(np.asarray(mdp.P), np.asarray(mdp.R), 0.9),
+            optimal_values(mdp),
+            _np_value_iteration(np.asarray(mdp.P), np.asarray(mdp.R), 0.9),
             atol=1e-9,
         )
     counts = ievi.sample_counts(jax.random.key(0), ievi.gridworld(3, 0.9).P, 50)

@@ -58,9 +58,20 @@ def test_import_jaxpapers_is_lazy():
 def test_wheel_contains_every_package(tmp_path):
     pytest.importorskip("setuptools")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
     )
     (wheel,) = tmp_path.glob("jaxpapers-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

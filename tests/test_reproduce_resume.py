@@ -17,16 +17,31 @@ EXPERIMENTS = ["queries_gridworld_5pct_error", "any_model"]
 
 
 def _numbers(record: dict) -> dict:
-    return {(e["id"], r["method"]): list(r["seeds"]) for e in record["experiments"] for r in e["rows"]}
+    return {
+        (e["id"], r["method"]): list(r["seeds"]) for e in record["experiments"] for r in e["rows"]
+    }
 
 
 @pytest.mark.slow
 def test_sigkill_then_resume_loses_nothing(tmp_path):
-    reference = run_paper("P17", tmp_path / "ref", size="smoke", seeds=2, only=EXPERIMENTS,
-                          log=lambda m: None)
+    reference = run_paper(
+        "P17", tmp_path / "ref", size="smoke", seeds=2, only=EXPERIMENTS, log=lambda m: None
+    )
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "jaxpapers", "reproduce", "P17", "--smoke", "--seeds", "2",
-           "--experiments", ",".join(EXPERIMENTS), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jaxpapers",
+        "reproduce",
+        "P17",
+        "--smoke",
+        "--seeds",
+        "2",
+        "--experiments",
+        ",".join(EXPERIMENTS),
+        "--out",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     result = out / "P17" / "result.json"
     deadline = time.time() + 300

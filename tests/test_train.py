@@ -91,11 +91,28 @@ def test_training_reduces_loss_and_is_deterministic():
 def test_resume_from_checkpoint_continues_exactly(tmp_path):
     loss_fn, params, batch_fn = _problem()
     full = train(loss_fn, params, optax.adam(0.1), batch_fn, steps=40, key=jax.random.key(0))
-    part = train(loss_fn, params, optax.adam(0.1), batch_fn, steps=40, key=jax.random.key(0),
-                 checkpoint_dir=tmp_path, checkpoint_every=10, stop_after=17)
+    part = train(
+        loss_fn,
+        params,
+        optax.adam(0.1),
+        batch_fn,
+        steps=40,
+        key=jax.random.key(0),
+        checkpoint_dir=tmp_path,
+        checkpoint_every=10,
+        stop_after=17,
+    )
     assert len(part.losses) == 17
-    rest = train(loss_fn, params, optax.adam(0.1), batch_fn, steps=40, key=jax.random.key(0),
-                 checkpoint_dir=tmp_path, checkpoint_every=10)
+    rest = train(
+        loss_fn,
+        params,
+        optax.adam(0.1),
+        batch_fn,
+        steps=40,
+        key=jax.random.key(0),
+        checkpoint_dir=tmp_path,
+        checkpoint_every=10,
+    )
     assert rest.resumed_from == 17
     np.testing.assert_array_equal(rest.losses, full.losses)
     np.testing.assert_array_equal(rest.params["w"], full.params["w"])
@@ -106,8 +123,11 @@ def test_sigkill_mid_training_then_resume_matches_uninterrupted(tmp_path):
     reference = _run_script(tmp_path, "-")
     ckpt = tmp_path / "ckpt"
     script = tmp_path / "train_script.py"
-    proc = subprocess.Popen([sys.executable, str(script), str(ckpt), "slow"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(ckpt), "slow"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 120
     while time.time() < deadline:
         steps = [int(p.name) for p in ckpt.glob("*") if p.name.isdigit()]
@@ -135,11 +155,24 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="steps=0"):
         train(loss_fn, params, optax.sgd(0.1), batch_fn, steps=0, key=jax.random.key(0))
     with pytest.raises(ValueError, match="checkpoint_every=0"):
-        train(loss_fn, params, optax.sgd(0.1), batch_fn, steps=3, key=jax.random.key(0),
-              checkpoint_every=0)
+        train(
+            loss_fn,
+            params,
+            optax.sgd(0.1),
+            batch_fn,
+            steps=3,
+            key=jax.random.key(0),
+            checkpoint_every=0,
+        )
     with pytest.raises(ValueError, match="leading batch axis"):
-        train(loss_fn, params, optax.sgd(0.1), lambda s: {"x": np.float32(1.0)}, steps=1,
-              key=jax.random.key(0))
+        train(
+            loss_fn,
+            params,
+            optax.sgd(0.1),
+            lambda s: {"x": np.float32(1.0)},
+            steps=1,
+            key=jax.random.key(0),
+        )
     mesh = data_parallel_mesh()
     assert mesh.shape["data"] == len(jax.devices())
     np.testing.assert_array_equal(shard_batch({"x": np.ones((2, 3))}, mesh)["x"], np.ones((2, 3)))

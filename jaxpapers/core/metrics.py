@@ -111,7 +111,7 @@ def accuracy(logits: Float[Array, "n c"], labels: Int[Array, " n"]) -> Float[Arr
     return jnp.mean(jnp.argmax(logits, -1) == labels)
 
 
-def psnr(x: Float[Array, "..."], ref: Float[Array, "..."], data_range: float = 1.0) -> jax.Array:
+def psnr(x: Float[Array, ...], ref: Float[Array, ...], data_range: float = 1.0) -> jax.Array:
     """Peak signal-to-noise ratio in dB over all axes but the first (one value per sample)."""
     if x.shape != ref.shape:
         raise ValueError(f"x and ref must have equal shapes; got {x.shape} and {ref.shape}")

@@ -94,8 +94,10 @@ def dyna_q(
         Q = Q + (samples_per_pair / n) * (target - Q)
         model = TabularMDP(_learned(counts), mdp.R, mdp.gamma)
         Q = jax.lax.fori_loop(
-            0, planning_sweeps,
-            lambda _, q: model.R + model.gamma * jnp.einsum("ast,t->sa", model.P, q.max(-1)), Q,
+            0,
+            planning_sweeps,
+            lambda _, q: model.R + model.gamma * jnp.einsum("ast,t->sa", model.P, q.max(-1)),
+            Q,
         )
         V = Q.max(-1)
         return (Q, counts), jnp.max(jnp.abs(V - v_star))
@@ -143,7 +145,9 @@ def ie_dyna(
         V, _ = implicit_step(learned, model_P, V, V, TV, h)
         return (V, counts), jnp.max(jnp.abs(V - v_star))
 
-    (V, _), errors = jax.lax.scan(round_, (V0, jnp.zeros_like(mdp.P)), jax.random.split(key, rounds))
+    (V, _), errors = jax.lax.scan(
+        round_, (V0, jnp.zeros_like(mdp.P)), jax.random.split(key, rounds)
+    )
     samples = jnp.arange(1, rounds + 1) * (mdp.num_states * mdp.num_actions * samples_per_pair)
     return DynaResult(V, errors, samples)
 

@@ -39,10 +39,10 @@ def _is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
-def check_transitions(P, name: str = "P", batch_dims: int = 0) -> None:
-    """Raise ``ValueError`` unless ``P`` is ``[..., A, S, S]`` with non-negative rows summing to 1."""
+def check_transitions(P, name: str = "P") -> None:
+    """Raise ``ValueError`` unless ``P`` is ``[A, S, S]`` with non-negative rows summing to 1."""
     shape = np.shape(P)
-    if len(shape) != 3 + batch_dims or shape[-1] != shape[-2]:
+    if len(shape) != 3 or shape[-1] != shape[-2]:
         raise ValueError(f"{name} must have shape [A, S, S]; got {shape}")
     if _is_concrete(P):
         arr = np.asarray(P, dtype=np.float64)
@@ -72,7 +72,9 @@ def make_mdp(P, R, gamma) -> TabularMDP:
     check_transitions(P)
     A, S = P.shape[0], P.shape[1]
     if R.shape != (S, A):
-        raise ValueError(f"R must have shape [S, A] = [{S}, {A}] to match P {P.shape}; got {R.shape}")
+        raise ValueError(
+            f"R must have shape [S, A] = [{S}, {A}] to match P {P.shape}; got {R.shape}"
+        )
     if _is_concrete(R) and not np.all(np.isfinite(np.asarray(R))):
         raise ValueError("R must be finite")
     if np.ndim(gamma) != 0:
@@ -86,7 +88,9 @@ def check_policy(mdp: TabularMDP, policy) -> None:
     """A policy is ``[S, A]`` action probabilities (a deterministic one is one-hot)."""
     expected = (mdp.num_states, mdp.num_actions)
     if np.shape(policy) != expected:
-        raise ValueError(f"policy must have shape [S, A] = {list(expected)}; got {np.shape(policy)}")
+        raise ValueError(
+            f"policy must have shape [S, A] = {list(expected)}; got {np.shape(policy)}"
+        )
     if _is_concrete(policy):
         err = np.abs(np.asarray(policy, dtype=np.float64).sum(-1) - 1.0).max()
         if err > ROW_SUM_TOL:
@@ -109,7 +113,7 @@ def q_values(mdp: TabularMDP, V: Float[Array, " S"]) -> Float[Array, "S A"]:
 def bellman(
     mdp: TabularMDP, V: Float[Array, " S"], policy: Float[Array, "S A"] | None = None
 ) -> Float[Array, " S"]:
-    r"""Bellman operator: :math:`T V = \max_a Q` (control) or :math:`\sum_a \pi_a Q` (evaluation)."""
+    r"""Bellman operator: :math:`T V = \max_a Q` (control), :math:`\sum_a \pi_a Q` (evaluation)."""
     q = q_values(mdp, V)
     return jnp.max(q, axis=-1) if policy is None else jnp.sum(policy * q, axis=-1)
 

@@ -77,7 +77,7 @@ def _check_step(h) -> None:
 
 
 def _stop_error(V, v_star, tol):
-    """True while the oracle error ``||V - v_star||`` exceeds ``tol`` (always true without oracle)."""
+    """True while the oracle error ``||V - v_star||`` exceeds ``tol`` (always, without oracle)."""
     if v_star is None:
         return jnp.bool_(True)
     return jnp.max(jnp.abs(V - v_star)) > tol
@@ -307,16 +307,31 @@ def a_ie_vi(
         TV = jnp.where(accept, TW, s.TV)
         r = jnp.where(accept, rW, s.residual)
         return _AState(
-            V, TV, r, h, vi_left, backoff, s.queries + 1,
-            s.solves + n, s.rejected + (~accept).astype(jnp.int32),
+            V,
+            TV,
+            r,
+            h,
+            vi_left,
+            backoff,
+            s.queries + 1,
+            s.solves + n,
+            s.rejected + (~accept).astype(jnp.int32),
             certified(r),
         )
 
     TV0 = bellman(mdp, V0, policy)
     r0 = jnp.max(jnp.abs(TV0 - V0))
     init = _AState(
-        V0, TV0, r0, jnp.asarray(h_init, V0.dtype), jnp.int32(0), jnp.int32(1), jnp.int32(1),
-        jnp.int32(0), jnp.int32(0), certified(r0),
+        V0,
+        TV0,
+        r0,
+        jnp.asarray(h_init, V0.dtype),
+        jnp.int32(0),
+        jnp.int32(1),
+        jnp.int32(1),
+        jnp.int32(0),
+        jnp.int32(0),
+        certified(r0),
     )
     s = jax.lax.while_loop(cond, body, init)
     converged = s.done | ~_stop_error(s.V, v_star, tol)

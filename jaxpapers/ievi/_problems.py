@@ -51,7 +51,12 @@ def gridworld(size: int, gamma: float, *, slip: float = 0.1, dtype=jnp.float64) 
 
 
 def forest_management(
-    num_states: int, gamma: float, *, r_wait: float = 4.0, r_cut: float = 2.0, fire: float = 0.1,
+    num_states: int,
+    gamma: float,
+    *,
+    r_wait: float = 4.0,
+    r_cut: float = 2.0,
+    fire: float = 0.1,
     dtype=jnp.float64,
 ) -> TabularMDP:
     """The forest-management MDP (as in pymdptoolbox's ``forest``): actions wait (0) and cut (1).

@@ -7,7 +7,6 @@ perturbation of the approximate model from ``jax.random.key(i)``.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import jax
@@ -73,8 +72,13 @@ def _query_counts(problem, size: int, gamma: float, l1_error: float, seeds: list
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *mdps)
     keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), 1))(jnp.asarray(seeds))
     vi, ie, ad, solves, conv = _query_counts_batch(batch, keys, jnp.asarray(l1_error))
-    return {"VI": vi.tolist(), "IE-VI": ie.tolist(), "A-IE-VI": ad.tolist(),
-            "model_solves_ie": solves.tolist(), "converged": conv.tolist()}
+    return {
+        "VI": vi.tolist(),
+        "IE-VI": ie.tolist(),
+        "A-IE-VI": ad.tolist(),
+        "model_solves_ie": solves.tolist(),
+        "converged": conv.tolist(),
+    }
 
 
 def _queries_run(problem, label: str, l1_scale: str):
@@ -92,9 +96,8 @@ def _queries_run(problem, label: str, l1_scale: str):
             for g in gammas:
                 err = 0.1 * (1.0 - g) if l1_scale == "horizon" else 0.05
                 per_gamma[str(g)] = ctx.cached(
-                    f"{label}_g{g}", lambda g=g, err=err: _query_counts(
-                        problem, size, g, err, ctx.seed_list
-                    )
+                    f"{label}_g{g}",
+                    lambda g=g, err=err: _query_counts(problem, size, g, err, ctx.seed_list),
                 )
         head = per_gamma["0.999"]
         values = {k: [float(v) for v in head[k]] for k in ("VI", "IE-VI", "A-IE-VI")}
@@ -193,7 +196,7 @@ def _any_model_run(ctx: Context) -> Outcome:
                 planned = plan_in_model(mdp, model)
                 ie = ie_vi(mdp, model, 1.0 / (1.0 - gamma), tol=1e-9, max_queries=budget)
                 ad = a_ie_vi(mdp, model, tol=1e-9, max_queries=budget)
-                err = lambda v: jnp.max(jnp.abs(v - v_star))  # noqa: E731
+                err = lambda v: jnp.max(jnp.abs(v - v_star))
                 return err(planned), err(ie.V), err(ad.V), ie.queries, ad.queries
 
             keys = jax.vmap(lambda s: jax.random.key(1000 + s))(jnp.asarray(ctx.seed_list))
@@ -214,8 +217,11 @@ def _any_model_run(ctx: Context) -> Outcome:
         "models": "rows mixed with random rows at L1 error 1.0 (one per seed)",
         "queries_used": {"IE-VI": ie_q, "A-IE-VI": ad_q, "budget": budget},
         "teleport_model": dict(
-            zip(("plan in P_hat", "IE-VI", "A-IE-VI", "IE-VI queries", "A-IE-VI queries"),
-                res["teleport"], strict=True)
+            zip(
+                ("plan in P_hat", "IE-VI", "A-IE-VI", "IE-VI queries", "A-IE-VI queries"),
+                res["teleport"],
+                strict=True,
+            )
         ),
         "v_star_sup": res["v_star_sup"],
     }
@@ -267,8 +273,9 @@ def _dyna_run(name: str):
                 elif name == "forest":
                     mdp = forest_management(ctx.pick(smoke=10, quick=20, full=50), gamma)
                 else:
-                    mdp = random_mdp(jax.random.key(7), ctx.pick(smoke=15, quick=30, full=100),
-                                     4, gamma)
+                    mdp = random_mdp(
+                        jax.random.key(7), ctx.pick(smoke=15, quick=30, full=100), 4, gamma
+                    )
                 v_star = optimal_values(mdp)
                 target = DYNA_TARGET * float(jnp.max(jnp.abs(v_star)))
 
@@ -276,22 +283,33 @@ def _dyna_run(name: str):
                     k_model, k_samples = jax.random.split(jax.random.key(seed))
                     sim = perturbed_model(k_model, mdp.P, 0.3)
                     dq = dyna_q(mdp, v_star, key=k_samples, rounds=rounds)
-                    ie = ie_dyna(mdp, sim, v_star, key=k_samples, rounds=rounds,
-                                 h=100.0 / (1.0 - gamma))
+                    ie = ie_dyna(
+                        mdp, sim, v_star, key=k_samples, rounds=rounds, h=100.0 / (1.0 - gamma)
+                    )
                     return samples_to_error(dq, target), samples_to_error(ie, target)
 
                 dq, ie = jax.jit(jax.vmap(one))(jnp.asarray(ctx.seed_list))
-                return {"Dyna-Q": dq.tolist(), "IE-Dyna": ie.tolist(),
-                        "max_samples": rounds * mdp.num_states * mdp.num_actions}
+                return {
+                    "Dyna-Q": dq.tolist(),
+                    "IE-Dyna": ie.tolist(),
+                    "max_samples": rounds * mdp.num_states * mdp.num_actions,
+                }
 
         res = ctx.cached(f"dyna_{name}", compute)
         # A run that never reached the target counts as the whole budget (a lower bound).
         cap = float(res["max_samples"])
-        values = {k: [min(float(v), cap) if v is not None else cap for v in res[k]]
-                  for k in ("Dyna-Q", "IE-Dyna")}
-        extras = {"raw": res, "target_relative_error": DYNA_TARGET, "gamma": gamma,
-                  "simulator_l1_error": 0.3, "rounds": rounds,
-                  "note": "a value equal to max_samples means the target was not reached"}
+        values = {
+            k: [min(float(v), cap) if v is not None else cap for v in res[k]]
+            for k in ("Dyna-Q", "IE-Dyna")
+        }
+        extras = {
+            "raw": res,
+            "target_relative_error": DYNA_TARGET,
+            "gamma": gamma,
+            "simulator_l1_error": 0.3,
+            "rounds": rounds,
+            "note": "a value equal to max_samples means the target was not reached",
+        }
         return Outcome(values, extras)
 
     return run
