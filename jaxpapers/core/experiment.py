@@ -332,9 +332,15 @@ class Context:
     def seed_list(self) -> list[int]:
         return list(range(self.seeds))
 
-    def cached(self, name: str, compute: Callable[[], Any]) -> Any:
-        """Return ``compute()``, stored as JSON under ``name``; a resumed run loads it instead."""
-        path = self.workdir / f"{name}.json"
+    def cached(self, name: str, compute: Callable[[], Any], *, shared: bool = False) -> Any:
+        """Return ``compute()``, stored as JSON under ``name``; a resumed run loads it instead.
+
+        With ``shared=True`` the value is stored once for all experiments of the paper (in
+        ``DIR/<paper>/work/_shared``), so experiments that need the same baseline numbers compute
+        them once; ``name`` must then identify the computation fully.
+        """
+        folder = self.workdir.parent / "_shared" if shared else self.workdir
+        path = folder / f"{name}.json"
         if path.exists():
             with path.open() as f:
                 return json.load(f)
