@@ -3,8 +3,9 @@
 Random MDPs with Dirichlet(1) rows and A = 8, float64 (VI cannot reach 1e-6 in float32 at
 gamma 0.999). Queries are counted to sup-norm error 1e-6 against V* from policy iteration; the
 approximate models have row-wise L1 error 0.1 (1 - gamma) ("small") or 0.05 ("5pct").
-Quick mode counts queries at S = 100 and 1000 and times sweeps at S = 100, 1000, 5000; --full
-also counts queries at S = 5000 (VI alone then needs ~20k sweeps of an 8 x 5000 x 5000 model).
+Quick mode counts queries at S = 100 and 1000 and times sweeps (float32 and float64; models with
+normalised uniform rows, cheap to draw) at S = 100, 1000, 5000; --full also counts queries at
+S = 5000 (VI alone then needs ~20k sweeps of an 8 x 5000 x 5000 model).
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import jax.numpy as jnp
 
 from jaxpapers.core.bench import bench_main, median_time, row
 from jaxpapers.ievi import (
+    TabularMDP,
     bellman,
+    gridworld,
     ie_vi,
     optimal_values,
     perturbed_model,
@@ -23,16 +26,28 @@ from jaxpapers.ievi import (
 )
 
 GAMMA = 0.999
-SWEEPS_PER_CALL = 20
+
+
+def _uniform_rows_mdp(S: int, dtype) -> TabularMDP:
+    """A dense MDP for timing sweeps (normalised uniform rows: cheap to draw at S = 5000)."""
+    kp, kr = jax.random.split(jax.random.key(0))
+    P = jax.random.uniform(kp, (8, S, S), dtype=dtype)
+    P = P / P.sum(-1, keepdims=True)
+    R = jax.random.uniform(kr, (S, 8), dtype=dtype)
+    return TabularMDP(P, R, jnp.asarray(GAMMA, dtype))
 
 
 def _sweep_time(mdp) -> float:
+    """Seconds per Bellman sweep: sweeps run in a jitted ``fori_loop`` long enough (~2e8
+    multiply-adds a call) that dispatch overhead does not count."""
+    count = max(5, int(2e8) // (mdp.num_actions * mdp.num_states**2))
+
     @jax.jit
     def sweeps(V):
-        return jax.lax.fori_loop(0, SWEEPS_PER_CALL, lambda _, v: bellman(mdp, v), V)
+        return jax.lax.fori_loop(0, count, lambda _, v: bellman(mdp, v), V)
 
     V0 = jnp.zeros(mdp.num_states, mdp.R.dtype)
-    return median_time(sweeps, V0, repeats=5) / SWEEPS_PER_CALL
+    return median_time(sweeps, V0, repeats=5) / count
 
 
 @jax.jit
@@ -50,10 +65,13 @@ def run(quick: bool = True) -> list[dict]:
     count_at = (100, 1000) if quick else (100, 1000, 5000)
     with jax.enable_x64(True):
         for S in (100, 1000, 5000):
-            mdp = random_mdp(jax.random.key(0), S, 8, GAMMA)
-            rows.append(row(f"sweep_S{S}_A8_f64", "time", _sweep_time(mdp) * 1e3, "ms"))
+            for dtype, tag in ((jnp.float32, "f32"), (jnp.float64, "f64")):
+                t = _sweep_time(_uniform_rows_mdp(S, dtype))
+                rows.append(row(f"sweep_S{S}_A8_{tag}", "time", t * 1e3, "ms"))
+                print(rows[-1], flush=True)
             if S not in count_at:
                 continue
+            mdp = random_mdp(jax.random.key(0), S, 8, GAMMA)
             v_star = optimal_values(mdp)
             vi = _vi_queries(mdp, v_star)
             for label, err in (("small", 0.1 * (1 - GAMMA)), ("5pct", 0.05)):
@@ -61,6 +79,7 @@ def run(quick: bool = True) -> list[dict]:
                 ie = _ie_queries(mdp, model, v_star)
                 vi_q, ie_q, ok = int(vi.queries), int(ie.queries), bool(vi.converged & ie.converged)
                 case = f"S{S}_g{GAMMA}_{label}_model"
+                print(case, vi_q, ie_q, flush=True)
                 rows.append(row(f"vi_queries_{case}", "queries", vi_q, "sweeps"))
                 rows.append(row(f"ievi_queries_{case}", "queries", ie_q, "sweeps", converged=ok))
                 rows.append(
@@ -71,6 +90,33 @@ def run(quick: bool = True) -> list[dict]:
                         "VI queries / IE-VI queries",
                     )
                 )
+        # The gridworld is stiff and slow-mixing: there the model's error does cost queries.
+        for size in (10, 30):
+            mdp = gridworld(size, GAMMA, slip=0.2)
+            v_star = optimal_values(mdp)
+            vi = _vi_queries(mdp, v_star)
+            for label, err in (("small", 0.1 * (1 - GAMMA)), ("5pct", 0.05)):
+                ie = _ie_queries(mdp, perturbed_model(jax.random.key(1), mdp.P, err), v_star)
+                case = f"grid{size}x{size}_g{GAMMA}_{label}_model"
+                rows.append(row(f"vi_queries_{case}", "queries", int(vi.queries), "sweeps"))
+                rows.append(
+                    row(
+                        f"ievi_queries_{case}",
+                        "queries",
+                        int(ie.queries),
+                        "sweeps",
+                        converged=bool(vi.converged & ie.converged),
+                    )
+                )
+                rows.append(
+                    row(
+                        f"vi_over_ievi_queries_{case}",
+                        "ratio",
+                        int(vi.queries) / int(ie.queries),
+                        "VI queries / IE-VI queries",
+                    )
+                )
+                print(rows[-1], flush=True)
         largest = max(count_at)
         headline = next(
             r for r in rows if r["case"] == f"vi_over_ievi_queries_S{largest}_g{GAMMA}_small_model"
