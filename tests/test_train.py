@@ -176,3 +176,14 @@ def test_bad_inputs():
     mesh = data_parallel_mesh()
     assert mesh.shape["data"] == len(jax.devices())
     np.testing.assert_array_equal(shard_batch({"x": np.ones((2, 3))}, mesh)["x"], np.ones((2, 3)))
+
+
+def test_repeated_calls_reuse_the_compiled_step():
+    from jaxpapers.core.train import _jitted_step
+
+    loss_fn, params, batch_fn = _problem()
+    opt = optax.sgd(0.05)
+    train(loss_fn, params, opt, batch_fn, steps=2, key=jax.random.key(0))
+    before = _jitted_step.cache_info().hits
+    train(loss_fn, params, opt, batch_fn, steps=2, key=jax.random.key(1))
+    assert _jitted_step.cache_info().hits == before + 1

@@ -22,6 +22,7 @@ own share of the global batch (assembled with ``jax.make_array_from_process_loca
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -82,6 +83,17 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation):
         return optax.apply_updates(params, updates), opt_state, loss
 
     return step
+
+
+@functools.lru_cache(maxsize=32)
+def _jitted_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, mesh: Mesh):
+    """One compiled step per (loss, optimiser, mesh): repeated ``train`` calls reuse it."""
+    replicated = NamedSharding(mesh, P())
+    return jax.jit(
+        make_train_step(loss_fn, optimizer),
+        out_shardings=(replicated, replicated, replicated),
+        donate_argnums=(0, 1),
+    )
 
 
 def train(
@@ -151,11 +163,7 @@ def train(
             losses = np.asarray(restored["losses"], dtype=np.float64)
             start = int(latest)
 
-    step_fn = jax.jit(
-        make_train_step(loss_fn, optimizer),
-        out_shardings=(replicated, replicated, replicated),
-        donate_argnums=(0, 1),
-    )
+    step_fn = _jitted_step(loss_fn, optimizer, mesh)
 
     def save(step: int) -> None:
         if manager is None:

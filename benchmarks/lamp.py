@@ -1,0 +1,87 @@
+"""P07 LAMP: per-step time and compiled memory of each backbone with and without LAMP.
+
+The denoiser is the flax.nnx U-Net of ``jaxpapers.core.nn.unet`` (untrained weights: timing does
+not depend on them) on 16x16 inpainting, a batch of measurements vmapped through one
+``diffrax.diffeqsolve`` per sample. Per-step time = median wall time of a full jitted sampling run
+(interleaved with the variant it is compared with) / number of steps. Rows:
+
+* ``<backbone>_step_time`` / ``<backbone>+lamp_step_time`` (seconds per step);
+* ``lamp_overhead_per_step`` (DPS, the row the issue names) and
+  ``lamp_overhead_per_step_<backbone>``: LAMP step time / backbone step time - 1;
+* ``<backbone>_peak_bytes`` / ``<backbone>+lamp_peak_bytes`` and ``lamp_memory_ratio_<backbone>``
+  from XLA's compiled ``memory_analysis()``.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from flax import nnx
+
+from jaxpapers.core.bench import bench_main, compiled_memory, interleaved_median_times, row
+from jaxpapers.core.diffusion import CountingDenoiser, VPSchedule
+from jaxpapers.core.nn.unet import UNet
+from jaxpapers.lamp import DDRM, DPS, DiffPIR, Inpainting, lamp, sample_posterior
+from jaxpapers.lamp.experiments import NNXEps
+
+
+def run(quick: bool = True) -> list[dict]:
+    batch, steps, repeats = (8, 10, 15) if quick else (64, 50, 15)
+    channels = (32, 64) if quick else (64, 128)
+    sch = VPSchedule()
+    graphdef, params = nnx.split(UNet(1, channels, emb=64, rngs=nnx.Rngs(0)), nnx.Param)
+    den = CountingDenoiser(NNXEps(graphdef, params, "unet"))
+    op = Inpainting(np.random.default_rng(0).random((16, 16)) < 0.3)
+    ys = jax.random.normal(jax.random.key(0), (batch, *op.out_shape))
+    keys = jax.random.split(jax.random.key(1), batch)
+    backbones = {
+        "dps": DPS(den, sch, op, 0.05, zeta=1.0),
+        "diffpir": DiffPIR(den, sch, op, 0.05, lam=1.0, zeta=0.3),
+        "ddrm": DDRM(den, sch, op, 0.05),
+    }
+
+    def sampler_fn(sampler):
+        # The sampler (with the U-Net weights) is an argument, so weights are not constants.
+        def f(s, y, k):
+            return jax.vmap(lambda yi, ki: sample_posterior(s, yi, key=ki, num_steps=steps).x)(y, k)
+
+        return jax.jit(f), sampler
+
+    rows = []
+    for name, bb in backbones.items():
+        f_bb, s_bb = sampler_fn(bb)
+        f_l, s_l = sampler_fn(lamp(bb, 1.0))
+        times = interleaved_median_times(
+            {
+                "base": lambda f=f_bb, s=s_bb: f(s, ys, keys),
+                "lamp": lambda f=f_l, s=s_l: f(s, ys, keys),
+            },
+            repeats=repeats,
+            warmup=1,
+        )
+        t_b, t_l = times["base"] / steps, times["lamp"] / steps
+        rows.append(row(f"{name}_step_time", "time", t_b, "s", batch=batch, steps=steps))
+        rows.append(row(f"{name}+lamp_step_time", "time", t_l, "s", batch=batch, steps=steps))
+        overhead = t_l / t_b - 1.0
+        rows.append(row(f"lamp_overhead_per_step_{name}", "ratio", overhead, "1"))
+        if name == "dps":
+            rows.append(
+                row(
+                    "lamp_overhead_per_step",
+                    "ratio",
+                    overhead,
+                    "1",
+                    backbone="DPS",
+                    denoiser=f"UNet{channels}",
+                )
+            )
+        m_b = compiled_memory(f_bb, s_bb, ys, keys)["peak"]
+        m_l = compiled_memory(f_l, s_l, ys, keys)["peak"]
+        rows.append(row(f"{name}_peak_bytes", "memory", m_b, "bytes"))
+        rows.append(row(f"{name}+lamp_peak_bytes", "memory", m_l, "bytes"))
+        rows.append(row(f"lamp_memory_ratio_{name}", "ratio", m_l / m_b, "1"))
+    return rows
+
+
+if __name__ == "__main__":
+    bench_main("lamp", run)

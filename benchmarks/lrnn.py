@@ -1,0 +1,151 @@
+"""P13 speed and memory: forward+backward of one recurrent layer, every mixer and scan order.
+
+Layer ``x [batch 16, T, width 256] -> y`` (``d_model = d_state = 256``; the LRU state is complex),
+loss ``sum(y^2)``, gradient with respect to the parameters and ``x``; median wall time of repeats
+after a compile warm-up, all cases of one ``T`` timed interleaved. Memory is XLA's compiled
+``memory_analysis()`` of the same executable (default ``XLA_FLAGS``: XLA:CPU may fuse buffers it
+does not count, see ``shared/FACTS.md``).
+
+Ratio rows (batch 16, T 4096, width 256, forward+backward; fastest mode of each layer unless the
+name says otherwise): ``hlru2_over_lru_time``, ``bdlru4_over_lru_time``,
+``assoc_over_seq_time_T4096`` (LRU, associative over sequential scan), plus
+``chunked_over_assoc_temp_memory_T4096`` (LRU, compiled temporary bytes).
+
+Quick mode: T = 4096 only, 3 repeats; every mode for LRU, H-LRU K=2 and BD-LRU b=2, 4, but only
+the sequential and chunked modes for H-LRU K=4 and BD-LRU b=8: their associative scans at T = 4096
+need several GB of temporaries and minutes of compilation on a 2-core, 23 GB machine (a first run
+was killed for memory). ``--full``: T in {1024, 4096}, every mode, 7 repeats.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from jaxpapers.core.bench import bench_main, row
+from jaxpapers.lrnn import make_mixer
+
+MIXERS = ("lru", "hlru2", "hlru4", "bdlru2", "bdlru4", "bdlru8")
+MODES = ("sequential", "associative", "chunked")
+BATCH, WIDTH, CHUNK = 16, 256, 64
+
+
+def _compiled_step(mixer: str, mode: str, x: jax.Array):
+    layer = make_mixer(mixer, WIDTH, WIDTH, mode=mode, rngs=nnx.Rngs(0))
+    if mode == "chunked":
+        layer.chunk = CHUNK
+    graphdef, params = nnx.split(layer, nnx.Param)
+
+    def loss(p, x_):
+        return jnp.sum(nnx.merge(graphdef, p)(x_) ** 2)
+
+    compiled = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(params, x).compile()
+    mem = compiled.memory_analysis()
+    peak = (
+        mem.argument_size_in_bytes
+        + mem.output_size_in_bytes
+        + mem.temp_size_in_bytes
+        - mem.alias_size_in_bytes
+    )
+    return (lambda: compiled(params, x)), {"peak": peak, "temp": mem.temp_size_in_bytes}
+
+
+def _interleaved(fns: dict[str, Any], repeats: int) -> dict[str, float]:
+    for fn in fns.values():
+        jax.block_until_ready(fn())
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn())
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _cases(quick: bool) -> list[tuple[str, str]]:
+    heavy = {"hlru4", "bdlru8"}
+    return [
+        (m, mode)
+        for m in MIXERS
+        for mode in MODES
+        if not (quick and m in heavy and mode == "associative")
+    ]
+
+
+def run(quick: bool = True) -> list[dict[str, Any]]:
+    lengths = (4096,) if quick else (1024, 4096)
+    repeats = 3 if quick else 7
+    rows: list[dict[str, Any]] = []
+    for t in lengths:
+        x = jax.random.normal(jax.random.key(0), (BATCH, t, WIDTH))
+        fns, mems = {}, {}
+        for mixer, mode in _cases(quick):
+            fns[(mixer, mode)], mems[(mixer, mode)] = _compiled_step(mixer, mode, x)
+            print(f"compiled {mixer} {mode} T={t}", file=sys.stderr, flush=True)
+        times = _interleaved(fns, repeats)
+        for (mixer, mode), sec in times.items():
+            case = f"{mixer}_{mode}_B{BATCH}_T{t}_W{WIDTH}_fwdbwd"
+            rows.append(row(case, "time", sec, "s"))
+            rows.append(row(case, "throughput", BATCH * t / sec, "tokens/s"))
+            rows.append(row(case, "peak_memory", mems[(mixer, mode)]["peak"], "bytes"))
+            rows.append(row(case, "temp_memory", mems[(mixer, mode)]["temp"], "bytes"))
+        best = {
+            m: min(
+                (mode for (mm, mode) in times if mm == m), key=lambda mode, m=m: times[(m, mode)]
+            )
+            for m in MIXERS
+        }
+        for m in MIXERS:
+            rows.append(
+                row(f"{m}_fastest_mode_T{t}", "mode", MODES.index(best[m]), "index", mode=best[m])
+            )
+        if t == 4096:
+            lru = times[("lru", best["lru"])]
+            rows.append(
+                row(
+                    "hlru2_over_lru_time",
+                    "ratio",
+                    times[("hlru2", best["hlru2"])] / lru,
+                    "x",
+                    modes=[best["hlru2"], best["lru"]],
+                )
+            )
+            rows.append(
+                row(
+                    "bdlru4_over_lru_time",
+                    "ratio",
+                    times[("bdlru4", best["bdlru4"])] / lru,
+                    "x",
+                    modes=[best["bdlru4"], best["lru"]],
+                )
+            )
+            rows.append(
+                row(
+                    "assoc_over_seq_time_T4096",
+                    "ratio",
+                    times[("lru", "associative")] / times[("lru", "sequential")],
+                    "x",
+                )
+            )
+            rows.append(
+                row(
+                    "chunked_over_assoc_temp_memory_T4096",
+                    "ratio",
+                    mems[("lru", "chunked")]["temp"] / max(mems[("lru", "associative")]["temp"], 1),
+                    "x",
+                )
+            )
+        del fns
+    rows.append(row("xla_flags", "setting", 0, "", xla_flags=os.environ.get("XLA_FLAGS", "")))
+    return rows
+
+
+if __name__ == "__main__":
+    bench_main("lrnn", run)

@@ -1,0 +1,220 @@
+r"""DDPM/DDIM ancestral sampling (through :func:`solve_reverse`) and the probability-flow ODE.
+
+DDIM step (Song, Meng & Ermon 2021) from :math:`t` to :math:`t' < t` given an estimate
+:math:`\hat x_0`:
+
+.. math:: x_{t'} = \alpha_{t'} \hat x_0 + \sqrt{\sigma_{t'}^2 - c^2}\,
+          \frac{x_t - \alpha_t \hat x_0}{\sigma_t} + c\, z, \qquad
+          c = \eta\, \frac{\sigma_{t'}}{\sigma_t}\sqrt{1 - \alpha_t^2 / \alpha_{t'}^2},
+
+``eta = 0`` is deterministic DDIM (the first-order exponential integrator of the probability-flow
+ODE in data prediction, DPM-Solver++(1)); ``eta = 1`` is DDPM's ancestral step. The map is affine
+in :math:`\hat x_0`, which posterior samplers exploit (:func:`renoise`).
+
+Probability-flow ODE (Song et al. 2021) of the VP SDE:
+:math:`\dot x = -\tfrac12\beta(t)\,(x + \nabla\log p_t(x)) = -\tfrac12\beta(t)(x -
+\hat\epsilon/\sigma_t)`, integrated from ``t_max`` down to ``t_min`` by a standard diffrax solver.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float, Int
+
+from jaxpapers.core.diffusion._nfe import CountingDenoiser
+from jaxpapers.core.diffusion._schedule import VPSchedule, time_grid
+from jaxpapers.core.diffusion._solver import AbstractReverseStep, solve_reverse
+
+
+def ddim_noise_std(schedule: VPSchedule, t: ArrayLike, t_next: ArrayLike, eta: ArrayLike) -> Array:
+    r"""Standard deviation :math:`c` of the fresh noise of a DDIM(:math:`\eta`) step."""
+    a, s = schedule.alpha(t), schedule.sigma(t)
+    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
+    return eta * (s1 / s) * jnp.sqrt(jnp.maximum(1.0 - (a / a1) ** 2, 0.0))
+
+
+def renoise(
+    x: Float[Array, ...],
+    x0: Float[Array, ...],
+    noise: Float[Array, ...],
+    schedule: VPSchedule,
+    t: ArrayLike,
+    t_next: ArrayLike,
+    noise_std: ArrayLike,
+) -> Float[Array, ...]:
+    r"""The DDIM-type transition, affine in the estimate ``x0``:
+
+    .. math:: x_{t'} = \alpha_{t'} x_0 + \sqrt{\sigma_{t'}^2 - c^2}\,
+              \frac{x_t - \alpha_t x_0}{\sigma_t} + c\, z.
+
+    Args:
+      x: state :math:`x_t`.
+      x0: estimate of the clean sample (denoised or data-consistent), same shape.
+      noise: standard normal :math:`z`, same shape.
+      schedule: the VP schedule.
+      t, t_next: times, ``t_next < t``.
+      noise_std: :math:`c \in [0, \sigma_{t'}]`.
+
+    Returns:
+      :math:`x_{t'}`, same shape as ``x``.
+    """
+    a, s = schedule.alpha(t), schedule.sigma(t)
+    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
+    k = jnp.sqrt(jnp.maximum(s1**2 - noise_std**2, 0.0))
+    return a1 * x0 + k * (x - a * x0) / s + noise_std * noise
+
+
+def renoise_x0_coefficient(
+    schedule: VPSchedule, t: ArrayLike, t_next: ArrayLike, noise_std: ArrayLike
+) -> Array:
+    r""":math:`\partial x_{t'} / \partial x_0 = \alpha_{t'} - \sqrt{\sigma_{t'}^2 - c^2}\,
+    \alpha_t / \sigma_t` of :func:`renoise` (a scalar)."""
+    a, s = schedule.alpha(t), schedule.sigma(t)
+    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
+    return a1 - jnp.sqrt(jnp.maximum(s1**2 - noise_std**2, 0.0)) * a / s
+
+
+class DDIMStep(AbstractReverseStep):
+    """Unconditional DDIM(eta) / DDPM step with a counted denoiser (one evaluation a step).
+
+    Attributes:
+      denoiser: the counted epsilon network.
+      schedule: the VP schedule (static configuration).
+      eta: stochasticity, ``0`` (DDIM) to ``1`` (DDPM ancestral); an array leaf.
+    """
+
+    denoiser: CountingDenoiser
+    schedule: VPSchedule
+    eta: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
+
+    def init_memory(self, x: Array, args: Any) -> None:
+        return None
+
+    def __call__(self, x, t, t_next, args, memory, key, nfe):
+        x0, _, nfe = self.denoiser.denoise(x, t, self.schedule, nfe)
+        c = ddim_noise_std(self.schedule, t, t_next, self.eta)
+        z = jax.random.normal(key, x.shape, x.dtype)
+        return renoise(x, x0, z, self.schedule, t, t_next, c), memory, nfe
+
+
+class SampleOutput(NamedTuple):
+    """A sampler's output.
+
+    Attributes:
+      x: the sample, shape ``shape``.
+      nfe: exact number of denoiser evaluations (``int32``).
+    """
+
+    x: Float[Array, ...]
+    nfe: Int[Array, ""]
+
+
+def _check_steps(num_steps: int) -> None:
+    if not isinstance(num_steps, int | jnp.integer) or num_steps < 1:
+        raise ValueError(f"num_steps={num_steps!r}; expected an integer >= 1")
+
+
+def sample_ddim(
+    denoiser: CountingDenoiser,
+    schedule: VPSchedule,
+    shape: tuple[int, ...],
+    *,
+    key: Array,
+    num_steps: int,
+    eta: float = 0.0,
+    t_max: float = 1.0,
+    dtype: Any = jnp.float32,
+) -> SampleOutput:
+    """Draw one unconditional sample with DDIM(eta) on a uniform grid from ``t_max`` to 0.
+
+    Args:
+      denoiser: counted epsilon network on one sample of shape ``shape``.
+      schedule: VP schedule.
+      shape: sample shape.
+      key: PRNG key.
+      num_steps: number of steps (= evaluations), ``>= 1``.
+      eta: 0 for DDIM, 1 for DDPM ancestral sampling.
+      t_max: start time.
+      dtype: floating dtype of the sample.
+
+    Returns:
+      :class:`SampleOutput`.
+    """
+    _check_steps(num_steps)
+    k0, k1 = jax.random.split(key)
+    x_init = jax.random.normal(k0, shape, dtype)
+    ts = time_grid(num_steps, t_max=t_max)
+    sol = solve_reverse(DDIMStep(denoiser, schedule, eta), x_init, ts, key=k1)
+    return SampleOutput(sol.x, sol.nfe)
+
+
+def _evals_per_step(solver: diffrax.AbstractSolver) -> tuple[int, int]:
+    """(evaluations per step, extra evaluations at the start) of an explicit Runge-Kutta solver."""
+    if isinstance(solver, diffrax.Euler):
+        return 1, 0
+    if isinstance(solver, diffrax.AbstractERK):
+        tab = solver.tableau
+        stages = tab.num_stages
+        return (stages - 1, 1) if tab.fsal else (stages, 0)
+    raise ValueError(
+        f"solver={type(solver).__name__}; expected diffrax.Euler or an explicit Runge-Kutta "
+        "solver (Heun, Midpoint, Ralston, Bosh3, Tsit5, Dopri5)"
+    )
+
+
+def probability_flow_ode(
+    denoiser: CountingDenoiser,
+    schedule: VPSchedule,
+    x_init: Float[Array, ...],
+    *,
+    num_steps: int,
+    solver: diffrax.AbstractSolver | None = None,
+    t_max: float = 1.0,
+    t_min: float = 1e-3,
+) -> SampleOutput:
+    r"""Integrate the probability-flow ODE from ``t_max`` to ``t_min`` with a diffrax solver.
+
+    Uses ``num_steps`` equal steps and returns Tweedie's estimate :math:`\hat x_0(x_{t_{\min}})`
+    (one more evaluation), which removes the residual noise at ``t_min``.
+
+    Args:
+      denoiser: counted epsilon network.
+      schedule: VP schedule.
+      x_init: state at ``t_max`` (typically standard normal).
+      num_steps: number of solver steps, ``>= 1``.
+      solver: an explicit diffrax solver (default ``diffrax.Heun()``).
+      t_max, t_min: integration interval, ``0 < t_min < t_max <= 1``.
+
+    Returns:
+      :class:`SampleOutput`; ``nfe = num_steps * stages (+1 for FSAL) + 1``.
+    """
+    _check_steps(num_steps)
+    solver = diffrax.Heun() if solver is None else solver
+    per_step, extra = _evals_per_step(solver)
+    if not 0.0 < t_min < t_max <= 1.0:
+        raise ValueError(f"t_min={t_min}, t_max={t_max}; expected 0 < t_min < t_max <= 1")
+
+    def drift(t, x, args):
+        eps = denoiser.eps_fn(x, jnp.asarray(t, x.dtype))
+        return -0.5 * schedule.beta(t) * (x - eps / schedule.sigma(t))
+
+    ts = time_grid(num_steps, t_max=t_max, t_min=t_min).astype(x_init.dtype)
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(drift),
+        solver,
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=None,
+        y0=x_init,
+        stepsize_controller=diffrax.StepTo(ts=ts),
+        saveat=diffrax.SaveAt(t1=True),
+        max_steps=num_steps,
+    )
+    nfe = sol.stats["num_steps"] * per_step + extra
+    x0, _, nfe = denoiser.denoise(sol.ys[0], ts[-1], schedule, nfe.astype(jnp.int32))
+    return SampleOutput(x0, nfe)

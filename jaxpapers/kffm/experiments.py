@@ -1,0 +1,418 @@
+"""P06 kFFM experiments: MMD-RBF of kFFM (each kernel) vs FFM vs Euclidean minibatch OT.
+
+Three data sets (GP-mixture time series, stochastic-oscillator paths, viscous Burgers solutions;
+64-point grids in quick mode, each scaled to unit variance) and five pairings (``ffm``
+independent, ``ot_euclid`` Euclidean OT on the grid, ``kffm_rbf``, ``kffm_sobolev``,
+``kffm_signature``) share one budget: for every seed the models start from the same FNO
+initialisation and see the same data batches, prior draws and times, so they differ only in how
+prior and data are paired. All ``data sets x pairings x seeds`` models train in one jitted
+program (parameters stacked, the FNO ``vmap``-ed, one Sinkhorn solve per model and step) through
+:func:`jaxpapers.core.train.train` with orbax checkpoints; the experiments share the trained
+models and their scores (``work/_shared``), so ``--resume`` repeats nothing.
+
+Samples: each learned field is integrated from fresh GP draws with diffrax (adaptive Tsit5; Euler
+in smoke mode) and compared with held-out data by the unbiased MMD-RBF with per-grid-point
+bandwidths 0.1/0.2/0.5/1 (``jaxpapers.core.metrics.mmd_rbf``); density MSE, spectrum MSE, the
+Hilbert Sinkhorn divergence (RBF on L2) and the evaluation counts go into the extras. The
+evaluation experiment counts the Euler steps (= field evaluations) each Burgers model needs to
+bring the MMD below a tenth of the prior's MMD to the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxpapers.core.experiment import (
+    AllOf,
+    Better,
+    Context,
+    Experiment,
+    Outcome,
+    register,
+    write_json_atomic,
+)
+from jaxpapers.core.metrics import mmd_rbf
+from jaxpapers.kffm._flow import generate, regression_loss
+from jaxpapers.kffm._kernels import RBFKernel, SignatureKernel, SobolevKernel
+from jaxpapers.kffm._metrics import density_mse, spectrum_mse
+from jaxpapers.kffm._pairing import EuclideanOTPairing, IndependentPairing, KernelOTPairing
+
+PAPER = "P06"
+METHODS: dict[str, Callable[[], Any]] = {
+    "ffm": IndependentPairing,
+    "ot_euclid": EuclideanOTPairing,
+    "kffm_rbf": lambda: KernelOTPairing(RBFKernel()),
+    "kffm_sobolev": lambda: KernelOTPairing(SobolevKernel(derivative_weight=0.01)),
+    "kffm_signature": lambda: KernelOTPairing(SignatureKernel(depth=3)),
+}
+BASELINES = ("ffm", "ot_euclid")
+KFFM = ("kffm_rbf", "kffm_sobolev", "kffm_signature")
+EULER_STEPS = (1, 2, 3, 4, 6, 8, 12, 16)
+# Per-grid-point RBF bandwidths of the MMD: data are scaled to unit variance, so these resolve
+# differences well below the typical distance between two functions (~1.4 per point).
+BANDWIDTHS = (0.1, 0.2, 0.5, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    n_train: int
+    n_test: int
+    grid: int
+    batch: int
+    steps: int
+    width: int
+    modes: int
+    depth: int
+    lr: float
+
+
+def _sizes(ctx: Context) -> Sizes:
+    return ctx.pick(
+        smoke=Sizes(64, 32, 32, 16, 3, 8, 4, 1, 2e-3),
+        quick=Sizes(1024, 512, 64, 64, 300, 24, 12, 3, 2e-3),
+        full=Sizes(4096, 1024, 128, 128, 5000, 64, 16, 4, 1e-3),
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("name", "n", "grid"))
+def _generate(name: str, key: jax.Array, n: int, grid: int) -> jax.Array:
+    from jaxpapers.core.data import functional as F
+
+    if name == "gp_mixture":
+        return F.gp_mixture_paths(key, n, jnp.linspace(0.0, 1.0, grid))
+    if name == "oscillator":
+        return F.oscillator_paths(key, n, jnp.linspace(0.0, 1.0, grid))
+    if name == "burgers":
+        return F.burgers_solutions(key, n, grid)
+    raise ValueError(f"unknown data set {name!r}")
+
+
+def _dataset(name: str, key: jax.Array, n: int, grid: int) -> np.ndarray:
+    x = np.asarray(_generate(name, key, n, grid), dtype=np.float64)
+    # One scalar scale per data set: the GP prior has unit variance, the data then too.
+    return (x / x.std()).astype(np.float32)
+
+
+DATASETS = ("gp_mixture", "oscillator", "burgers")
+
+
+def _make_models(sizes: Sizes, seeds: list[int], n_copies: int):
+    """``n_copies x len(seeds)`` FNOs, stacked; copy ``c`` of seed ``s`` starts from ``Rngs(s)``."""
+    from flax import nnx
+
+    from jaxpapers.core.nn.fno import FNO1d
+
+    states, graphdef = [], None
+    for s in seeds:
+        model = FNO1d(width=sizes.width, modes=sizes.modes, depth=sizes.depth, rngs=nnx.Rngs(s))
+        graphdef, state = nnx.split(model, nnx.Param)
+        states.append(state)
+    per_seed = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    stacked = jax.tree.map(lambda p: jnp.tile(p, (n_copies,) + (1,) * (p.ndim - 1)), per_seed)
+
+    def apply(params, x, t):
+        return nnx.merge(graphdef, params)(x[..., None], t)[..., 0]
+
+    return apply, stacked
+
+
+class Trained(NamedTuple):
+    apply: Callable[..., jax.Array]
+    params: Any  # stacked over (dataset, method, seed), in that order
+    test: np.ndarray  # [datasets, n_test, grid]
+    prior: Any
+
+
+def _shared_dir(ctx: Context) -> Path:
+    # Shared by all P06 experiments (they use the same trained models): a fresh run deletes the
+    # whole work folder first, --resume keeps it.
+    path = (ctx.workdir.parent / "_shared").absolute()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _train_all(ctx: Context) -> Trained:
+    """Train every data set x method x seed in one jitted program (see the module docstring)."""
+    from jaxpapers.core.data.functional import gaussian_process_prior
+    from jaxpapers.core.train import train
+
+    sizes = _sizes(ctx)
+    seeds = ctx.seed_list
+    n_d, n_m, n_s = len(DATASETS), len(METHODS), len(seeds)
+    pairings = [make() for make in METHODS.values()]
+    data = np.stack(
+        [
+            _dataset(name, jax.random.key(1234 + i), sizes.n_train + sizes.n_test, sizes.grid)
+            for i, name in enumerate(DATASETS)
+        ]
+    )
+    train_x, test_x = data[:, : sizes.n_train], data[:, sizes.n_train :]
+    prior = gaussian_process_prior(jnp.linspace(0.0, 1.0, sizes.grid), lengthscale=0.1)
+    apply, params = _make_models(sizes, seeds, n_d * n_m)
+
+    def loss_fn(params, batch, key):
+        x1 = jnp.swapaxes(batch, 0, 1)  # [datasets * seeds, B, grid], group g = d * S + s
+        groups = jnp.arange(n_d * n_s)
+        keys = jax.vmap(lambda g: jax.random.split(jax.random.fold_in(key, g % n_s), 3))(groups)
+        x0 = jax.vmap(lambda k: prior.sample(k, sizes.batch))(keys[:, 0])
+        t = jax.vmap(lambda k: jax.random.uniform(k, (sizes.batch,)))(keys[:, 1])
+        x0s, x1s = [], []
+        for pairing in pairings:
+            p = jax.vmap(lambda a, b, k, pairing=pairing: pairing(a, b, key=k))(x0, x1, keys[:, 2])
+            x0s.append(p.x0)
+            x1s.append(p.x1)
+
+        def order(xs):  # [M, D*S, ...] -> [D*M*S, ...] in (dataset, method, seed) order
+            x = jnp.stack(xs).reshape((n_m, n_d, n_s, *xs[0].shape[1:]))
+            return jnp.swapaxes(x, 0, 1).reshape((n_d * n_m * n_s, *xs[0].shape[1:]))
+
+        ts = order([t] * n_m)
+        per_model = jax.vmap(functools.partial(regression_loss, apply))(
+            params, order(x0s), order(x1s), ts
+        )
+        # Each model's gradient is that of its own mean loss: the sum decouples them under Adam.
+        return jnp.sum(per_model)
+
+    def batch_fn(step: int) -> np.ndarray:
+        rng = np.random.default_rng([7, step])
+        idx = rng.integers(0, sizes.n_train, size=(sizes.batch, n_d, n_s))
+        rows = train_x[np.arange(n_d)[None, :, None], idx]  # [B, D, S, grid]
+        return rows.reshape(sizes.batch, n_d * n_s, sizes.grid)
+
+    schedule = optax.cosine_decay_schedule(sizes.lr, sizes.steps, alpha=0.1)
+    result = train(
+        loss_fn,
+        params,
+        optax.adam(schedule),
+        batch_fn,
+        steps=sizes.steps,
+        key=jax.random.key(42),
+        checkpoint_dir=_shared_dir(ctx) / "ckpt",
+        checkpoint_every=ctx.pick(smoke=sizes.steps, quick=100, full=500),
+        desc="P06 train",
+    )
+    return Trained(apply, result.params, test_x, prior)
+
+
+def _model_index(d: int, m: int, j: int, n_seeds: int) -> int:
+    return (d * len(METHODS) + m) * n_seeds + j
+
+
+def _evaluate_all(ctx: Context) -> dict[str, Any]:
+    """Scores of every model: Tsit5 samples vs held-out data, and MMD after k Euler steps."""
+    from jaxpapers.kffm._hilbert_ot import hilbert_sinkhorn_divergence
+
+    tr = _train_all(ctx)
+    seeds = ctx.seed_list
+    n_s = len(seeds)
+    n_test = tr.test.shape[1]
+    idx = [(d, m, j) for d in range(len(DATASETS)) for m in range(len(METHODS)) for j in range(n_s)]
+    x0 = jnp.stack([tr.prior.sample(jax.random.key(10_000 + seeds[j]), n_test) for _, _, j in idx])
+    test = jnp.asarray(tr.test)[jnp.asarray([d for d, _, _ in idx])]
+
+    ks = ctx.pick(smoke=(1, 2), quick=EULER_STEPS, full=(*EULER_STEPS, 24, 32))
+
+    def scorer(solver: str, full: bool):
+        @jax.jit
+        @functools.partial(jax.vmap, in_axes=(0, 0, 0, None))
+        def score(params, x0, test, k):
+            field = lambda t, x: tr.apply(params, x, jnp.full((x.shape[0],), t, dtype=x.dtype))
+            gen = generate(
+                field,
+                x0,
+                solver=solver,
+                steps=k,
+                max_steps=max(ks) if solver == "euler" else 4096,
+                rtol=1e-3,
+                atol=1e-3,
+            )
+            x = gen.samples
+            out = {"mmd": mmd_rbf(x, test, BANDWIDTHS)}
+            if full:
+                out["density_mse"] = density_mse(x, test)
+                out["spectrum_mse"] = spectrum_mse(x, test)
+                out["hsd_rbf"] = hilbert_sinkhorn_divergence(x, test, RBFKernel()).divergence
+                out["nfe"] = gen.nfe
+                out["shown"] = x[:6]
+            return out
+
+        return score
+
+    # Smoke size scores the samples of the largest Euler budget: one compilation instead of two.
+    euler = scorer("euler", full=ctx.size == "smoke")
+    curve_runs = [euler(tr.params, x0, test, jnp.asarray(k)) for k in ks]
+    curves = np.stack([np.asarray(r["mmd"]) for r in curve_runs])
+    mmd_prior = np.asarray(jax.jit(jax.vmap(lambda a, b: mmd_rbf(a, b, BANDWIDTHS)))(x0, test))
+    if ctx.size == "smoke":
+        values = curve_runs[-1]
+    else:
+        values = scorer("tsit5", full=True)(tr.params, x0, test, jnp.asarray(0))
+    values = {k: np.asarray(v) for k, v in values.items()}
+    shown = values.pop("shown")
+    out: dict[str, Any] = {"euler_steps": list(ks)}
+    for d, dname in enumerate(DATASETS):
+        res: dict[str, Any] = {k: {} for k in values}
+        res["samples"] = {"data": tr.test[d, :6].tolist()}
+        res["euler_mmd"] = {}
+        for m, mname in enumerate(METHODS):
+            rows = [_model_index(d, m, j, n_s) for j in range(n_s)]
+            for k in values:
+                res[k][mname] = [float(values[k][i]) for i in rows]
+            res["samples"][mname] = shown[rows[0]].tolist()
+            res["euler_mmd"][mname] = [curves[:, i].tolist() for i in rows]
+        res["mmd_prior"] = [float(mmd_prior[_model_index(d, 0, j, n_s)]) for j in range(n_s)]
+        out[dname] = res
+    return out
+
+
+def _results(ctx: Context) -> dict[str, Any]:
+    path = _shared_dir(ctx) / f"scores_{ctx.size}_{ctx.seeds}.json"
+    if path.exists():
+        with path.open() as f:
+            return json.load(f)
+    res = _evaluate_all(ctx)
+    write_json_atomic(path, res)
+    return res
+
+
+def _mmd_run(dataset: str):
+    def run(ctx: Context) -> Outcome:
+        res = _results(ctx)[dataset]
+        extras = {k: res[k] for k in ("density_mse", "spectrum_mse", "hsd_rbf", "nfe", "samples")}
+        extras["sizes"] = dataclasses.asdict(_sizes(ctx))
+        return Outcome(values=res["mmd"], extras=extras)
+
+    return run
+
+
+def _plot_samples(outcome: Outcome, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    samples = outcome.extras["samples"]
+    names = ["data", *METHODS]
+    fig, axes = plt.subplots(1, len(names) + 1, figsize=(3.0 * (len(names) + 1), 2.6))
+    for ax, name in zip(axes, names, strict=False):
+        for f in samples[name]:
+            ax.plot(np.linspace(0, 1, len(f)), f, lw=0.8)
+        ax.set_title(name, fontsize=9)
+    ax = axes[-1]
+    means = [np.mean(outcome.values[n]) for n in METHODS]
+    stds = [
+        np.std(outcome.values[n], ddof=1) if len(outcome.values[n]) > 1 else 0.0 for n in METHODS
+    ]
+    ax.bar(range(len(means)), means, yerr=stds, color="C0")
+    ax.set_xticks(range(len(means)), list(METHODS), rotation=60, fontsize=7)
+    ax.set_title("MMD-RBF (lower is better)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def _evals_run(ctx: Context) -> Outcome:
+    """Euler steps needed to reach a target MMD on Burgers, per method and seed."""
+    res = _results(ctx)
+    ks, curves = res["euler_steps"], res["burgers"]["euler_mmd"]
+    # Target per seed: a tenth of the MMD between the prior draws and the data.
+    targets = [0.1 * v for v in res["burgers"]["mmd_prior"]]
+    values: dict[str, list[float]] = {name: [] for name in curves}
+    for j, target in enumerate(targets):
+        for name in curves:
+            hit = [k for k, v in zip(ks, curves[name][j], strict=True) if v <= target]
+            values[name].append(float(hit[0] if hit else 2 * ks[-1]))
+    return Outcome(
+        values=values, extras={"euler_steps": ks, "mmd_curves": curves, "targets": targets}
+    )
+
+
+def _plot_evals(outcome: Outcome, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    ks = outcome.extras["euler_steps"]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for name, per_seed in outcome.extras["mmd_curves"].items():
+        arr = np.asarray(per_seed)
+        ax.errorbar(ks, arr.mean(0), yerr=arr.std(0), label=name, capsize=2)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_xlabel("Euler steps (field evaluations)")
+    ax.set_ylabel("MMD-RBF to held-out data")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def _best_of(best: str) -> AllOf:
+    return AllOf((Better(best, "ffm"), Better(best, "ot_euclid")))
+
+
+_METRIC = "MMD^2-RBF to held-out data (unbiased, bandwidths 0.1/0.2/0.5/1 per grid point)"
+
+register(
+    Experiment(
+        paper=PAPER,
+        id="mmd_gp_mixture",
+        claim="Time series (GP mixture): kFFM with an RBF kernel on L2 has lower MMD than FFM "
+        "and than Euclidean minibatch-OT pairing",
+        metric=_METRIC,
+        lower_is_better=True,
+        baselines=BASELINES,
+        methods=KFFM,
+        rule=_best_of("kffm_rbf"),
+        run=_mmd_run("gp_mixture"),
+        plot=_plot_samples,
+    )
+)
+register(
+    Experiment(
+        paper=PAPER,
+        id="mmd_oscillator",
+        claim="Path-valued data (stochastic oscillator): kFFM with the signature kernel has lower "
+        "MMD than FFM and than Euclidean minibatch-OT pairing",
+        metric=_METRIC,
+        lower_is_better=True,
+        baselines=BASELINES,
+        methods=KFFM,
+        rule=_best_of("kffm_signature"),
+        run=_mmd_run("oscillator"),
+        plot=_plot_samples,
+    )
+)
+register(
+    Experiment(
+        paper=PAPER,
+        id="mmd_burgers",
+        claim="PDE data (viscous Burgers): kFFM with the derivative-aware Sobolev kernel has lower "
+        "MMD than FFM and than Euclidean minibatch-OT pairing",
+        metric=_METRIC,
+        lower_is_better=True,
+        baselines=BASELINES,
+        methods=KFFM,
+        rule=_best_of("kffm_sobolev"),
+        run=_mmd_run("burgers"),
+        plot=_plot_samples,
+    )
+)
+register(
+    Experiment(
+        paper=PAPER,
+        id="evals_burgers",
+        claim="Straighter paths: kFFM (Sobolev) needs fewer Euler steps than FFM to reach a target "
+        "MMD on Burgers (target = 0.1 x the MMD between prior draws and data)",
+        metric="Euler steps (= field evaluations) to reach the target MMD; 2 x max if never",
+        lower_is_better=True,
+        baselines=BASELINES,
+        methods=KFFM,
+        rule=Better("kffm_sobolev", "ffm"),
+        run=_evals_run,
+        plot=_plot_evals,
+    )
+)

@@ -1,0 +1,204 @@
+"""Two-point zeroth-order estimators as optax gradient transformations: MeZO, QZO-style, LQZO.
+
+Given ``value_fn(params) -> loss`` and a direction ``Z`` regenerated from the step's seeds,
+
+.. math:: \\hat g = \\operatorname{clip}_C\\Big(\\frac{L(\\theta + \\epsilon Z)
+   - L(\\theta - \\epsilon Z)}{2 \\epsilon}\\Big), \\qquad \\nabla \\approx \\hat g \\, Z .
+
+* MeZO (Malladi et al. 2023): ``Z ~ N(0, I)`` over all full-precision weights, no clipping.
+* QZO-style (Shang et al. 2025): same, over the quantization scales only, with the projected
+  gradient ``g`` clipped to ``[-C, C]`` (directional-derivative clipping).
+* LQZO: over the scales, ``Z = U V^T / sqrt(r)`` in each leaf's near-square view (isotropy), ``U``
+  redrawn every step and ``V`` every ``nu`` steps, entries binary-aggregated Gaussian; same
+  clipping.
+
+:func:`zo_gradient` is an ``optax.GradientTransformationExtraArgs``: its ``update`` ignores the
+incoming updates and needs ``value_fn=`` (passed through ``optax.chain``), so learning-rate
+schedules, weight decay or momentum chain after it::
+
+    opt = optax.chain(zo_gradient(make_config(rank=4, noise="bag", isotropic=True), key=key),
+                      optax.add_decayed_weights(1e-4), optax.sgd(schedule))
+    updates, state = opt.update(None, state, params, value_fn=lambda p: loss(p, batch))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jaxpapers_kernels.counter_hash import counter_hash
+
+from jaxpapers.lqzo._perturbation import (
+    ZOConfig,
+    check_rank,
+    direction_tree,
+    make_config,
+    perturbation_tree,
+)
+
+PyTree = Any
+ValueFn = Callable[[PyTree], jax.Array]
+
+
+class ZOEstimate(NamedTuple):
+    """One two-point estimate.
+
+    Attributes:
+      projected_grad: ``[]`` clipped directional derivative ``g``.
+      raw_projected_grad: ``[]`` before clipping.
+      loss: ``[]`` mean of the two perturbed losses.
+      seeds: ``[2]`` uint32 step seeds from which ``Z`` is regenerated.
+      direction: per-leaf :class:`LowRankDirection` (the implicit ``U V^T``), or ``None``
+        for a dense estimator (its ``z`` is regenerated from ``seeds``, never kept).
+    """
+
+    projected_grad: jax.Array
+    raw_projected_grad: jax.Array
+    loss: jax.Array
+    seeds: jax.Array
+    direction: PyTree | None
+
+
+class ZOState(NamedTuple):
+    """State of :func:`zo_gradient`: step counter, key, and the last estimate's scalars."""
+
+    count: jax.Array
+    key: jax.Array
+    projected_grad: jax.Array
+    loss: jax.Array
+
+
+def step_seeds(key: jax.Array, count: jax.Array, nu: int) -> jax.Array:
+    """``[2]`` uint32 seeds of step ``count``: ``U`` fresh each step, ``V`` each ``nu`` steps."""
+    base = jax.random.bits(key, (2,), jnp.uint32)
+    count = jnp.asarray(count, jnp.uint32)
+    return jnp.stack([counter_hash(base[0], count), counter_hash(base[1], count // jnp.uint32(nu))])
+
+
+def zo_estimate(
+    value_fn: ValueFn, params: PyTree, seeds: jax.Array, config: ZOConfig
+) -> ZOEstimate:
+    """Two-point estimate along the direction of ``seeds`` (see module docstring).
+
+    Args:
+      value_fn: ``value_fn(params) -> []`` loss.
+      params: the perturbed parameters (scales for QZO/LQZO).
+      seeds: ``[2]`` uint32 step seeds (e.g. :func:`step_seeds`).
+      config: :class:`ZOConfig`.
+
+    Returns:
+      :class:`ZOEstimate`.
+    """
+    z = perturbation_tree(params, seeds, config)
+    eps = config.eps
+
+    def one_pass(carry, sign):
+        shifted = jax.tree.map(lambda p, d: p + (sign * eps).astype(p.dtype) * d, params, z)
+        return carry, value_fn(shifted)
+
+    # The two passes are the two iterations of a scan: one compiled forward run twice in
+    # sequence, sharing its temporaries (MiniLM INT4, batch 8 x 32 tokens: 13.4 MB of
+    # temporaries vs 17.7 MB for two inlined calls; one inference forward: 11.0 MB).
+    _, (lp, lm) = jax.lax.scan(one_pass, None, jnp.asarray([1.0, -1.0], jnp.float32))
+    raw = (lp - lm) / (2 * eps)
+    g = jnp.clip(raw, -config.clip, config.clip)
+    return ZOEstimate(g, raw, 0.5 * (lp + lm), seeds, direction_tree(params, seeds, config))
+
+
+def estimate_to_gradient(estimate: ZOEstimate, params: PyTree, config: ZOConfig) -> PyTree:
+    """The pseudo-gradient ``g Z`` (structure of ``params``) of an estimate."""
+    z = perturbation_tree(params, estimate.seeds, config)
+    return jax.tree.map(lambda d: estimate.projected_grad.astype(d.dtype) * d, z)
+
+
+def zo_gradient(config: ZOConfig, *, key: jax.Array) -> optax.GradientTransformationExtraArgs:
+    """An optax transformation that replaces the updates by the ZO pseudo-gradient ``g Z``.
+
+    Args:
+      config: :class:`ZOConfig` (:func:`make_config`).
+      key: PRNG key naming the perturbation stream.
+
+    Returns:
+      ``GradientTransformationExtraArgs``; ``update(updates, state, params, *, value_fn)``.
+      Chain a learning rate after it (``optax.sgd``, schedules, weight decay).
+    """
+
+    def init(params: PyTree) -> ZOState:
+        check_rank(params, config)
+        zero = jnp.zeros((), jnp.float32)
+        return ZOState(jnp.zeros((), jnp.int32), key, zero, zero)
+
+    def update(updates, state: ZOState, params=None, *, value_fn: ValueFn, **extra):
+        del updates, extra
+        if params is None:
+            raise ValueError("params=None; zo_gradient needs the parameters to perturb")
+        seeds = step_seeds(state.key, state.count, config.nu)
+        est = zo_estimate(value_fn, params, seeds, config)
+        grads = estimate_to_gradient(est, params, config)
+        return grads, ZOState(state.count + 1, state.key, est.projected_grad, est.loss)
+
+    return optax.GradientTransformationExtraArgs(init, update)
+
+
+def mezo(
+    learning_rate: optax.ScalarOrSchedule, *, key: jax.Array, eps: float = 1e-3
+) -> optax.GradientTransformationExtraArgs:
+    """MeZO: dense Gaussian SPSA over all parameters, then SGD."""
+    return optax.chain(zo_gradient(make_config(eps=eps), key=key), optax.sgd(learning_rate))
+
+
+def qzo(
+    learning_rate: optax.ScalarOrSchedule,
+    *,
+    key: jax.Array,
+    eps: float = 1e-3,
+    clip: float = 100.0,
+) -> optax.GradientTransformationExtraArgs:
+    """QZO-style: dense Gaussian SPSA over quantization scales, clipped ``g``, then SGD."""
+    return optax.chain(
+        zo_gradient(make_config(eps=eps, clip=clip), key=key), optax.sgd(learning_rate)
+    )
+
+
+def lqzo(
+    learning_rate: optax.ScalarOrSchedule,
+    *,
+    key: jax.Array,
+    eps: float = 1e-3,
+    clip: float = 100.0,
+    rank: int = 4,
+    nu: int = 50,
+    noise: str = "bag",
+    bag_k: int = 4,
+    isotropic: bool = True,
+) -> optax.GradientTransformationExtraArgs:
+    """LQZO: low-rank BAG perturbations of isotropic views of the scales, clipped ``g``, SGD."""
+    cfg = make_config(
+        eps=eps, clip=clip, rank=rank, nu=nu, noise=noise, bag_k=bag_k, isotropic=isotropic
+    )
+    return optax.chain(zo_gradient(cfg, key=key), optax.sgd(learning_rate))
+
+
+def zo_state(opt_state: Any) -> ZOState:
+    """The :class:`ZOState` inside an optax (chain) state."""
+    for s in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, ZOState)):
+        if isinstance(s, ZOState):
+            return s
+    raise ValueError("opt_state holds no ZOState; was the optimiser built with zo_gradient?")
+
+
+__all__ = [
+    "ZOEstimate",
+    "ZOState",
+    "estimate_to_gradient",
+    "lqzo",
+    "mezo",
+    "qzo",
+    "step_seeds",
+    "zo_estimate",
+    "zo_gradient",
+    "zo_state",
+]

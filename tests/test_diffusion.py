@@ -1,0 +1,250 @@
+"""Tests of the diffusion core: schedules, parametrisations, exact mixture, DDIM through
+diffrax, the probability-flow ODE and evaluation counting."""
+
+from __future__ import annotations
+
+import itertools
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxpapers.core.diffusion import (
+    CountingDenoiser,
+    GaussianMixture,
+    VPSchedule,
+    count_trace_calls,
+    eps_to_score,
+    eps_to_x0,
+    grid_mixture,
+    probability_flow_ode,
+    sample_ddim,
+    score_to_eps,
+    time_grid,
+    tweedie_denoise,
+    x0_to_eps,
+    x0_to_score,
+    zero_count,
+)
+
+# Cheap XLA settings: these tests are dominated by compiling the samplers, not running them.
+FAST = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def fjit(fn, **kwargs):
+    return jax.jit(fn, compiler_options=FAST, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["linear", "cosine"])
+def test_schedule_identities(kind, x64):
+    sch = VPSchedule(kind)
+    t = jnp.linspace(0.01, 0.95, 17)
+    a, s, beta, lsnr = fjit(lambda u: (sch.alpha(u), sch.sigma(u), sch.beta(u), sch.log_snr(u)))(t)
+    np.testing.assert_allclose(a**2 + s**2, 1.0, atol=1e-12)
+    beta_ad = fjit(jax.vmap(jax.grad(lambda u: -sch.log_alpha_bar(u))))(t)
+    np.testing.assert_allclose(beta, beta_ad, rtol=1e-9)
+    np.testing.assert_allclose(lsnr, np.log(a / s), rtol=1e-9)
+    assert float(sch.alpha(0.0)) == 1.0 and float(sch.log_snr(0.0)) == np.inf
+    assert np.all(np.diff(np.asarray(a)) < 0)
+
+
+def test_linear_schedule_closed_form(x64):
+    sch = VPSchedule("linear", beta_min=0.1, beta_max=20.0)
+    t = 0.7
+    np.testing.assert_allclose(sch.alpha_bar(t), np.exp(-0.1 * t - 0.5 * 19.9 * t * t), rtol=1e-12)
+
+
+def test_schedule_bad_input():
+    with pytest.raises(ValueError, match="kind='quadratic'"):
+        VPSchedule("quadratic")
+    with pytest.raises(ValueError, match="beta_min"):
+        VPSchedule(beta_min=5.0, beta_max=1.0)
+    for n in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="num_steps"):
+            time_grid(n)
+    with pytest.raises(ValueError, match="t_min"):
+        time_grid(4, t_max=0.5, t_min=0.6)
+
+
+def test_parametrisation_round_trips(rng, x64):
+    x, x0 = rng.normal(size=(2, 5))
+    a, s = 0.6, 0.8
+    eps = x0_to_eps(x, x0, a, s)
+    np.testing.assert_allclose(eps_to_x0(x, eps, a, s), x0, rtol=1e-12)
+    np.testing.assert_allclose(score_to_eps(eps_to_score(eps, s), s), eps, rtol=1e-12)
+    np.testing.assert_allclose(x0_to_score(x, x0, a, s), -eps / s, rtol=1e-12)
+    np.testing.assert_allclose(tweedie_denoise(x, -eps / s, a, s), x0, rtol=1e-12)
+
+
+def test_mixture_score_matches_autodiff(key, x64):
+    g = grid_mixture(3, std=0.3, key=key)
+    sch = VPSchedule()
+    xs = jax.random.normal(jax.random.key(1), (6, 3)) * 2
+
+    @jax.jit
+    def both(t):
+        a, s = sch.alpha(t), sch.sigma(t)
+        auto = jax.vmap(jax.grad(lambda x: g.log_prob_noised(x, a, s)))(xs)
+        return jax.vmap(lambda x: g.score(x, a, s))(xs), auto
+
+    for t in (0.05, 0.4, 0.9):
+        exact, auto = both(t)
+        np.testing.assert_allclose(exact, auto, rtol=1e-9, atol=1e-12)
+
+
+def test_mixture_tweedie_is_posterior_mean(x64):
+    """For one Gaussian N(mu, v I), E[x0 | xt] = mu + a v (xt - a mu) / (a^2 v + s^2)."""
+    mu, v = jnp.array([0.5, -1.0]), 0.3
+    g = GaussianMixture(mu[None], jnp.ones(1), v)
+    sch = VPSchedule()
+    t, x = 0.3, jnp.array([0.2, 0.9])
+    a, s = sch.alpha(t), sch.sigma(t)
+    x0 = tweedie_denoise(x, g.score(x, a, s), a, s)
+    np.testing.assert_allclose(x0, mu + a * v * (x - a * mu) / (a**2 * v + s**2), rtol=1e-12)
+
+
+def test_mixture_posterior_against_importance_sampling(x64):
+    """Closed-form posterior moments vs self-normalised importance sampling from the prior."""
+    g = GaussianMixture(
+        jnp.array([[-1.0, 0.0], [1.0, 0.5], [0.0, -1.5]]), jnp.array([1, 2, 1.0]), 0.2
+    )
+    a_mat = jnp.array([[1.0, 0.5]])
+    y, sigma_y = jnp.array([0.7]), 0.4
+    post = g.posterior(a_mat, y, sigma_y)
+
+    @jax.jit
+    def moments():
+        xs = g.sample(jax.random.key(0), 200_000)
+        logw = -0.5 * jnp.sum((y[None, :] - xs @ a_mat.T) ** 2, -1) / sigma_y**2
+        w = jax.nn.softmax(logw)
+        is_mean = w @ xs
+        is_cov = (xs - is_mean[None, :]).T @ ((xs - is_mean[None, :]) * w[:, None])
+        exact = post.sample(jax.random.key(1), 200_000)
+        return is_mean, is_cov, jnp.cov(exact.T)
+
+    is_mean, is_cov, exact_cov = moments()
+    np.testing.assert_allclose(post.mean(), is_mean, atol=0.01)
+    np.testing.assert_allclose(exact_cov, is_cov, atol=0.01)
+    # The posterior weights are not the prior's: the measurement favours some components.
+    assert not np.allclose(np.exp(post.log_weights), np.exp(g.log_weights), atol=0.05)
+
+
+def test_mixture_bad_input():
+    with pytest.raises(ValueError, match="means must be"):
+        GaussianMixture(jnp.zeros(3), jnp.ones(3), 1.0)
+    g = grid_mixture(4)
+    with pytest.raises(ValueError, match="matrix must be"):
+        g.posterior(jnp.zeros((2, 3)), jnp.zeros(2), 0.1)
+
+
+def _np_gmm_eps(x, t, means, logw, var):
+    """Float64 NumPy epsilon of the noised mixture (independent of the JAX code)."""
+    la = -0.1 * t - 0.5 * 19.9 * t * t
+    a, s = np.exp(0.5 * la), np.sqrt(1 - np.exp(la))
+    v = a * a * var + s * s
+    diff = a * means - x[None, :]
+    lg = logw - 0.5 * np.sum(diff**2, -1) / v
+    r = np.exp(lg - lg.max())
+    r /= r.sum()
+    return -s * (r @ diff) / v, a, s
+
+
+def test_ddim_through_diffrax_matches_numpy_loop(x64):
+    g = grid_mixture(4, std=0.3, key=jax.random.key(2))
+    sch = VPSchedule()
+    den = CountingDenoiser(lambda x, t: g.eps(x, t, sch))
+    key = jax.random.key(5)
+    out = fjit(lambda: sample_ddim(den, sch, (4,), key=key, num_steps=12, dtype=jnp.float64))()
+    x = np.asarray(jax.random.normal(jax.random.split(key)[0], (4,), jnp.float64))
+    means, logw, var = np.asarray(g.means), np.asarray(g.log_weights), float(g.var)
+    ts = np.linspace(1.0, 0.0, 13)
+    for t, t1 in itertools.pairwise(ts):
+        eps, a, s = _np_gmm_eps(x, t, means, logw, var)
+        x0 = (x - s * eps) / a
+        la1 = -0.1 * t1 - 0.5 * 19.9 * t1 * t1
+        x = np.exp(0.5 * la1) * x0 + np.sqrt(1 - np.exp(la1)) * eps
+    np.testing.assert_allclose(out.x, x, rtol=1e-9, atol=1e-10)
+    assert int(out.nfe) == 12
+
+
+def test_ddpm_is_stochastic_and_counts(key):
+    g = grid_mixture(2)
+    sch = VPSchedule()
+    fn, calls = count_trace_calls(lambda x, t: g.eps(x, t, sch))
+    den = CountingDenoiser(fn)
+    run = fjit(lambda k: sample_ddim(den, sch, (2,), key=k, num_steps=7, eta=1.0))
+    a, b = run(key), run(jax.random.key(1))
+    jax.effects_barrier()
+    assert int(a.nfe) == int(b.nfe) == 7 and len(calls) == 14
+    assert not np.allclose(a.x, b.x)
+
+
+def test_ddim_jit_vmap_equal_loop(key):
+    g = grid_mixture(2)
+    sch = VPSchedule()
+    den = CountingDenoiser(lambda x, t: g.eps(x, t, sch))
+    keys = jax.random.split(key, 3)
+    run = lambda k: sample_ddim(den, sch, (2,), key=k, num_steps=5)
+    batched = fjit(jax.vmap(run))(keys)
+    single = fjit(run)
+    for i in range(3):
+        np.testing.assert_allclose(batched.x[i], single(keys[i]).x, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(batched.nfe, 5)
+
+
+@pytest.mark.parametrize("solver", [diffrax.Euler(), diffrax.Heun(), diffrax.Tsit5()])
+def test_pf_ode_nfe_is_exact(solver, key):
+    g = grid_mixture(2)
+    sch = VPSchedule()
+    fn, calls = count_trace_calls(lambda x, t: g.eps(x, t, sch))
+    out = fjit(
+        lambda x: probability_flow_ode(CountingDenoiser(fn), sch, x, num_steps=6, solver=solver)
+    )(jax.random.normal(key, (2,)))
+    jax.effects_barrier()
+    assert int(out.nfe) == len(calls)
+
+
+def test_pf_ode_gaussian_flow_map(x64):
+    """For N(mu, v I) the PF-ODE map is affine: x0 = mu + sqrt(v / (a^2 v + s^2)) (x_T - a mu)
+    (followed by Tweedie at t_min); compare with Tsit5 at 40 steps."""
+    mu, v = jnp.array([1.0, -0.5, 0.25]), 0.2
+    g = GaussianMixture(mu[None], jnp.ones(1), v)
+    sch = VPSchedule()
+    den = CountingDenoiser(lambda x, t: g.eps(x, t, sch))
+    x_t = jnp.array([0.3, -1.2, 0.8])
+    out = fjit(
+        lambda: probability_flow_ode(
+            den, sch, x_t, num_steps=40, solver=diffrax.Tsit5(), t_min=1e-3
+        )
+    )()
+    a1, s1 = sch.alpha(1.0), sch.sigma(1.0)
+    a0, s0 = sch.alpha(1e-3), sch.sigma(1e-3)
+    x_tmin = a0 * mu + jnp.sqrt((a0**2 * v + s0**2) / (a1**2 * v + s1**2)) * (x_t - a1 * mu)
+    expected = mu + a0 * v * (x_tmin - a0 * mu) / (a0**2 * v + s0**2)
+    np.testing.assert_allclose(out.x, expected, rtol=1e-6)
+    assert int(out.nfe) == 40 * 6 + 1 + 1
+
+
+def test_pf_ode_bad_input(key):
+    den = CountingDenoiser(lambda x, t: x)
+    with pytest.raises(ValueError, match="solver=ImplicitEuler"):
+        probability_flow_ode(
+            den, VPSchedule(), jnp.zeros(2), num_steps=3, solver=diffrax.ImplicitEuler()
+        )
+    with pytest.raises(ValueError, match="num_steps=0"):
+        probability_flow_ode(den, VPSchedule(), jnp.zeros(2), num_steps=0)
+    with pytest.raises(ValueError, match="num_steps=0"):
+        sample_ddim(den, VPSchedule(), (2,), key=key, num_steps=0)
+
+
+def test_counting_denoiser_grad(key):
+    """The counted denoiser is differentiable and counts one evaluation per call."""
+    den = CountingDenoiser(lambda x, t: jnp.sin(x) * t)
+    g, nfe = (
+        jax.grad(lambda x: den(x, 0.5, zero_count())[0].sum(), has_aux=False)(jnp.ones(3)),
+        den(jnp.ones(3), 0.5, zero_count())[1],
+    )
+    np.testing.assert_allclose(g, 0.5 * np.cos(1.0), rtol=1e-6)
+    assert int(nfe) == 1

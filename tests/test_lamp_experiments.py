@@ -1,0 +1,38 @@
+"""Smoke run of P07's registered experiments (tiny sizes) through the runner."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from jaxpapers.core.experiment import run_paper
+
+
+def test_p07_smoke(tmp_path):
+    record = run_paper("P07", tmp_path, size="smoke", seeds=2, log=lambda _: None)
+    saved = json.loads((tmp_path / "P07" / "result.json").read_text())
+    assert saved["paper"] == "P07" and saved["size"] == "smoke"
+    ids = {e["id"] for e in saved["experiments"]}
+    assert {
+        "mixture_dps",
+        "mixture_diffpir",
+        "mixture_ddrm",
+        "nfe_equal",
+        "one_step_risk",
+        "digits_inpaint",
+        "digits_deblur",
+        "digits_sr2",
+        "digits_ssim",
+    } <= ids
+    for exp in saved["experiments"]:
+        assert exp["verdict"] in {"holds", "does not hold", "inconclusive"}
+        assert exp["rows"]
+        for row in exp["rows"]:
+            if "predicted to hurt" in row["method"]:
+                continue  # empty when every smoke cell is predicted to help
+            assert math.isfinite(row["mean"]), (exp["id"], row)
+            assert len(row["seeds"]) == 2
+    assert next(e for e in saved["experiments"] if e["id"] == "nfe_equal")["verdict"] == "holds"
+    assert (tmp_path / "P07" / "digits_inpaint.png").exists()
+    assert (tmp_path / "P07" / "mixture_dps.png").exists()
+    assert record["experiments"]

