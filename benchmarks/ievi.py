@@ -58,7 +58,7 @@ def _vi_queries(mdp, v_star):
     return value_iteration(mdp, v_star=v_star, max_queries=200_000)
 
 
-QUERY_CAP = 2000  # an IE-VI run that has not converged by then is reported as not converged
+QUERY_CAP = 200  # a run that has not converged by then is reported as not converged
 
 
 @partial(jax.jit, static_argnums=3)
