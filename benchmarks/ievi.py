@@ -82,12 +82,14 @@ def _query_rows(case: str, vi, ie, ad) -> list[dict]:
                 converged=bool(res.converged),
             )
         )
+        converged = bool(res.converged)
         out.append(
             row(
                 f"vi_over_{name}_queries_{case}",
                 "ratio",
-                int(vi.queries) / int(res.queries),
-                f"VI queries / {name.upper()} queries",
+                int(vi.queries) / int(res.queries) if converged else float("nan"),
+                f"VI queries / {name.upper()} queries"
+                + ("" if converged else f" (not converged within {QUERY_CAP}: no ratio)"),
             )
         )
     print(out, flush=True)
