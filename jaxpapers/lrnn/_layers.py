@@ -97,6 +97,23 @@ class LRU(nnx.Module):
         return h.real @ self.c_re[...] - h.imag @ self.c_im[...] + x * _along_last(self.d[...], x)
 
 
+def _init_projections(
+    layer: nnx.Module, d_model: int, d_state: int, gates_per_state: int, bias, rngs: nnx.Rngs
+) -> None:
+    """The projections H-LRU and BD-LRU share: selective gates (``gates_per_state`` per state,
+    biased towards memory), the value map, the readout ``C`` and the skip ``D``."""
+    layer.gate = nnx.Linear(
+        d_model,
+        d_state * gates_per_state,
+        kernel_init=_GATE_INIT,
+        bias_init=lambda *_: bias,
+        rngs=rngs,
+    )
+    layer.value = nnx.Linear(d_model, d_state, use_bias=False, rngs=rngs)
+    layer.out = nnx.Linear(d_state, d_model, use_bias=False, rngs=rngs)
+    layer.d = nnx.Param(jax.random.normal(rngs.params(), (d_model,)))
+
+
 class HLRU(nnx.Module):
     """Higher-order Linear Recurrent Unit of order ``K`` with selective, L1-normalised gates.
 
@@ -123,16 +140,7 @@ class HLRU(nnx.Module):
         self.d_model, self.d_state, self.order = d_model, d_state, order
         self.mode, self.chunk, self.debug = mode, chunk, debug
         bias = _memory_bias(rngs.params(), d_state, order, None).reshape(-1)
-        self.gate = nnx.Linear(
-            d_model,
-            d_state * (order + 1),
-            kernel_init=_GATE_INIT,
-            bias_init=lambda *_: bias,
-            rngs=rngs,
-        )
-        self.value = nnx.Linear(d_model, d_state, use_bias=False, rngs=rngs)
-        self.out = nnx.Linear(d_state, d_model, use_bias=False, rngs=rngs)
-        self.d = nnx.Param(jax.random.normal(rngs.params(), (d_model,)))
+        _init_projections(self, d_model, d_state, order + 1, bias, rngs)
 
     def __call__(self, x: Float[Array, "*batch T d"]) -> Float[Array, "*batch T d"]:
         _check_input(x, self.d_model, self.debug)
@@ -167,16 +175,7 @@ class BDLRU(nnx.Module):
         self.d_model, self.d_state, self.block = d_model, d_state, block
         self.mode, self.chunk, self.debug = mode, chunk, debug
         bias = _memory_bias(rngs.params(), d_state, block, block).reshape(-1)
-        self.gate = nnx.Linear(
-            d_model,
-            d_state * (block + 1),
-            kernel_init=_GATE_INIT,
-            bias_init=lambda *_: bias,
-            rngs=rngs,
-        )
-        self.value = nnx.Linear(d_model, d_state, use_bias=False, rngs=rngs)
-        self.out = nnx.Linear(d_state, d_model, use_bias=False, rngs=rngs)
-        self.d = nnx.Param(jax.random.normal(rngs.params(), (d_model,)))
+        _init_projections(self, d_model, d_state, block + 1, bias, rngs)
 
     def __call__(self, x: Float[Array, "*batch T d"]) -> Float[Array, "*batch T d"]:
         _check_input(x, self.d_model, self.debug)
