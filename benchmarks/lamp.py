@@ -3,7 +3,9 @@
 The denoiser is the flax.nnx U-Net of ``jaxpapers.core.nn.unet`` (untrained weights: timing does
 not depend on them) on 16x16 inpainting, a batch of measurements vmapped through one
 ``diffrax.diffeqsolve`` per sample. Per-step time = median wall time of a full jitted sampling run
-(interleaved with the variant it is compared with) / number of steps. Rows:
+/ number of steps. The overhead is the median of paired ratios (each repeat times LAMP and its
+backbone back to back in alternating order, :func:`jaxpapers.core.bench.paired_time_ratio`), so
+a load change on a shared machine cancels; its quartiles are in the row. Rows:
 
 * ``<backbone>_step_time`` / ``<backbone>+lamp_step_time`` (seconds per step);
 * ``lamp_overhead_per_step`` (DPS, the row the issue names) and
@@ -18,7 +20,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from jaxpapers.core.bench import bench_main, compiled_memory, interleaved_median_times, row
+from jaxpapers.core.bench import bench_main, compiled_memory, paired_time_ratio, row
 from jaxpapers.core.diffusion import CountingDenoiser, VPSchedule
 from jaxpapers.core.nn.unet import UNet
 from jaxpapers.lamp import DDRM, DPS, DiffPIR, Inpainting, lamp, sample_posterior
@@ -26,7 +28,7 @@ from jaxpapers.lamp.experiments import NNXEps
 
 
 def run(quick: bool = True) -> list[dict]:
-    batch, steps, repeats = (8, 10, 15) if quick else (64, 50, 15)
+    batch, steps, repeats = (8, 10, 21) if quick else (64, 50, 31)
     channels = (32, 64) if quick else (64, 128)
     sch = VPSchedule()
     graphdef, params = nnx.split(UNet(1, channels, emb=64, rngs=nnx.Rngs(0)), nnx.Param)
@@ -51,19 +53,18 @@ def run(quick: bool = True) -> list[dict]:
     for name, bb in backbones.items():
         f_bb, s_bb = sampler_fn(bb)
         f_l, s_l = sampler_fn(lamp(bb, 1.0))
-        times = interleaved_median_times(
-            {
-                "base": lambda f=f_bb, s=s_bb: f(s, ys, keys),
-                "lamp": lambda f=f_l, s=s_l: f(s, ys, keys),
-            },
+        paired = paired_time_ratio(
+            lambda f=f_l, s=s_l: f(s, ys, keys),
+            lambda f=f_bb, s=s_bb: f(s, ys, keys),
             repeats=repeats,
             warmup=1,
         )
-        t_b, t_l = times["base"] / steps, times["lamp"] / steps
+        t_b, t_l = paired["baseline_time"] / steps, paired["time"] / steps
         rows.append(row(f"{name}_step_time", "time", t_b, "s", batch=batch, steps=steps))
         rows.append(row(f"{name}+lamp_step_time", "time", t_l, "s", batch=batch, steps=steps))
-        overhead = t_l / t_b - 1.0
-        rows.append(row(f"lamp_overhead_per_step_{name}", "ratio", overhead, "1"))
+        overhead = paired["ratio"] - 1.0
+        spread = {"q25": paired["q25"] - 1.0, "q75": paired["q75"] - 1.0, "repeats": repeats}
+        rows.append(row(f"lamp_overhead_per_step_{name}", "ratio", overhead, "1", **spread))
         if name == "dps":
             rows.append(
                 row(
@@ -73,6 +74,7 @@ def run(quick: bool = True) -> list[dict]:
                     "1",
                     backbone="DPS",
                     denoiser=f"UNet{channels}",
+                    **spread,
                 )
             )
         m_b = compiled_memory(f_bb, s_bb, ys, keys)["peak"]

@@ -131,6 +131,35 @@ def test_mixture_posterior_against_importance_sampling(x64):
     assert not np.allclose(np.exp(post.log_weights), np.exp(g.log_weights), atol=0.05)
 
 
+def test_mixture_posterior_in_high_dimension_matches_dense_float64():
+    """The Woodbury posterior of the d = 800 test bed vs a dense NumPy float64 computation:
+    per-component Gaussian posterior (precision I / v + A^T A / s^2) and the evidence weights
+    N(y; A mu_k, v A A^T + s^2 I)."""
+    d, m, sigma_y = 800, 2, 0.05
+    g = grid_mixture(d, key=jax.random.key(1234))
+    rng = np.random.default_rng(0)
+    a_mat = rng.standard_normal((m, d))
+    y = rng.standard_normal(m)
+    with jax.enable_x64(True):
+        post = g.posterior(jnp.asarray(a_mat), jnp.asarray(y), sigma_y)
+        means, logw, chol = (
+            np.asarray(v, np.float64)
+            for v in jax.device_get((post.means, post.log_weights, post.chol))
+        )
+    mu = np.asarray(g.means, np.float64)
+    v = float(g.var)
+    cov = np.linalg.inv(np.eye(d) / v + a_mat.T @ a_mat / sigma_y**2)
+    np.testing.assert_allclose(chol @ chol.T, cov, atol=1e-9)
+    ref_means = (cov @ (mu.T / v + (a_mat.T @ y / sigma_y**2)[:, None])).T
+    np.testing.assert_allclose(means, ref_means, atol=1e-7)
+    s_cov = v * a_mat @ a_mat.T + sigma_y**2 * np.eye(m)
+    r = y[None, :] - mu @ a_mat.T
+    ll = -0.5 * np.einsum("ki,ij,kj->k", r, np.linalg.inv(s_cov), r)
+    ref = np.log(np.asarray(jnp.exp(g.log_weights), np.float64)) + ll
+    ref -= np.logaddexp.reduce(ref)
+    np.testing.assert_allclose(logw, ref, atol=1e-6)
+
+
 def test_mixture_bad_input():
     with pytest.raises(ValueError, match="means must be"):
         GaussianMixture(jnp.zeros(3), jnp.ones(3), 1.0)

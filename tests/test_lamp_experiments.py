@@ -14,9 +14,7 @@ def test_p07_smoke(tmp_path):
     assert saved["paper"] == "P07" and saved["size"] == "smoke"
     ids = {e["id"] for e in saved["experiments"]}
     assert {
-        "mixture_dps",
-        "mixture_diffpir",
-        "mixture_ddrm",
+        *(f"mixture_{b}_d{d}" for b in ("dps", "diffpir", "ddrm") for d in (8, 80, 800)),
         "nfe_equal",
         "one_step_risk",
         "digits_inpaint",
@@ -34,5 +32,9 @@ def test_p07_smoke(tmp_path):
             assert len(row["seeds"]) == 2
     assert next(e for e in saved["experiments"] if e["id"] == "nfe_equal")["verdict"] == "holds"
     assert (tmp_path / "P07" / "digits_inpaint.png").exists()
-    assert (tmp_path / "P07" / "mixture_dps.png").exists()
+    assert (tmp_path / "P07" / "mixture_dps_d800.png").exists()
+    inpaint = next(e for e in saved["experiments"] if e["id"] == "digits_inpaint")
+    # The digits test bed runs a trained U-Net whose held-out epsilon error beats predicting 0.
+    assert inpaint["extras"]["denoiser"]["kind"] == "unet"
+    assert inpaint["extras"]["denoiser"]["heldout_eps_mse"] < 1.0
     assert record["experiments"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from jaxpapers.core.experiment import write_json_atomic
 
@@ -56,6 +57,50 @@ def interleaved_median_times(
             jax.block_until_ready(fn())
             times[k].append(time.perf_counter() - t0)
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def paired_time_ratio(
+    fn: Callable[[], Any], baseline: Callable[[], Any], *, repeats: int = 21, warmup: int = 1
+) -> dict[str, float]:
+    """Robust ``time(fn) / time(baseline)`` on a noisy machine.
+
+    Each repeat times both callables back to back, alternating which goes first (ABBA), and
+    forms one ratio; the result is the median ratio with its quartiles. A load change that lasts
+    longer than one pair cancels in the ratio, which a ratio of two separate medians does not do.
+
+    Returns:
+      ``{"ratio", "q25", "q75", "time", "baseline_time"}`` (times: medians in seconds).
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats={repeats}; expected >= 1")
+    for _ in range(warmup):
+        jax.block_until_ready(fn())
+        jax.block_until_ready(baseline())
+
+    def timed(f: Callable[[], Any]) -> float:
+        t0 = time.perf_counter()
+        jax.block_until_ready(f())
+        return time.perf_counter() - t0
+
+    ratios, t_fn, t_base = [], [], []
+    for i in range(repeats):
+        if i % 2 == 0:
+            a = timed(fn)
+            b = timed(baseline)
+        else:
+            b = timed(baseline)
+            a = timed(fn)
+        ratios.append(a / b)
+        t_fn.append(a)
+        t_base.append(b)
+    q25, med, q75 = (float(v) for v in np.quantile(ratios, [0.25, 0.5, 0.75]))
+    return {
+        "ratio": med,
+        "q25": q25,
+        "q75": q75,
+        "time": statistics.median(t_fn),
+        "baseline_time": statistics.median(t_base),
+    }
 
 
 def compiled_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, int]:

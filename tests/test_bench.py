@@ -1,0 +1,56 @@
+"""The benchmark timing helpers, on a fake clock (no wall-clock assertions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jaxpapers.core import bench
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+    def work(self, seconds):
+        def fn():
+            self.now += seconds
+            return 0
+
+        return fn
+
+
+def test_paired_time_ratio_is_median_of_pairwise_ratios(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock.perf_counter)
+    # Baseline alternates between 1 s and 3 s (a load change); fn always costs 1.1 x baseline's
+    # current cost, because the load change lasts for a whole pair.
+    state = {"load": 1.0, "calls": 0}
+
+    def baseline():
+        clock.now += state["load"]
+        state["calls"] += 1
+        if state["calls"] % 2 == 0:
+            state["load"] = 4.0 - state["load"]
+
+    def fn():
+        clock.now += 1.1 * state["load"]
+
+    out = bench.paired_time_ratio(fn, baseline, repeats=9, warmup=0)
+    assert out["ratio"] == pytest.approx(1.1, rel=0.15)
+    assert out["q25"] <= out["ratio"] <= out["q75"]
+
+
+def test_paired_time_ratio_exact_on_constant_costs(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock.perf_counter)
+    out = bench.paired_time_ratio(clock.work(0.3), clock.work(0.2), repeats=5, warmup=2)
+    assert out["ratio"] == pytest.approx(1.5)
+    assert out["time"] == pytest.approx(0.3) and out["baseline_time"] == pytest.approx(0.2)
+
+
+def test_paired_time_ratio_rejects_no_repeats():
+    with pytest.raises(ValueError, match="repeats=0"):
+        bench.paired_time_ratio(lambda: 0, lambda: 0, repeats=0)
