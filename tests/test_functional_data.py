@@ -49,6 +49,56 @@ def test_gp_prior_is_jittable_and_validates():
         F.gaussian_process_prior(jnp.linspace(0, 1, 8), kernel="cosine")
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "matern52"])
+def test_covariance_of_2d_points_matches_sklearn(x64, kernel):
+    from sklearn.gaussian_process.kernels import RBF, Matern
+
+    pts = np.random.default_rng(0).uniform(size=(7, 2))
+    ref = RBF(length_scale=0.3) if kernel == "rbf" else Matern(length_scale=0.3, nu=2.5)
+    got = F.covariance(jnp.asarray(pts), jnp.asarray(pts), kernel=kernel, lengthscale=0.3)
+    np.testing.assert_allclose(np.asarray(got), ref(pts), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match=r"got shapes \(7, 2\) and \(7, 3\)"):
+        F.covariance(jnp.asarray(pts), jnp.ones((7, 3)))
+
+
+@pytest.mark.parametrize("method", ["cholesky", "spectral"])
+@pytest.mark.parametrize("kernel", ["rbf", "matern52"])
+def test_2d_gp_samples_have_the_isotropic_kernel_covariance(method, kernel):
+    # A 4 x 3 grid with unequal spacings: the covariance must use the Euclidean distance of the
+    # points (closed form), not a product of per-axis kernels.
+    axes = (jnp.linspace(0, 1, 4), jnp.linspace(0, 0.5, 3))
+    x = F.gp_sample(
+        jax.random.key(1), 20_000, axes, kernel=kernel, lengthscale=0.4, variance=1.5, method=method
+    )
+    assert x.shape == (20_000, 4, 3)
+    g1, g2 = np.meshgrid(np.asarray(axes[0]), np.asarray(axes[1]), indexing="ij")
+    pts = np.stack([g1.ravel(), g2.ravel()], axis=-1)
+    d = np.sqrt(((pts[:, None] - pts[None]) ** 2).sum(-1)) / 0.4
+    if kernel == "rbf":
+        want = 1.5 * np.exp(-0.5 * d**2)
+    else:
+        want = 1.5 * (1 + np.sqrt(5) * d + 5 * d**2 / 3) * np.exp(-np.sqrt(5) * d)
+    emp = np.cov(np.asarray(x, np.float64).reshape(20_000, -1), rowvar=False)
+    np.testing.assert_allclose(emp, want, atol=0.1)
+    assert abs(float(x.mean())) < 0.05
+
+
+def test_2d_gp_prior_shapes_and_validation():
+    axis = F.periodic_grid(8)
+    prior = F.gaussian_process_prior((axis, axis[:6]), lengthscale=0.2)
+    assert prior.grid_shape == (8, 6) and prior.factor.shape == (48, 48)
+    a = jax.jit(prior.sample, static_argnums=1)(jax.random.key(0), 3)
+    assert a.shape == (3, 8, 6)
+    spectral = F.gaussian_process_prior((axis, axis), method="spectral", n_features=64)
+    assert spectral.sample(jax.random.key(0), 2).shape == (2, 8, 8)
+    # 1-D priors keep their [n, grid] samples.
+    assert F.gaussian_process_prior(axis).sample(jax.random.key(0), 2).shape == (2, 8)
+    with pytest.raises(ValueError, match=r"grid must be 1-D .* got shape \[\(8,\), \(1,\)\]"):
+        F.gaussian_process_prior((axis, axis[:1]))
+    with pytest.raises(ValueError, match="grid must be 1-D"):
+        F.gaussian_process_prior((axis, axis, axis))
+
+
 def test_ou_paths_match_the_closed_form_moments():
     grid = jnp.linspace(0, 1, 33)
     theta, sigma = 4.0, 1.0
@@ -99,6 +149,18 @@ def test_allen_cahn_uniform_state_follows_the_ode(x64):
     got = np.asarray(F.reaction_diffusion_solve(jnp.full((1, 16), u0), rate=r, t_final=t))
     want = u0 * np.exp(r * t) / np.sqrt(1 + u0**2 * (np.exp(2 * r * t) - 1))
     np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_allen_cahn_samples_have_plateaus_and_resolved_fronts():
+    x = np.asarray(F.reaction_diffusion_solutions(jax.random.key(0), 64, 64), np.float64)
+    assert np.abs(x).max() < 1.05  # bounded by the stable states (no Gibbs overshoot)
+    assert 0.3 < np.mean(np.abs(x) > 0.9) < 0.8  # plateaus formed, fronts still present
+    assert x.std(axis=1).min() > 0.2  # no sample has converged to a constant
+    signs = np.sign(x)
+    changes = np.sum(signs != np.roll(signs, 1, axis=1), axis=1)
+    assert changes.mean() >= 2 and np.all(changes % 2 == 0)  # periodic: fronts come in pairs
+    # Front width sqrt(2 D / r) ~ 3 points: a jump between neighbours stays well below 2.
+    assert np.abs(x - np.roll(x, 1, axis=1)).max() < 0.6
 
 
 def test_heat2d_single_mode_decays_exactly(x64):

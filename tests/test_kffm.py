@@ -14,7 +14,8 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 
 import jaxpapers.kffm as K
-from jaxpapers.core.data.functional import gaussian_process_prior
+from jaxpapers.core.data.functional import gaussian_process_prior, periodic_grid
+from jaxpapers.kffm._kernels import grid_gradient as K_grid_gradient
 
 
 def _functions(key, n, grid=16, shift=0.0):
@@ -70,6 +71,61 @@ def test_hilbert_cost_equals_its_definition(x64, rng, which):
     np.testing.assert_allclose(np.asarray(geom.cost_matrix), want, rtol=1e-9, atol=1e-10)
     single = geom.cost_fn(geom.x[1], geom.y[2])
     np.testing.assert_allclose(float(single), want[1, 2], rtol=1e-9, atol=1e-12)
+
+
+def _np_sobolev2d_feats(lam):
+    def feats(f):
+        n, h, w = f.shape
+        d1 = np.gradient(f, 1.0 / (h - 1), axis=1)
+        d2 = np.gradient(f, 1.0 / (w - 1), axis=2)
+        parts = [
+            f.reshape(n, -1),
+            np.sqrt(lam) * d1.reshape(n, -1),
+            np.sqrt(lam) * d2.reshape(n, -1),
+        ]
+        return np.concatenate(parts, axis=1) / np.sqrt(h * w)
+
+    return feats
+
+
+def test_sobolev_kernel_on_2d_fields_uses_the_2d_gradient(x64, rng):
+    f, g = rng.normal(size=(5, 6, 7)), rng.normal(size=(4, 6, 7)) + 0.2
+    lam, ell = 0.03, 1.3
+    kern = K.SobolevKernel(bandwidth=ell, derivative_weight=lam)
+    feats = _np_sobolev2d_feats(lam)
+    gram = lambda a, b: _np_rbf_gram(a, b, ell, feats)
+    want = np.diag(gram(f, f))[:, None] + np.diag(gram(g, g))[None, :] - 2 * gram(f, g)
+    got = np.asarray(kern.cost_matrix(jnp.asarray(f), jnp.asarray(g)))
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    # The squared feature distance is the H^1 quadrature: L2 part + lam * both partials.
+    h = f[0] - g[0]
+    dh1, dh2 = np.gradient(h, 1 / 5, axis=0), np.gradient(h, 1 / 6, axis=1)
+    h1 = np.mean(h**2) + lam * (np.mean(dh1**2) + np.mean(dh2**2))
+    np.testing.assert_allclose(-2 * ell**2 * np.log(1 - got[0, 0] / 2), h1, rtol=1e-8)
+    grad = np.asarray(K_grid_gradient(jnp.asarray(f)))
+    np.testing.assert_allclose(grad[:, 0], np.gradient(f, 1 / 5, axis=1), rtol=1e-12)
+    np.testing.assert_allclose(grad[:, 1], np.gradient(f, 1 / 6, axis=2), rtol=1e-12)
+    # L2 kernels treat a field as its flattened grid values.
+    flat = lambda a: jnp.asarray(a.reshape(a.shape[0], -1))
+    for k in (K.RBFKernel(bandwidth=0.8), K.LinearKernel()):
+        np.testing.assert_allclose(
+            np.asarray(k.cost_matrix(jnp.asarray(f), jnp.asarray(g))),
+            np.asarray(k.cost_matrix(flat(f), flat(g))),
+            rtol=1e-12,
+        )
+
+
+def test_sobolev_2d_cost_is_differentiable_under_jit_and_vmap(x64, rng):
+    kern = K.SobolevKernel(bandwidth=1.0)
+    f, g = jnp.asarray(rng.normal(size=(3, 5, 5))), jnp.asarray(rng.normal(size=(3, 5, 5)))
+    total = jax.jit(lambda a: jnp.sum(kern.cost_matrix(a, g)))
+    gr = jax.grad(total)(f)
+    eps = 1e-6
+    e = jnp.zeros_like(f).at[1, 2, 3].set(eps)
+    fd = (float(total(f + e)) - float(total(f - e))) / (2 * eps)
+    np.testing.assert_allclose(float(gr[1, 2, 3]), fd, rtol=1e-6)
+    batched = jax.vmap(kern.cost_matrix)(jnp.stack([f, g]), jnp.stack([g, f]))
+    np.testing.assert_allclose(np.asarray(batched[1]), np.asarray(kern.cost_matrix(g, f)))
 
 
 def test_linear_kernel_cost_is_squared_l2(x64, rng):
@@ -192,6 +248,41 @@ def test_independent_pairing_and_vmap():
         np.testing.assert_allclose(
             np.asarray(batched.coupling[i]), np.asarray(one.coupling), rtol=1e-4, atol=1e-7
         )
+
+
+def _fields(key, n, grid=8, shift=0.0):
+    axis = periodic_grid(grid)
+    prior = gaussian_process_prior((axis, axis), lengthscale=0.3)
+    return prior.sample(key, n) + shift
+
+
+def test_pairings_on_2d_fields():
+    x0 = _fields(jax.random.key(0), 24)
+    x1 = _fields(jax.random.key(1), 24, shift=1.0)
+    key = jax.random.key(2)
+    flat = lambda a: a.reshape(a.shape[0], -1)
+    for pairing in (K.EuclideanOTPairing(), K.KernelOTPairing(K.SobolevKernel())):
+        out = jax.jit(lambda a, b, k, pairing=pairing: pairing(a, b, key=k))(x0, x1, key)
+        assert out.x0.shape == out.x1.shape == (24, 8, 8)
+        assert np.abs(np.asarray(out.coupling.sum(1)) - 1 / 24).sum() < 1e-3
+        assert np.abs(np.asarray(out.coupling.sum(0)) - 1 / 24).sum() < 1e-3
+        d = np.abs(flat(np.asarray(out.x1))[:, None] - flat(np.asarray(x1))[None]).max(-1)
+        assert np.all(d.min(1) == 0)  # every paired field is one of the batch
+        assert float(jnp.mean((out.x1 - out.x0) ** 2)) < float(jnp.mean((x1 - x0) ** 2))
+    # Euclidean OT on fields is Euclidean OT on the flattened grids.
+    euclid = jax.jit(lambda a, b, k: K.EuclideanOTPairing()(a, b, key=k).coupling)
+    np.testing.assert_allclose(
+        np.asarray(euclid(x0, x1, key)), np.asarray(euclid(flat(x0), flat(x1), key)), rtol=1e-5
+    )
+
+
+def test_2d_spectrum_is_the_rfft2_power(x64, rng):
+    x = rng.normal(size=(5, 6, 8))
+    want = np.mean(np.abs(np.fft.rfft2(x) / 48) ** 2, axis=0)
+    np.testing.assert_allclose(np.asarray(K.mean_power_spectrum(jnp.asarray(x))), want, rtol=1e-12)
+    np.testing.assert_allclose(
+        float(K.spectrum_mse(2 * x, x)), np.mean((3 * want) ** 2), rtol=1e-12
+    )
 
 
 # ------------------------------------------------------------------ Hilbert Sinkhorn divergence
@@ -340,5 +431,21 @@ def test_bad_inputs_raise_clear_errors():
         K.KernelOTPairing(K.RBFKernel())(x0[0], x0[0], key=key)
     with pytest.raises(ValueError, match="depth=0"):
         K.SignatureKernel(depth=0)
+    # 2-D: a prior on another grid than the data, a path kernel on fields, 4-D arrays.
+    fields = _fields(jax.random.key(3), 4, grid=8)
+    axis = periodic_grid(8)
+    wrong = gaussian_process_prior((axis[:4], periodic_grid(16)))
+    with pytest.raises(
+        ValueError, match=r"prior samples and x1 must live on the same grid; got 4x16 and 8x8"
+    ):
+        K.flow_matching_loss(
+            lambda p, x, t: x, None, fields, key=key, prior=wrong, pairing=K.IndependentPairing()
+        )
+    with pytest.raises(
+        ValueError, match=r"must be \[n, grid\] \(1-D paths\); got shape \(4, 8, 8\)"
+    ):
+        K.SignatureKernel().features(fields)
+    with pytest.raises(ValueError, match=r"got shape \(4, 8, 8, 1\)"):
+        K.KernelOTPairing(K.SobolevKernel())(fields[..., None], fields[..., None], key=key)
     with pytest.raises(ValueError, match="expected a FunctionKernel"):
         K.KernelOTPairing("rbf")

@@ -200,6 +200,31 @@ class AllOf:
         return UNSURE
 
 
+@dataclasses.dataclass(frozen=True)
+class AnyOf:
+    """Holds when some part holds; does not hold when every part does not hold.
+
+    For "the best of several candidates beats the baselines" claims: each candidate is judged on
+    its own rows (no per-seed minimum over candidates, which would be biased low).
+    """
+
+    parts: tuple[Any, ...]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for p in self.parts for n in p.names())
+
+    def describe(self, lower_is_better: bool) -> str:
+        return " OR ".join(f"({p.describe(lower_is_better)})" for p in self.parts)
+
+    def decide(self, rows: Mapping[str, RowStats], lower_is_better: bool) -> Verdict:
+        verdicts = [p.decide(rows, lower_is_better) for p in self.parts]
+        if any(v == HOLDS for v in verdicts):
+            return HOLDS
+        if all(v == FAILS for v in verdicts):
+            return FAILS
+        return UNSURE
+
+
 # --------------------------------------------------------------------------------------------
 # Experiments and their registry
 # --------------------------------------------------------------------------------------------
@@ -559,6 +584,7 @@ def render_text(records: Iterable[Mapping[str, Any]]) -> str:
 __all__ = [
     "SIZES",
     "AllOf",
+    "AnyOf",
     "Better",
     "Context",
     "Experiment",

@@ -64,8 +64,11 @@ Public API
   :func:`flow_matching_loss`, :func:`generate` (diffrax, counted evaluations);
 * metrics: :func:`density_mse`, :func:`spectrum_mse` (MMD is ``jaxpapers.core.metrics.mmd_rbf``).
 
-The neural operator is :class:`jaxpapers.core.nn.fno.FNO1d`; priors and data sets are in
-:mod:`jaxpapers.core.data.functional`.
+Functions are ``[n, grid]`` arrays on 1-D grids or ``[n, grid1, grid2]`` fields on 2-D grids
+(pairings, the RBF, linear and Sobolev kernels, the divergence and the metrics take both; the
+signature kernel is for 1-D paths). The neural operators are
+:class:`jaxpapers.core.nn.fno.FNO1d` and :class:`~jaxpapers.core.nn.fno.FNO2d`; priors (1-D and
+2-D GPs) and data sets are in :mod:`jaxpapers.core.data.functional`.
 """
 
 from jaxpapers.kffm._flow import (

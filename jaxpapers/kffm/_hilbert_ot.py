@@ -43,15 +43,25 @@ def check_epsilon(epsilon) -> None:
         raise ValueError(f"epsilon={epsilon!r}; expected a positive finite number")
 
 
+def _grid_size(shape: tuple[int, ...]) -> str:
+    return "x".join(str(s) for s in shape[1:])
+
+
 def check_functions(x: jax.Array, y: jax.Array, names: tuple[str, str] = ("x", "y")) -> None:
-    """Raise ``ValueError`` unless ``x`` and ``y`` are finite ``[n, grid]`` arrays on one grid."""
+    """Raise ``ValueError`` unless ``x`` and ``y`` are finite functions on one grid.
+
+    Functions are ``[n, grid]`` (1-D grids) or ``[n, grid1, grid2]`` (fields on 2-D grids).
+    """
     for a, name in ((x, names[0]), (y, names[1])):
-        if a.ndim != 2:
-            raise ValueError(f"{name} must be [n, grid] function values; got shape {a.shape}")
-    if x.shape[1] != y.shape[1]:
+        if a.ndim not in (2, 3):
+            raise ValueError(
+                f"{name} must be [n, grid] function values (or [n, grid1, grid2] fields on a 2-D "
+                f"grid); got shape {a.shape}"
+            )
+    if x.shape[1:] != y.shape[1:]:
         raise ValueError(
-            f"{names[0]} and {names[1]} must live on the same grid; got {x.shape[1]} and "
-            f"{y.shape[1]} grid points (shapes {x.shape}, {y.shape})"
+            f"{names[0]} and {names[1]} must live on the same grid; got {_grid_size(x.shape)} and "
+            f"{_grid_size(y.shape)} grid points (shapes {x.shape}, {y.shape})"
         )
     for a, name in ((x, names[0]), (y, names[1])):
         # Concrete inputs are checked for NaN/inf; under jit values are unknown until run time.

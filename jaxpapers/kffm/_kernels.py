@@ -11,13 +11,17 @@ or RBF, :math:`\exp(-\|a - b\|^2 / 2\ell^2)` (bounded, as the HSD theory asks). 
 
 so the cost of a batch needs the features once per function, not once per pair.
 
-Feature maps (functions ``f`` are ``[grid]`` values on ``[0, 1]``; norms use the quadrature
-:math:`\|f\|_{L^2}^2 \approx \frac1N\sum_i f_i^2`, so they do not grow with the grid):
+Feature maps (functions ``f`` are ``[grid]`` values on ``[0, 1]``, or ``[grid1, grid2]`` values
+of a field on ``[0, 1]^2``; norms use the quadrature :math:`\|f\|_{L^2}^2 \approx
+\frac1N\sum_i f_i^2` over all ``N`` grid points, so they do not grow with the grid):
 
-* :class:`LinearKernel`, :class:`RBFKernel`: :math:`\phi(f) = f / \sqrt N` (the :math:`L^2` norm).
-* :class:`SobolevKernel`: :math:`\phi(f) = (f, \sqrt\lambda\, f') / \sqrt N` with a
-  finite-difference derivative, i.e. an RBF kernel on the :math:`H^1` distance
-  :math:`\|f - g\|_{L^2}^2 + \lambda \|f' - g'\|_{L^2}^2` (derivative-aware).
+* :class:`LinearKernel`, :class:`RBFKernel`: :math:`\phi(f) = f / \sqrt N` (the :math:`L^2` norm),
+  on 1-D and 2-D grids alike (a field is flattened).
+* :class:`SobolevKernel`: :math:`\phi(f) = (f, \sqrt\lambda\, \nabla f) / \sqrt N` with
+  finite-difference partial derivatives (:func:`grid_gradient`), i.e. an RBF kernel on the
+  :math:`H^1` distance :math:`\|f - g\|_{L^2}^2 + \lambda \|\nabla f - \nabla g\|_{L^2}^2`
+  (derivative-aware); in 1-D :math:`\nabla f = f'`, in 2-D
+  :math:`\|\nabla h\|^2 = \|\partial_1 h\|^2 + \|\partial_2 h\|^2`.
 * :class:`SignatureKernel`: :math:`\phi(f)` = the signature of the time-augmented path
   :math:`t \mapsto (t, s f(t))` truncated at level ``depth`` (levels 1..depth, computed with
   Chen's identity over the linear pieces), the path/signature kernel for time series.
@@ -80,8 +84,9 @@ class FunctionKernel(abc.ABC):
     bandwidth: float | jax.Array | None = None
 
     @abc.abstractmethod
-    def features(self, f: Float[Array, "n grid"]) -> Float[Array, "n d"]:
-        """Feature vectors ``[n, d]`` of ``n`` functions on the grid."""
+    def features(self, f: Float[Array, "n ..."]) -> Float[Array, "n d"]:
+        """Feature vectors ``[n, d]`` of ``n`` functions on the grid (``[n, grid]`` or, where the
+        kernel allows it, ``[n, grid1, grid2]``)."""
 
     def resolve_bandwidth(self, fa: jax.Array, fb: jax.Array) -> jax.Array | None:
         """The bandwidth used for features ``fa``, ``fb`` (RMS-distance heuristic if ``None``)."""
@@ -112,12 +117,15 @@ class FunctionKernel(abc.ABC):
 
 
 def _l2_features(f: jax.Array) -> jax.Array:
-    return f / math.sqrt(f.shape[-1])
+    flat = f.reshape(f.shape[0], -1)
+    return flat / math.sqrt(flat.shape[1])
 
 
-def _check_functions(f: jax.Array) -> None:
-    if f.ndim != 2:
-        raise ValueError(f"functions must be [n, grid]; got shape {f.shape}")
+def _check_functions(f: jax.Array, *, two_d: bool = True) -> None:
+    if f.ndim == 2 or (two_d and f.ndim == 3):
+        return
+    allowed = "[n, grid] or [n, grid1, grid2]" if two_d else "[n, grid] (1-D paths)"
+    raise ValueError(f"functions must be {allowed}; got shape {f.shape}")
 
 
 @jax.tree_util.register_dataclass
@@ -156,11 +164,36 @@ def grid_derivative(f: Float[Array, "n grid"]) -> Float[Array, "n grid"]:
     return jnp.gradient(f, 1.0 / (n - 1), axis=-1)
 
 
+def grid_gradient(f: Float[Array, " n *grid"]) -> Float[Array, " n dim *grid"]:
+    r"""Partial derivatives of functions on the uniform grid of :math:`[0, 1]^{\text{dim}}`.
+
+    Second-order central differences inside, first-order one-sided at the ends (``jnp.gradient``),
+    with spacing :math:`1/(n_a - 1)` along axis :math:`a` of :math:`n_a` points, as
+    :func:`grid_derivative` in 1-D.
+
+    Args:
+      f: ``[n, grid]`` or ``[n, grid1, grid2]`` function values.
+
+    Returns:
+      ``[n, dim, *grid]``: :math:`\partial_a f` for each grid axis :math:`a`.
+    """
+    _check_functions(f)
+    axes = tuple(range(1, f.ndim))
+    parts = [jnp.gradient(f, 1.0 / (f.shape[a] - 1), axis=a) for a in axes]
+    return jnp.stack(parts, axis=1)
+
+
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class SobolevKernel(FunctionKernel):
     r"""RBF kernel on the :math:`H^1` distance,
-    :math:`\exp(-(\|f - g\|_{L^2}^2 + \lambda\|f' - g'\|_{L^2}^2) / 2\ell^2)`.
+    :math:`\exp(-(\|f - g\|_{L^2}^2 + \lambda\|\nabla f - \nabla g\|_{L^2}^2) / 2\ell^2)`.
+
+    Functions are ``[n, grid]`` (:math:`\nabla f = f'`) or fields ``[n, grid1, grid2]`` on the
+    unit square (:math:`\nabla f = (\partial_1 f, \partial_2 f)`); derivatives by
+    :func:`grid_gradient`. With the feature map
+    :math:`\phi(f) = (f, \sqrt\lambda\,\partial_1 f, \dots) / \sqrt N` the squared feature
+    distance is exactly the quadrature of the :math:`H^1` distance above.
 
     Attributes:
       bandwidth: :math:`\ell` (``None``: RMS-distance heuristic).
@@ -180,8 +213,11 @@ class SobolevKernel(FunctionKernel):
 
     def features(self, f):
         _check_functions(f)
-        df = grid_derivative(f) * math.sqrt(self.derivative_weight)
-        return jnp.concatenate([f, df], axis=-1) / math.sqrt(f.shape[-1])
+        n = f.shape[0]
+        grad = grid_gradient(f).reshape(n, -1) * math.sqrt(self.derivative_weight)
+        return jnp.concatenate([f.reshape(n, -1), grad], axis=-1) / math.sqrt(
+            math.prod(f.shape[1:])
+        )
 
 
 def _tensor_product(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -254,7 +290,7 @@ class SignatureKernel(FunctionKernel):
             raise ValueError(f"scale={self.scale!r}; expected a positive number")
 
     def features(self, f):
-        _check_functions(f)
+        _check_functions(f, two_d=False)
         n = f.shape[-1]
         t = jnp.broadcast_to(jnp.linspace(0.0, 1.0, n, dtype=f.dtype), f.shape)
         paths = jnp.stack([t, self.scale * f], axis=-1)
@@ -268,6 +304,7 @@ __all__ = [
     "SignatureKernel",
     "SobolevKernel",
     "grid_derivative",
+    "grid_gradient",
     "path_signature",
     "rms_bandwidth",
     "sq_distances",

@@ -3,7 +3,8 @@ r"""Sample-quality metrics for function samples, as reported by FFM (Kerrigan et
 * :func:`density_mse`: MSE between the pointwise-value densities of two samples (histograms of
   all grid values pooled, on shared bins over the reference sample's range).
 * :func:`spectrum_mse`: MSE between the mean power spectra :math:`\frac1n\sum_i |\hat f_i(k)|^2`
-  (``rfft`` normalised by ``"forward"``, so independent of the grid size).
+  (``rfft`` normalised by ``"forward"``, so independent of the grid size; on a 2-D grid the 2-D
+  spectrum ``rfft2`` over both grid axes).
 
 MMD with RBF kernels is :func:`jaxpapers.core.metrics.mmd_rbf`; the Hilbert Sinkhorn divergence
 (:func:`jaxpapers.kffm.hilbert_sinkhorn_divergence`) is a metric too.
@@ -18,7 +19,7 @@ from jaxpapers.kffm._hilbert_ot import check_functions
 
 
 def density_mse(
-    samples: Float[Array, "n grid"], reference: Float[Array, "m grid"], *, bins: int = 50
+    samples: Float[Array, "n ..."], reference: Float[Array, "m ..."], *, bins: int = 50
 ) -> Float[Array, ""]:
     """MSE between histogram densities of all pointwise values (bins over ``reference``'s range)."""
     check_functions(samples, reference, ("samples", "reference"))
@@ -35,13 +36,15 @@ def density_mse(
     return jnp.mean((density(samples) - density(reference)) ** 2)
 
 
-def mean_power_spectrum(samples: Float[Array, "n grid"]) -> Float[Array, " k"]:
-    """Mean over samples of ``|rfft(f)|^2`` (forward-normalised)."""
-    return jnp.mean(jnp.abs(jnp.fft.rfft(samples, axis=-1, norm="forward")) ** 2, axis=0)
+def mean_power_spectrum(samples: Float[Array, "n ..."]) -> Float[Array, " *k"]:
+    """Mean over samples of ``|rfftn(f)|^2`` over the grid axes (forward-normalised): ``[k]`` for
+    ``[n, grid]`` samples, ``[k1, k2]`` for ``[n, grid1, grid2]`` fields."""
+    axes = tuple(range(1, samples.ndim))
+    return jnp.mean(jnp.abs(jnp.fft.rfftn(samples, axes=axes, norm="forward")) ** 2, axis=0)
 
 
 def spectrum_mse(
-    samples: Float[Array, "n grid"], reference: Float[Array, "m grid"]
+    samples: Float[Array, "n ..."], reference: Float[Array, "m ..."]
 ) -> Float[Array, ""]:
     """MSE between the mean power spectra of ``samples`` and ``reference``."""
     check_functions(samples, reference, ("samples", "reference"))

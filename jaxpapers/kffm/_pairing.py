@@ -41,8 +41,8 @@ class Pairing(NamedTuple):
     """Pairs of prior and data functions.
 
     Attributes:
-      x0: ``[B, grid]`` prior samples (the input order).
-      x1: ``[B, grid]`` data samples paired with ``x0`` row by row.
+      x0: ``[B, grid]`` prior samples (the input order); ``[B, grid1, grid2]`` on 2-D grids.
+      x1: ``[B, grid]`` data samples paired with ``x0`` row by row (same grid as ``x0``).
       coupling: ``[B, B]`` coupling the pairs were drawn from (``[B, B / devices]`` blocks stacked
         along rows under ``scope="local"``).
       n_iters: Sinkhorn iterations (0 for independent pairing; one per device when local).
@@ -111,9 +111,10 @@ class EuclideanOTPairing:
         from ott.geometry import pointcloud
 
         check_functions(x0, x1, ("x0", "x1"))
+        # A 2-D field is one point of R^(grid1 * grid2): Euclidean OT on the flattened grid.
         geom = pointcloud.PointCloud(
-            jax.lax.stop_gradient(x0),
-            jax.lax.stop_gradient(x1),
+            jax.lax.stop_gradient(x0.reshape(x0.shape[0], -1)),
+            jax.lax.stop_gradient(x1.reshape(x1.shape[0], -1)),
             epsilon=self.epsilon,
             relative_epsilon="std" if self.relative_epsilon else None,
         )

@@ -1,14 +1,21 @@
 r"""Function-valued data sets on regular grids: GP samples, SDE paths and PDE solutions.
 
 Everything is generated offline from an explicit ``key`` (same key, same data) and returned as
-``[n, grid]`` arrays of function values.
+``[n, grid]`` arrays of function values (``[n, grid1, grid2]`` for fields on 2-D grids).
 
-* Gaussian processes (:func:`gp_sample`, :class:`GaussianProcessPrior`): RBF and Matern-1/2, -3/2,
-  -5/2 covariances. Small grids are sampled exactly, ``f = L z`` with ``L L^T = K + jitter I``;
-  large grids by random Fourier features, :math:`f(x) = \sqrt{2\sigma^2/M}\sum_m \cos(\omega_m x +
-  b_m) z_m` with :math:`\omega_m` drawn from the kernel's spectral density (normal for RBF,
-  Student-t with :math:`2\nu` degrees of freedom for Matern-:math:`\nu`),
-  :math:`b_m \sim U[0, 2\pi)`.
+* Gaussian processes (:func:`gp_sample`, :class:`GaussianProcessPrior`) on 1-D grids and on 2-D
+  tensor-product grids: RBF and Matern-1/2, -3/2, -5/2 covariances, isotropic in the Euclidean
+  distance :math:`r = \|x - y\|`. Small grids are sampled exactly, ``f = L z`` with
+  ``L L^T = K + jitter I``; large grids by random Fourier features,
+  :math:`f(x) = \sqrt{2\sigma^2/M}\sum_m \cos(\omega_m \cdot x + b_m) z_m` with
+  :math:`b_m \sim U[0, 2\pi)` and :math:`\omega_m \in \mathbb R^d` drawn from the kernel's
+  spectral density (Bochner): :math:`N(0, \ell^{-2} I)` for RBF, and for Matern-:math:`\nu`,
+  whose density in :math:`d` dimensions is
+  :math:`\propto (2\nu/\ell^2 + \|\omega\|^2)^{-(\nu + d/2)}`, the multivariate Student-t with
+  :math:`2\nu` degrees of freedom and scale :math:`1/\ell`, i.e.
+  :math:`\omega = z / (\ell\sqrt{g})`, :math:`z \sim N(0, I_d)`, :math:`g \sim
+  \mathrm{Gamma}(\nu, \text{rate } \nu)`. Then :math:`\mathbb E f(x) f(y) = \sigma^2
+  \mathbb E\cos(\omega\cdot(x - y)) = k(x, y)`.
 * Time series: a two-component GP mixture (:func:`gp_mixture_paths`), Ornstein-Uhlenbeck paths
   :math:`dX = \theta(\mu - X)dt + \sigma dW` and stochastic damped oscillators
   :math:`dX = V dt,\ dV = (-\omega^2 X - \gamma V)dt + \sigma dW`, both simulated with diffrax
@@ -44,22 +51,33 @@ def _check_positive(**kwargs: float) -> None:
 
 
 def covariance(
-    x: Float[Array, " n"],
-    y: Float[Array, " m"],
+    x: Float[Array, " n"] | Float[Array, "n d"],
+    y: Float[Array, " m"] | Float[Array, "m d"],
     *,
     kernel: KernelName = "matern52",
     lengthscale: float = 0.1,
     variance: float = 1.0,
 ) -> Float[Array, "n m"]:
-    r"""Stationary covariance matrix ``k(x_i, y_j)`` of 1-D inputs.
+    r"""Stationary isotropic covariance matrix ``k(x_i, y_j)`` of points.
 
+    Points are scalars (``[n]``) or ``d``-vectors (``[n, d]``), :math:`r = \|x - y\|`.
     RBF: :math:`\sigma^2 e^{-r^2 / 2\ell^2}`; Matern-5/2:
     :math:`\sigma^2 (1 + \sqrt5 r/\ell + 5 r^2/3\ell^2) e^{-\sqrt5 r/\ell}` (and the 1/2, 3/2
     forms).
     """
     if kernel not in ("rbf", *_NU):
         raise ValueError(f"kernel={kernel!r}; expected one of ('rbf', {', '.join(_NU)})")
-    r = jnp.abs(jnp.asarray(x)[:, None] - jnp.asarray(y)[None, :]) / lengthscale
+    x, y = jnp.asarray(x), jnp.asarray(y)
+    if x.ndim != y.ndim or x.ndim not in (1, 2) or (x.ndim == 2 and x.shape[1] != y.shape[1]):
+        raise ValueError(
+            f"x and y must both be [n] scalars or [n, d] points with one d; got shapes "
+            f"{x.shape} and {y.shape}"
+        )
+    if x.ndim == 1:
+        r = jnp.abs(x[:, None] - y[None, :]) / lengthscale
+    else:
+        d2 = jnp.sum((x[:, None, :] - y[None, :, :]) ** 2, axis=-1)
+        r = jnp.sqrt(jnp.maximum(d2, 0.0)) / lengthscale
     if kernel == "rbf":
         k = jnp.exp(-0.5 * r**2)
     elif kernel == "matern12":
@@ -74,17 +92,20 @@ def covariance(
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class GaussianProcessPrior:
-    """A zero-mean GP on a fixed grid, ready to sample inside jitted code.
+    """A zero-mean GP on a fixed 1-D or 2-D grid, ready to sample inside jitted code.
 
     Build it with :func:`gaussian_process_prior`. Array fields are pytree leaves; the kernel
     description is static.
 
     Attributes:
-      grid: ``[n]`` grid points.
-      factor: ``[n, n]`` Cholesky factor of the covariance (exact method), or ``[0, 0]``.
+      grid: ``[n]`` grid points (1-D) or ``[n1 * n2, 2]`` points of a 2-D grid (row-major).
+      factor: ``[N, N]`` Cholesky factor of the covariance of the ``N`` points (exact method), or
+        ``[0, 0]``.
       kernel, lengthscale, variance: the covariance (static).
       method: ``"cholesky"`` or ``"spectral"`` (static).
       n_features: random Fourier features for the spectral method (static).
+      shape: grid shape of one sample, ``(n,)`` or ``(n1, n2)`` (static; ``None`` means
+        ``grid.shape``, a 1-D grid).
     """
 
     grid: jax.Array
@@ -94,19 +115,27 @@ class GaussianProcessPrior:
     variance: float = dataclasses.field(metadata=dict(static=True), default=1.0)
     method: str = dataclasses.field(metadata=dict(static=True), default="cholesky")
     n_features: int = dataclasses.field(metadata=dict(static=True), default=1024)
+    shape: tuple[int, ...] | None = dataclasses.field(metadata=dict(static=True), default=None)
 
-    def sample(self, key: jax.Array, n: int) -> Float[Array, "n grid"]:
-        """``n`` independent samples on the grid, ``[n, grid]``."""
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        """Shape of one sample: ``(n,)`` (1-D grid) or ``(n1, n2)`` (2-D grid)."""
+        return tuple(self.grid.shape[:1]) if self.shape is None else tuple(self.shape)
+
+    def sample(self, key: jax.Array, n: int) -> Float[Array, "n ..."]:
+        """``n`` independent samples on the grid, ``[n, grid]`` or ``[n, grid1, grid2]``."""
         if self.method == "cholesky":
             z = jax.random.normal(key, (n, self.grid.shape[0]), dtype=self.factor.dtype)
-            return z @ self.factor.T
-        return _spectral_sample(
-            key, n, self.grid, self.kernel, self.lengthscale, self.variance, self.n_features
-        )
+            flat = z @ self.factor.T
+        else:
+            flat = _spectral_sample(
+                key, n, self.grid, self.kernel, self.lengthscale, self.variance, self.n_features
+            )
+        return flat.reshape((n, *self.grid_shape))
 
 
 def gaussian_process_prior(
-    grid: Float[Array, " n"],
+    grid: Float[Array, " n"] | tuple[Float[Array, " n1"], Float[Array, " n2"]],
     *,
     kernel: KernelName = "matern52",
     lengthscale: float = 0.1,
@@ -119,7 +148,9 @@ def gaussian_process_prior(
     """A GP prior on ``grid``: exact Cholesky up to ``max_cholesky`` points, else spectral.
 
     Args:
-      grid: ``[n]`` increasing grid points.
+      grid: ``[n]`` increasing grid points, or a pair ``(axis1 [n1], axis2 [n2])`` of such axes
+        for the 2-D tensor-product grid (samples are then ``[n, n1, n2]``, the covariance
+        isotropic in the Euclidean distance of the points).
       kernel: ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"``.
       lengthscale, variance: covariance parameters (positive).
       method: ``"cholesky"`` (exact, ``O(n^3)`` once), ``"spectral"`` (random Fourier features,
@@ -127,11 +158,22 @@ def gaussian_process_prior(
       jitter: added to the covariance diagonal before the Cholesky factorisation (relative to
         ``variance``).
       n_features: number of random Fourier features ``M`` (spectral method).
-      max_cholesky: largest grid that ``"auto"`` factorises exactly.
+      max_cholesky: largest number of grid points that ``"auto"`` factorises exactly.
     """
-    grid = jnp.asarray(grid)
-    if grid.ndim != 1 or grid.shape[0] < 2:
-        raise ValueError(f"grid must be 1-D with at least 2 points; got shape {grid.shape}")
+    axes = [jnp.asarray(a) for a in grid] if isinstance(grid, tuple | list) else [jnp.asarray(grid)]
+    bad = [a.shape for a in axes if a.ndim != 1 or a.shape[0] < 2]
+    if bad or len(axes) not in (1, 2):
+        shapes = [a.shape for a in axes] if isinstance(grid, tuple | list) else axes[0].shape
+        raise ValueError(
+            f"grid must be 1-D with at least 2 points, or a tuple of two such axes for a 2-D "
+            f"grid; got shape {shapes}"
+        )
+    shape = tuple(int(a.shape[0]) for a in axes)
+    if len(axes) == 1:
+        grid = axes[0]
+    else:
+        g1, g2 = jnp.meshgrid(axes[0], axes[1], indexing="ij")
+        grid = jnp.stack([g1.reshape(-1), g2.reshape(-1)], axis=-1)
     _check_positive(lengthscale=lengthscale, variance=variance, n_features=n_features)
     if not jitter >= 0:
         raise ValueError(f"jitter={jitter!r}; expected a non-negative number")
@@ -146,22 +188,31 @@ def gaussian_process_prior(
     else:
         factor = jnp.zeros((0, 0), dtype=grid.dtype)
     return GaussianProcessPrior(
-        grid, factor, kernel, float(lengthscale), float(variance), method, int(n_features)
+        grid,
+        factor,
+        kernel,
+        float(lengthscale),
+        float(variance),
+        method,
+        int(n_features),
+        None if len(shape) == 1 else shape,
     )
 
 
 def _spectral_sample(key, n, grid, kernel, lengthscale, variance, n_features):
     kw, kb, kz, kc = jax.random.split(key, 4)
     dtype = grid.dtype
-    if kernel == "rbf":
-        omega = jax.random.normal(kw, (n_features,), dtype=dtype) / lengthscale
-    else:
-        # Matern-nu spectral density: Student-t with 2 nu degrees of freedom, scaled.
+    points = grid[:, None] if grid.ndim == 1 else grid  # [N, d]
+    dim = points.shape[1]
+    omega = jax.random.normal(kw, (n_features, dim), dtype=dtype) / lengthscale
+    if kernel != "rbf":
+        # Matern-nu spectral density: multivariate Student-t with 2 nu degrees of freedom (one
+        # chi-square scale per feature, shared by the d coordinates; see the module docstring).
         nu = _NU[kernel]
         g = jax.random.gamma(kc, nu, (n_features,), dtype=dtype) / nu
-        omega = jax.random.normal(kw, (n_features,), dtype=dtype) / (lengthscale * jnp.sqrt(g))
+        omega = omega / jnp.sqrt(g)[:, None]
     b = jax.random.uniform(kb, (n_features,), dtype=dtype, maxval=2.0 * jnp.pi)
-    phi = jnp.cos(grid[:, None] * omega[None, :] + b[None, :])
+    phi = jnp.cos(points @ omega.T + b[None, :])
     z = jax.random.normal(kz, (n, n_features), dtype=dtype)
     return math.sqrt(2.0 * variance / n_features) * z @ phi.T
 
@@ -169,14 +220,15 @@ def _spectral_sample(key, n, grid, kernel, lengthscale, variance, n_features):
 def gp_sample(
     key: jax.Array,
     n: int,
-    grid: Float[Array, " g"],
+    grid: Float[Array, " g"] | tuple[Float[Array, " g1"], Float[Array, " g2"]],
     *,
     kernel: KernelName = "matern52",
     lengthscale: float = 0.1,
     variance: float = 1.0,
     method: Literal["auto", "cholesky", "spectral"] = "auto",
-) -> Float[Array, "n g"]:
-    """``n`` zero-mean GP samples on ``grid`` (see :func:`gaussian_process_prior`)."""
+) -> Float[Array, "n ..."]:
+    """``n`` zero-mean GP samples on ``grid``, ``[n, g]`` or ``[n, g1, g2]`` (see
+    :func:`gaussian_process_prior`)."""
     prior = gaussian_process_prior(
         grid, kernel=kernel, lengthscale=lengthscale, variance=variance, method=method
     )
@@ -356,9 +408,9 @@ def burgers_solve(
 def reaction_diffusion_solve(
     u0: Float[Array, "n g"],
     *,
-    diffusion: float = 1e-3,
+    diffusion: float = 5e-3,
     rate: float = 5.0,
-    t_final: float = 1.0,
+    t_final: float = 0.5,
     rtol: float = 1e-6,
     atol: float = 1e-8,
 ) -> Float[Array, "n g"]:
@@ -393,11 +445,22 @@ def reaction_diffusion_solutions(
     n: int,
     n_grid: int = 64,
     *,
-    diffusion: float = 1e-3,
+    diffusion: float = 5e-3,
     rate: float = 5.0,
-    t_final: float = 1.0,
+    t_final: float = 0.5,
 ) -> Float[Array, "n g"]:
-    """``n`` Allen-Cahn solutions at ``t_final`` from random small initial conditions."""
+    r"""``n`` Allen-Cahn solutions at ``t_final`` from random small initial conditions.
+
+    The initial condition (half a random Fourier series, 8 modes) is amplified by the reaction
+    towards the stable states :math:`\pm1` at rate :math:`r` and separates into plateaus joined by
+    fronts :math:`\tanh((x - x_0)/\sqrt{2D/r})`. The defaults keep both parts in the data: the
+    front width :math:`\sqrt{2D/r} = 0.045` spans ~3 points of a 64-point grid (with
+    :math:`D = 10^{-3}` it would be ~1 point, an unresolved jump), and at :math:`t = 0.5` = 2.5
+    reaction times the plateaus have formed (about half the values have :math:`|u| > 0.9`) while
+    the fronts have not yet annihilated (about 2.5 sign changes per sample on average; no sample
+    is constant). Coarsening is slow (exponentially in the front spacing over the width), so the
+    picture is stable in ``t_final``.
+    """
     u0 = 0.5 * random_fourier_series(key, n, n_grid, modes=8, decay=1.0)
     return reaction_diffusion_solve(u0, diffusion=diffusion, rate=rate, t_final=t_final)
 
