@@ -16,6 +16,7 @@ def test_p07_smoke(tmp_path):
     assert {
         *(f"mixture_{b}_d{d}" for b in ("dps", "diffpir", "ddrm") for d in (8, 80, 800)),
         "nfe_equal",
+        "unconditional_2m",
         "one_step_risk",
         "digits_inpaint",
         "digits_deblur",
@@ -33,6 +34,10 @@ def test_p07_smoke(tmp_path):
     assert next(e for e in saved["experiments"] if e["id"] == "nfe_equal")["verdict"] == "holds"
     assert (tmp_path / "P07" / "digits_inpaint.png").exists()
     assert (tmp_path / "P07" / "mixture_dps_d800.png").exists()
+    # With A = 0, LAMP is DPM-Solver++(2M): it must beat DDIM / DDPM even at 4 steps.
+    uncond = next(e for e in saved["experiments"] if e["id"] == "unconditional_2m")
+    diffs = [r["mean"] for r in uncond["rows"] if r["method"].startswith("LAMP-")]
+    assert len(diffs) == 4 and max(diffs) < 0, uncond["rows"]
     inpaint = next(e for e in saved["experiments"] if e["id"] == "digits_inpaint")
     # The digits test bed runs a trained U-Net whose held-out epsilon error beats predicting 0.
     assert inpaint["extras"]["denoiser"]["kind"] == "unet"
