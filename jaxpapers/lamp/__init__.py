@@ -5,6 +5,15 @@ through :func:`sample_posterior` with the same number of denoiser evaluations. T
 (first-order step + residual correction, the DPM-Solver++(2M)-style lagged term, the one-step
 bias-variance risk) is in the docstring of ``jaxpapers/lamp/_lamp.py``.
 
+What the miniature experiments measured (``results/RESULTS.md``, ``jaxpapers reproduce P07``):
+with no measurement the lagged term is DPM-Solver++(2M) and clearly helps (``unconditional_2m``);
+over the posterior backbones it mostly does not: on the exact mixture test bed (d = 8, 80, 800)
+it raises the distance to the posterior for every backbone, and on digits the sign depends on
+backbone and task (e.g. +0.5 dB over DDRM for deblurring, -3 dB over DPS for inpainting). The data
+steps make consecutive data-consistent estimates fluctuate, which the one-step risk analysis
+(``one_step_risk``) identifies as the regime where the correction hurts. ``strength`` < 1 or
+``lag="denoised"`` (difference the denoised predictions instead) are the knobs to try.
+
 Example::
 
     bb = DDRM(CountingDenoiser(eps_fn), VPSchedule(), MatrixOperator(A), sigma_y=0.05)
