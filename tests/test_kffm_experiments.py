@@ -1,6 +1,6 @@
 """P06 experiments at smoke size through the runner: rows with finite numbers, computed verdicts,
-plots, the per-data-set rows of ``kernels_pde`` against the MMD experiments, the 2-D case, and a
-resumed run that repeats no work."""
+plots, the per-data-set rows of ``kernels_pde`` against the MMD experiments, the 2-D cases (heat,
+Navier-Stokes), and a resumed run that repeats no work."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def test_p06_smoke_run(tmp_path):
         "mmd_burgers",
         "mmd_reaction_diffusion",
         "mmd_heat2d",
+        "mmd_ns2d",
         "evals_burgers",
         "kernels_pde",
     ]
@@ -41,10 +42,10 @@ def test_p06_smoke_run(tmp_path):
             assert len(r["seeds"]) == 2
             assert all(math.isfinite(v) for v in r["seeds"])
         assert (tmp_path / "P06" / exp["plots"][0]).stat().st_size > 1000
-    for name in ("gp_mixture", "oscillator", "burgers", "reaction_diffusion", "heat2d"):
+    for name in ("gp_mixture", "oscillator", "burgers", "reaction_diffusion", "heat2d", "ns2d"):
         exp = exps[f"mmd_{name}"]
         rows = {r["method"]: r for r in exp["rows"]}
-        assert set(rows) == (TWO_D if name == "heat2d" else ONE_D)
+        assert set(rows) == (TWO_D if name in ("heat2d", "ns2d") else ONE_D)
         # MMD^2 with 4 RBF kernels lies in (-8, 8); the prior draws differ from every data set.
         assert all(abs(r["mean"]) < 8 for r in rows.values())
         assert min(exp["extras"]["mmd_prior"]) > 0
@@ -57,16 +58,20 @@ def test_p06_smoke_run(tmp_path):
         parts = [_better(rows[best], rows[b]) for b in ("ffm", "ot_euclid")]
         want = HOLDS if all(p == HOLDS for p in parts) else FAILS if FAILS in parts else UNSURE
         assert exp["verdict"] == want
-    shown = np.asarray(exps["mmd_heat2d"]["extras"]["samples"]["kffm_sobolev"])
-    assert shown.shape == (4, 8, 8) and np.std(shown) > 0
+    for name in ("heat2d", "ns2d"):
+        shown = np.asarray(exps[f"mmd_{name}"]["extras"]["samples"]["kffm_sobolev"])
+        assert shown.shape == (4, 8, 8) and np.std(shown) > 0
+    # The two 2-D data sets are different fields (not one data set scored twice).
+    data2d = [np.asarray(exps[f"mmd_{n}"]["extras"]["samples"]["data"]) for n in ("heat2d", "ns2d")]
+    assert data2d[1].shape == (4, 8, 8) and np.abs(data2d[0] - data2d[1]).max() > 0.1
     data = np.asarray(exps["mmd_reaction_diffusion"]["extras"]["samples"]["data"])
     assert data.shape == (6, 32) and data.std(axis=1).min() > 0.1  # no constant profiles
 
     # kernels_pde: the rows are the PDE experiments' rows, and its verdict follows from them.
     pde = {r["method"]: r for r in exps["kernels_pde"]["rows"]}
     expected_rows = {f"{d}/{m}" for d in ("burgers", "reaction_diffusion") for m in ONE_D}
-    assert set(pde) == expected_rows | {f"heat2d/{m}" for m in TWO_D}
-    for name in ("burgers", "reaction_diffusion", "heat2d"):
+    assert set(pde) == expected_rows | {f"{d}/{m}" for d in ("heat2d", "ns2d") for m in TWO_D}
+    for name in ("burgers", "reaction_diffusion", "heat2d", "ns2d"):
         for r in exps[f"mmd_{name}"]["rows"]:
             assert pde[f"{name}/{r['method']}"]["seeds"] == r["seeds"]
     per_dataset = []
@@ -74,6 +79,7 @@ def test_p06_smoke_run(tmp_path):
         ("burgers", ("kffm_sobolev", "kffm_signature")),
         ("reaction_diffusion", ("kffm_sobolev", "kffm_signature")),
         ("heat2d", ("kffm_sobolev",)),
+        ("ns2d", ("kffm_sobolev",)),
     ):
         wins = []
         for k in kernels:
