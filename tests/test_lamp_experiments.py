@@ -17,6 +17,7 @@ def test_p07_smoke(tmp_path):
         *(f"mixture_{b}_d{d}" for b in ("dps", "diffpir", "ddrm") for d in (8, 80, 800)),
         "nfe_equal",
         "unconditional_2m",
+        "mixture_ablation_d80",
         "one_step_risk",
         "digits_inpaint",
         "digits_deblur",
