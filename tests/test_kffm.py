@@ -115,6 +115,35 @@ def test_sobolev_kernel_on_2d_fields_uses_the_2d_gradient(x64, rng):
         )
 
 
+def test_periodic_sobolev_kernel_wraps_around(x64, rng):
+    """Periodic grid j/n: wrap-around central differences (float64 NumPy loop), exact up to
+    O(h^2) for a smooth torus field, and the H^1 quadrature of the kernel's feature distance."""
+    n1, n2 = 8, 12
+    f = rng.normal(size=(3, n1, n2))
+    got = np.asarray(K_grid_gradient(jnp.asarray(f), periodic=True))
+    want = np.zeros((3, 2, n1, n2))
+    for i in range(n1):
+        for j in range(n2):
+            want[:, 0, i, j] = (f[:, (i + 1) % n1, j] - f[:, (i - 1) % n1, j]) * n1 / 2
+            want[:, 1, i, j] = (f[:, i, (j + 1) % n2] - f[:, i, (j - 1) % n2]) * n2 / 2
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    x, y = np.meshgrid(np.arange(64) / 64, np.arange(64) / 64, indexing="ij")
+    field = np.sin(2 * np.pi * x) * np.cos(2 * np.pi * y)
+    d = np.asarray(K_grid_gradient(jnp.asarray(field[None]), periodic=True))[0]
+    exact = 2 * np.pi * np.cos(2 * np.pi * x) * np.cos(2 * np.pi * y)
+    np.testing.assert_allclose(d[0], exact, atol=(2 * np.pi) ** 3 / 6 / 64**2 * 1.01)
+    lam, ell = 0.05, 2.0
+    kern = K.SobolevKernel(bandwidth=ell, derivative_weight=lam, periodic=True)
+    g = rng.normal(size=(1, n1, n2))
+    c = float(kern.cost_matrix(jnp.asarray(f[:1]), jnp.asarray(g))[0, 0])
+    dh = want[0] - np.asarray(K_grid_gradient(jnp.asarray(g), periodic=True))[0]
+    h1 = np.mean((f[0] - g[0]) ** 2) + lam * np.mean(np.sum(dh**2, axis=0))
+    np.testing.assert_allclose(-2 * ell**2 * np.log(1 - c / 2), h1, rtol=1e-8)
+    # The closed-grid kernel differs (one-sided edges, spacing 1/(n-1)).
+    closed = K.SobolevKernel(bandwidth=ell, derivative_weight=lam)
+    assert abs(float(closed.cost_matrix(jnp.asarray(f[:1]), jnp.asarray(g))[0, 0]) - c) > 1e-6
+
+
 def test_sobolev_2d_cost_is_differentiable_under_jit_and_vmap(x64, rng):
     kern = K.SobolevKernel(bandwidth=1.0)
     f, g = jnp.asarray(rng.normal(size=(3, 5, 5))), jnp.asarray(rng.normal(size=(3, 5, 5)))

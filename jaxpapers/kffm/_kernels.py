@@ -164,22 +164,32 @@ def grid_derivative(f: Float[Array, "n grid"]) -> Float[Array, "n grid"]:
     return jnp.gradient(f, 1.0 / (n - 1), axis=-1)
 
 
-def grid_gradient(f: Float[Array, " n *grid"]) -> Float[Array, " n dim *grid"]:
+def grid_gradient(
+    f: Float[Array, " n *grid"], *, periodic: bool = False
+) -> Float[Array, " n dim *grid"]:
     r"""Partial derivatives of functions on the uniform grid of :math:`[0, 1]^{\text{dim}}`.
 
-    Second-order central differences inside, first-order one-sided at the ends (``jnp.gradient``),
-    with spacing :math:`1/(n_a - 1)` along axis :math:`a` of :math:`n_a` points, as
-    :func:`grid_derivative` in 1-D.
+    ``periodic=False`` (the closed grid ``linspace(0, 1, n_a)``): second-order central differences
+    inside, first-order one-sided at the ends (``jnp.gradient``), spacing :math:`1/(n_a - 1)`, as
+    :func:`grid_derivative` in 1-D. ``periodic=True`` (the periodic grid :math:`j/n_a`, e.g.
+    :func:`jaxpapers.core.data.functional.periodic_grid`): second-order central differences
+    everywhere, wrapping around, spacing :math:`1/n_a`.
 
     Args:
       f: ``[n, grid]`` or ``[n, grid1, grid2]`` function values.
+      periodic: whether the grid is periodic (see above).
 
     Returns:
       ``[n, dim, *grid]``: :math:`\partial_a f` for each grid axis :math:`a`.
     """
     _check_functions(f)
     axes = tuple(range(1, f.ndim))
-    parts = [jnp.gradient(f, 1.0 / (f.shape[a] - 1), axis=a) for a in axes]
+    if periodic:
+        parts = [
+            (jnp.roll(f, -1, axis=a) - jnp.roll(f, 1, axis=a)) * (f.shape[a] / 2.0) for a in axes
+        ]
+    else:
+        parts = [jnp.gradient(f, 1.0 / (f.shape[a] - 1), axis=a) for a in axes]
     return jnp.stack(parts, axis=1)
 
 
@@ -198,11 +208,14 @@ class SobolevKernel(FunctionKernel):
     Attributes:
       bandwidth: :math:`\ell` (``None``: RMS-distance heuristic).
       derivative_weight: :math:`\lambda \ge 0` (static).
+      periodic: derivatives on a periodic grid (wrap-around differences; static), for data on
+        the torus such as the 2-D heat and Navier-Stokes fields.
     """
 
     bandwidth: float | jax.Array | None = None
     derivative_weight: float = dataclasses.field(default=0.01, metadata=dict(static=True))
     base: Base = dataclasses.field(default="rbf", metadata=dict(static=True))
+    periodic: bool = dataclasses.field(default=False, metadata=dict(static=True))
 
     def __post_init__(self):
         _check_bandwidth(self.bandwidth)
@@ -214,7 +227,8 @@ class SobolevKernel(FunctionKernel):
     def features(self, f):
         _check_functions(f)
         n = f.shape[0]
-        grad = grid_gradient(f).reshape(n, -1) * math.sqrt(self.derivative_weight)
+        grad = grid_gradient(f, periodic=self.periodic).reshape(n, -1)
+        grad = grad * math.sqrt(self.derivative_weight)
         return jnp.concatenate([f.reshape(n, -1), grad], axis=-1) / math.sqrt(
             math.prod(f.shape[1:])
         )

@@ -69,6 +69,16 @@ METHODS: dict[str, Callable[[], Any]] = {
     "kffm_signature": lambda: KernelOTPairing(SignatureKernel(depth=3)),
 }
 BASELINES = ("ffm", "ot_euclid")
+
+
+def _pairing(name: str, fam: Family):
+    """The pairing ``name`` for ``fam``: the 2-D fields live on the torus, so there the Sobolev
+    kernel differentiates with wrap-around differences."""
+    if name == "kffm_sobolev" and fam.ndim == 2:
+        return KernelOTPairing(SobolevKernel(derivative_weight=0.01, periodic=True))
+    return METHODS[name]()
+
+
 KFFM = ("kffm_rbf", "kffm_sobolev", "kffm_signature")
 # Function-space-aware kernels (derivatives, path structure), as opposed to RBF on plain L2.
 FUNCTION_SPACE_KERNELS = ("kffm_sobolev", "kffm_signature")
@@ -237,7 +247,7 @@ def _train_all(ctx: Context, fam: Family = FAMILY_1D) -> Trained:
     seeds = ctx.seed_list
     n_d, n_m, n_s = len(fam.datasets), len(fam.methods), len(seeds)
     gshape = (sizes.grid,) * fam.ndim
-    pairings = [METHODS[name]() for name in fam.methods]
+    pairings = [_pairing(name, fam) for name in fam.methods]
     data = np.stack(
         [
             _dataset(name, jax.random.key(1234 + i), sizes.n_train + sizes.n_test, sizes.grid)
