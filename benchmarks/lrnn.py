@@ -20,16 +20,14 @@ was killed for memory). ``--full``: T in {1024, 4096}, every mode, 7 repeats.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from jaxpapers.core.bench import bench_main, row
+from jaxpapers.core.bench import bench_main, executable_memory, interleaved_median_times, row
 from jaxpapers.lrnn import make_mixer
 
 MIXERS = ("lru", "hlru2", "hlru4", "bdlru2", "bdlru4", "bdlru8")
@@ -47,26 +45,7 @@ def _compiled_step(mixer: str, mode: str, x: jax.Array):
         return jnp.sum(nnx.merge(graphdef, p)(x_) ** 2)
 
     compiled = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(params, x).compile()
-    mem = compiled.memory_analysis()
-    peak = (
-        mem.argument_size_in_bytes
-        + mem.output_size_in_bytes
-        + mem.temp_size_in_bytes
-        - mem.alias_size_in_bytes
-    )
-    return (lambda: compiled(params, x)), {"peak": peak, "temp": mem.temp_size_in_bytes}
-
-
-def _interleaved(fns: dict[str, Any], repeats: int) -> dict[str, float]:
-    for fn in fns.values():
-        jax.block_until_ready(fn())
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, fn in fns.items():
-            t0 = time.perf_counter()
-            jax.block_until_ready(fn())
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return (lambda: compiled(params, x)), executable_memory(compiled)
 
 
 def _cases(quick: bool) -> list[tuple[str, str]]:
@@ -89,7 +68,7 @@ def run(quick: bool = True) -> list[dict[str, Any]]:
         for mixer, mode in _cases(quick):
             fns[(mixer, mode)], mems[(mixer, mode)] = _compiled_step(mixer, mode, x)
             print(f"compiled {mixer} {mode} T={t}", file=sys.stderr, flush=True)
-        times = _interleaved(fns, repeats)
+        times = interleaved_median_times(fns, repeats=repeats)
         for (mixer, mode), sec in times.items():
             case = f"{mixer}_{mode}_B{BATCH}_T{t}_W{WIDTH}_fwdbwd"
             rows.append(row(case, "time", sec, "s"))

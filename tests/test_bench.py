@@ -54,3 +54,17 @@ def test_paired_time_ratio_exact_on_constant_costs(monkeypatch):
 def test_paired_time_ratio_rejects_no_repeats():
     with pytest.raises(ValueError, match="repeats=0"):
         bench.paired_time_ratio(lambda: 0, lambda: 0, repeats=0)
+
+
+def test_executable_memory_counts_arguments_and_outputs():
+    import jax
+    import jax.numpy as jnp
+
+    a = jnp.ones((32, 16), jnp.float32)
+    b = jnp.ones((16, 8), jnp.float32)
+    f = lambda x, y: x @ y
+    mem = bench.executable_memory(jax.jit(f).lower(a, b).compile())
+    assert mem["argument"] == 4 * (32 * 16 + 16 * 8)
+    assert mem["output"] == 4 * 32 * 8
+    assert mem["peak"] == mem["argument"] + mem["output"] + mem["temp"] - mem["alias"]
+    assert bench.compiled_memory(f, a, b) == mem
