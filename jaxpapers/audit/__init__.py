@@ -1,0 +1,1 @@
+"""jaxpapers.audit (being written)."""

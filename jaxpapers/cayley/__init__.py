@@ -1,0 +1,1 @@
+"""jaxpapers.cayley (being written)."""

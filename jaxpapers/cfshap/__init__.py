@@ -1,0 +1,1 @@
+"""jaxpapers.cfshap (being written)."""

@@ -1,0 +1,1 @@
+"""jaxpapers.codi (being written)."""

@@ -1,0 +1,1 @@
+"""jaxpapers.crce (being written)."""

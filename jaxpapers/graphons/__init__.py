@@ -1,0 +1,1 @@
+"""jaxpapers.graphons (being written)."""

@@ -1,0 +1,1 @@
+"""jaxpapers.ivp (being written)."""

@@ -1,0 +1,1 @@
+"""jaxpapers.ldp_rl (being written)."""

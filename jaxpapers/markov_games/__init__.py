@@ -1,0 +1,1 @@
+"""jaxpapers.markov_games (being written)."""

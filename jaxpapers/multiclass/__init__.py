@@ -1,0 +1,1 @@
+"""jaxpapers.multiclass (being written)."""

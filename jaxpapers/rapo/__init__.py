@@ -1,0 +1,1 @@
+"""jaxpapers.rapo (being written)."""

@@ -1,0 +1,1 @@
+"""jaxpapers.ropmb (being written)."""

@@ -1,0 +1,1 @@
+"""jaxpapers.scale (being written)."""

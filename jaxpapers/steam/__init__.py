@@ -1,0 +1,1 @@
+"""jaxpapers.steam (being written)."""

@@ -1,0 +1,25 @@
+"""Helpers shared by tests: per-dtype tolerances, fast compiles, tree stacking."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core.pytrees import FAST_COMPILE, stack_trees, unstack_tree
+
+__all__ = ["FAST_COMPILE", "stack_trees", "tolerance", "unstack_tree"]
+
+#: (rtol, atol) for comparing a computation in ``dtype`` against a float64 reference of unit
+#: scale: a few hundred ulps for float32 reductions in another order, tighter for float64.
+_TOLERANCES = {
+    np.dtype(np.float16): (1e-2, 1e-2),
+    np.dtype(jnp.bfloat16): (2e-2, 2e-2),
+    np.dtype(np.float32): (2e-5, 2e-6),
+    np.dtype(np.float64): (1e-10, 1e-12),
+}
+
+
+def tolerance(dtype, scale: float = 1.0) -> dict[str, float]:
+    """Keyword arguments ``rtol``/``atol`` for ``np.testing.assert_allclose`` at ``dtype``."""
+    rtol, atol = _TOLERANCES[np.dtype(dtype)]
+    return {"rtol": rtol, "atol": atol * scale}
