@@ -65,7 +65,7 @@ QUERY_CAP = 200  # a run that has not converged by then is reported as not conve
 def _ie_queries(mdp, model, v_star, cap):
     """IE-VI with the fixed step 100 / (1 - gamma) and A-IE-VI, stopped after ``cap`` queries:
     with a model error large against 1 - gamma that fixed step can stall (see the README)."""
-    ie = ie_vi(mdp, model, 100.0 / (1.0 - GAMMA), v_star=v_star, max_queries=cap)
+    ie = ie_vi(mdp, model, h=100.0 / (1.0 - GAMMA), v_star=v_star, max_queries=cap)
     ad = a_ie_vi(mdp, model, v_star=v_star, max_queries=cap)
     return ie, ad
 

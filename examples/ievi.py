@@ -30,5 +30,5 @@ mdps = jax.vmap(lambda k: ievi.random_mdp(k, 50, 4, 0.99))(jax.random.split(jax.
 models = jax.vmap(lambda k, P: ievi.perturbed_model(k, P, 0.1))(
     jax.random.split(jax.random.key(2), 8), mdps.P
 )
-batch = jax.jit(jax.vmap(lambda m, p: ievi.ie_vi(m, p, 1e4, tol=1e-8)))(mdps, models)
+batch = jax.jit(jax.vmap(lambda m, p: ievi.ie_vi(m, p, h=1e4, tol=1e-8)))(mdps, models)
 print("queries per MDP:", batch.queries.tolist())

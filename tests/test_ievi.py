@@ -50,7 +50,7 @@ def test_policy_evaluation_matches_numpy_linear_solve(x64, rng):
     model = perturbed_model(jax.random.key(1), mdp.P, 0.5)
     for res in (
         value_iteration(mdp, policy=jnp.asarray(pi), tol=1e-10),
-        ie_vi(mdp, model, 5.0, policy=jnp.asarray(pi), tol=1e-10),
+        ie_vi(mdp, model, h=5.0, policy=jnp.asarray(pi), tol=1e-10),
         a_ie_vi(mdp, model, policy=jnp.asarray(pi), tol=1e-10),
     ):
         assert bool(res.converged)
@@ -64,7 +64,7 @@ def test_control_fixed_points_match_numpy_value_iteration(x64, rng):
     np.testing.assert_allclose(optimal_values(mdp), expected, atol=1e-10)
     np.testing.assert_allclose(value_iteration(mdp, tol=1e-10).V, expected, atol=1e-9)
     wrong = perturbed_model(jax.random.key(2), mdp.P, 1.5)
-    for res in (ie_vi(mdp, wrong, 20.0, tol=1e-10), a_ie_vi(mdp, wrong, tol=1e-10)):
+    for res in (ie_vi(mdp, wrong, h=20.0, tol=1e-10), a_ie_vi(mdp, wrong, tol=1e-10)):
         assert bool(res.converged)
         np.testing.assert_allclose(res.V, expected, atol=1e-9)
 
@@ -97,7 +97,7 @@ def test_ie_vi_needs_far_fewer_queries_than_vi_with_a_small_error_model(x64):
     v_star = optimal_values(mdp)
     model = perturbed_model(jax.random.key(0), mdp.P, 0.1 * (1 - gamma))
     vi = value_iteration(mdp, v_star=v_star, max_queries=100_000)
-    ie = ie_vi(mdp, model, 100 / (1 - gamma), v_star=v_star)
+    ie = ie_vi(mdp, model, h=100 / (1 - gamma), v_star=v_star)
     # VI's count is the closed form log(tol / |V*|) / log(gamma) up to a few sweeps.
     predicted = np.log(1e-6 / float(jnp.max(jnp.abs(v_star)))) / np.log(gamma)
     assert abs(int(vi.queries) - predicted) < 0.02 * predicted
@@ -125,9 +125,9 @@ def test_vmap_and_jit_agree_with_a_loop(x64):
     keys = jax.random.split(jax.random.key(3), 4)
     mdps = jax.vmap(lambda k: ievi.random_mdp(k, 15, 3, 0.9))(keys)
     models = jax.vmap(lambda k, P: perturbed_model(k, P, 0.2))(keys, mdps.P)
-    batched = jax.jit(jax.vmap(lambda m, p: ie_vi(m, p, 10.0, tol=1e-9)))(mdps, models)
+    batched = jax.jit(jax.vmap(lambda m, p: ie_vi(m, p, h=10.0, tol=1e-9)))(mdps, models)
     for i in range(4):
-        one = ie_vi(jax.tree.map(lambda x: x[i], mdps), models[i], 10.0, tol=1e-9)
+        one = ie_vi(jax.tree.map(lambda x: x[i], mdps), models[i], h=10.0, tol=1e-9)
         np.testing.assert_allclose(batched.V[i], one.V, atol=1e-12)
         assert int(batched.queries[i]) == int(one.queries)
 
@@ -206,19 +206,67 @@ def test_bad_inputs_raise_clear_errors(rng):
     with pytest.raises(ValueError, match=r"P must have shape \[A, S, S\]"):
         make_mdp(P[:, :, :4], R, gamma)
     mdp = make_mdp(P, R, gamma)
-    with pytest.raises(ValueError, match="h must be a positive step size; got 0.0"):
-        ie_vi(mdp, mdp.P, 0.0)
-    with pytest.raises(ValueError, match="h must be a positive step size; got -1.0"):
-        ie_vi(mdp, mdp.P, -1.0)
+    with pytest.raises(ValueError, match=r"h=0.0; expected a finite value > 0"):
+        ie_vi(mdp, mdp.P, h=0.0)
+    with pytest.raises(ValueError, match=r"h=-1.0; expected a finite value > 0"):
+        ie_vi(mdp, mdp.P, h=-1.0)
     with pytest.raises(ValueError, match="model_P must have the shape of mdp.P"):
-        ie_vi(mdp, mdp.P[:1], 1.0)
+        ie_vi(mdp, mdp.P[:1], h=1.0)
     with pytest.raises(ValueError, match="rows of model_P must sum to 1"):
         a_ie_vi(mdp, mdp.P * 0.5)
     with pytest.raises(ValueError, match=r"V0 must have shape \[S\] = \[5\]"):
-        value_iteration(mdp, jnp.zeros(4))
+        value_iteration(mdp, V0=jnp.zeros(4))
     with pytest.raises(ValueError, match=r"policy must have shape \[S, A\]"):
         value_iteration(mdp, policy=jnp.ones((5, 3)) / 3)
-    with pytest.raises(ValueError, match="tol must be positive"):
+    with pytest.raises(ValueError, match=r"tol=0.0; expected a finite value > 0"):
         value_iteration(mdp, tol=0.0)
     with pytest.raises(ValueError, match="l1_error must lie in"):
         perturbed_model(jax.random.key(0), mdp.P, 3.0)
+
+
+def test_non_finite_inputs_stop_at_once(rng):
+    """Eagerly a non-finite input is a ValueError; under jit the loop ends after one query with
+    status NON_FINITE instead of running to max_queries."""
+    P, R, gamma = _np_mdp(rng, S=6, A=2)
+    mdp = make_mdp(P, R, gamma)
+    bad_R = mdp._replace(R=mdp.R.at[2, 1].set(jnp.nan))
+    with pytest.raises(ValueError, match=r"mdp.R of shape \(6, 2\) holds 1 non-finite"):
+        value_iteration(bad_R)
+    with pytest.raises(ValueError, match="V0 of shape"):
+        ie_vi(mdp, mdp.P, h=1.0, V0=jnp.full(6, jnp.inf))
+    with pytest.raises(ValueError, match="model_P must hold finite"):
+        a_ie_vi(mdp, mdp.P.at[0, 0, 0].set(jnp.nan))
+    # float32 values ~ 8: a certified 1e-3 is reachable, 1e-6 is not.
+    jitted = {
+        "vi": jax.jit(lambda m: value_iteration(m, tol=1e-3, max_queries=10_000)),
+        "ie": jax.jit(lambda m: ie_vi(m, mdp.P, h=10.0, tol=1e-3, max_queries=10_000)),
+        "aie": jax.jit(lambda m: a_ie_vi(m, mdp.P, tol=1e-3, max_queries=10_000)),
+    }
+    for name, run in jitted.items():
+        res = run(bad_R)
+        assert int(res.status) == ievi.NON_FINITE, name
+        assert not bool(res.converged) and int(res.queries) <= 2, (name, int(res.queries))
+        assert res.reason.startswith("stopped: non-finite")
+        ok = run(mdp)
+        assert int(ok.status) == ievi.CONVERGED and bool(ok.converged), name
+
+
+def test_knobs_may_be_traced_and_eager_calls_compile_once(rng):
+    P, R, gamma = _np_mdp(rng, S=6, A=2)
+    mdp = make_mdp(P, R, gamma)
+    run = jax.jit(
+        lambda tol, n, h, rounds: ie_vi(mdp, mdp.P, h=h, rounds=rounds, tol=tol, max_queries=n)
+    )
+    traced = run(1e-4, 500, 3.0, 2)
+    eager = ie_vi(mdp, mdp.P, h=3.0, rounds=2, tol=1e-4, max_queries=500)
+    assert int(traced.queries) == int(eager.queries)
+    np.testing.assert_allclose(traced.V, eager.V, rtol=1e-6)
+    budget = value_iteration(mdp, tol=1e-9, max_queries=3)
+    assert int(budget.queries) == 3 and int(budget.status) == ievi.MAX_QUERIES
+    # New knob values reuse the compiled loop: no retrace for eager callers.
+    from jaxpapers.ievi import _planners
+
+    before = _planners._value_iteration._cache_size()
+    for tol in (1e-3, 1e-4, 1e-5):
+        value_iteration(mdp, tol=tol, max_queries=1000)
+    assert _planners._value_iteration._cache_size() - before <= 1

@@ -39,7 +39,9 @@ def check_finite(name: str, x: Any) -> None:
     finite = np.isfinite(arr)
     if not finite.all():
         bad = int(arr.size - np.count_nonzero(finite))
-        raise ValueError(f"{name} of shape {arr.shape} holds {bad} non-finite value(s) (NaN or inf)")
+        raise ValueError(
+            f"{name} of shape {arr.shape} holds {bad} non-finite value(s) (NaN or inf)"
+        )
 
 
 def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> None:

@@ -64,6 +64,9 @@ from jaxpapers.ievi._mdp import (
     q_values,
 )
 from jaxpapers.ievi._planners import (
+    CONVERGED,
+    MAX_QUERIES,
+    NON_FINITE,
     PlannerResult,
     a_ie_vi,
     ie_vi,
@@ -82,6 +85,9 @@ from jaxpapers.ievi._problems import (
 )
 
 __all__ = [
+    "CONVERGED",
+    "MAX_QUERIES",
+    "NON_FINITE",
     "DynaResult",
     "PlannerResult",
     "PolicyIterationResult",

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.ievi._mdp import TabularMDP, bellman, check_transitions, check_values
+from jaxpapers.ievi._mdp import TabularMDP, bellman, check_transitions, check_values, q_values
 from jaxpapers.ievi._planners import implicit_step
 from jaxpapers.ievi._problems import sample_counts
 
@@ -89,14 +89,14 @@ def dyna_q(
         counts = counts + new
         # Q-learning on each real transition, with step 1 / N(s, a): an incremental average.
         v_next = jnp.max(Q, axis=-1)
-        target = mdp.R + mdp.gamma * jnp.einsum("ast,t->sa", new, v_next) / samples_per_pair
+        target = mdp.R + mdp.gamma * jnp.einsum("ast,t->as", new, v_next).T / samples_per_pair
         n = counts.sum(-1).T
         Q = Q + (samples_per_pair / n) * (target - Q)
         model = TabularMDP(_learned(counts), mdp.R, mdp.gamma)
         Q = jax.lax.fori_loop(
             0,
             planning_sweeps,
-            lambda _, q: model.R + model.gamma * jnp.einsum("ast,t->sa", model.P, q.max(-1)),
+            lambda _, q: q_values(model, q.max(-1)),
             Q,
         )
         V = Q.max(-1)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from jaxpapers.core.checks import check_finite, check_positive, is_concrete
 from jaxpapers.ievi._mdp import (
     TabularMDP,
     bellman,
@@ -25,6 +26,10 @@ from jaxpapers.ievi._mdp import (
     policy_iteration,
     q_values,
 )
+
+#: ``PlannerResult.status`` codes and their meaning.
+CONVERGED, MAX_QUERIES, NON_FINITE = 0, 1, 2
+REASONS = ("converged", "stopped at max_queries", "stopped: non-finite values (NaN or inf)")
 
 
 class PlannerResult(NamedTuple):
@@ -38,6 +43,8 @@ class PlannerResult(NamedTuple):
       converged: whether the stopping rule was met within ``max_queries``.
       h: final step size (constant for IE-VI; adapted by A-IE-VI; ``inf`` for VI).
       rejected: candidate steps A-IE-VI rejected (0 for the others).
+      status: why the loop stopped: ``CONVERGED`` (0), ``MAX_QUERIES`` (1) or ``NON_FINITE`` (2,
+        a NaN or inf appeared: the loop stops at once instead of running to ``max_queries``).
     """
 
     V: Float[Array, " S"]
@@ -47,19 +54,42 @@ class PlannerResult(NamedTuple):
     converged: Bool[Array, ""]
     h: Float[Array, ""]
     rejected: Int[Array, ""]
+    status: Int[Array, ""]
+
+    @property
+    def reason(self) -> str:
+        """``status`` in words (needs a concrete result, i.e. outside ``jax.jit``)."""
+        return REASONS[int(self.status)]
 
 
-def _check_common(mdp: TabularMDP, V0, policy, tol: float, max_queries: int, v_star) -> None:
+def _status(converged, residual):
+    return jnp.where(
+        converged,
+        CONVERGED,
+        jnp.where(jnp.isfinite(residual), MAX_QUERIES, NON_FINITE),
+    ).astype(jnp.int32)
+
+
+def _check_common(mdp: TabularMDP, V0, policy, tol, max_queries, v_star) -> None:
+    """Eager checks: every value check is skipped for traced arguments (shapes still checked)."""
     check_transitions(mdp.P, "mdp.P")
+    check_finite("mdp.R", mdp.R)
+    if np.shape(mdp.R) != (mdp.num_states, mdp.num_actions):
+        raise ValueError(
+            f"mdp.R must have shape [S, A] = [{mdp.num_states}, {mdp.num_actions}]; "
+            f"got {np.shape(mdp.R)}"
+        )
+    check_finite("mdp.gamma", mdp.gamma)
     if V0 is not None:
         check_values(mdp, V0, "V0")
+        check_finite("V0", V0)
     if v_star is not None:
         check_values(mdp, v_star, "v_star")
+        check_finite("v_star", v_star)
     if policy is not None:
         check_policy(mdp, policy)
-    if not tol > 0:
-        raise ValueError(f"tol must be positive; got {tol}")
-    if int(max_queries) < 1:
+    check_positive("tol", tol)
+    if is_concrete(max_queries) and not int(max_queries) >= 1:
         raise ValueError(f"max_queries must be a positive integer; got {max_queries}")
 
 
@@ -71,9 +101,8 @@ def _check_model(mdp: TabularMDP, model_P) -> None:
         )
 
 
-def _check_step(h) -> None:
-    if not isinstance(h, jax.core.Tracer) and not float(h) > 0:
-        raise ValueError(f"h must be a positive step size; got {float(h)}")
+def _initial_values(mdp: TabularMDP, V0):
+    return jnp.zeros(mdp.num_states, mdp.R.dtype) if V0 is None else jnp.asarray(V0, mdp.R.dtype)
 
 
 def _stop_error(V, v_star, tol):
@@ -81,6 +110,16 @@ def _stop_error(V, v_star, tol):
     if v_star is None:
         return jnp.bool_(True)
     return jnp.max(jnp.abs(V - v_star)) > tol
+
+
+def _not_measured(dtype):
+    """Residual before the first query: finite (a non-finite residual stops the loop) and huge."""
+    return jnp.asarray(jnp.finfo(dtype).max, dtype)
+
+
+def _running(done, queries, max_queries, residual, V, v_star, tol):
+    """Loop condition shared by the planners: stop when done, out of budget or non-finite."""
+    return ~done & (queries < max_queries) & jnp.isfinite(residual) & _stop_error(V, v_star, tol)
 
 
 def implicit_step(
@@ -125,25 +164,54 @@ def implicit_step(
 
 def value_iteration(
     mdp: TabularMDP,
+    *,
     V0: Float[Array, " S"] | None = None,
     policy: Float[Array, "S A"] | None = None,
-    *,
-    tol: float = 1e-6,
-    max_queries: int = 100_000,
+    tol: float | Float[Array, ""] = 1e-6,
+    max_queries: int | Int[Array, ""] = 100_000,
     v_star: Float[Array, " S"] | None = None,
 ) -> PlannerResult:
     r"""Value iteration :math:`V_{k+1} = T V_k`: the unit-step explicit Euler scheme of
     :math:`\dot V = T(V) - V`. One true-model query per iteration.
 
     Stops when ``||V - v_star|| <= tol`` if ``v_star`` is given, and in any case once the
-    certified bound :math:`\gamma \|TV - V\| / (1 - \gamma) \le` ``tol`` holds.
+    certified bound :math:`\gamma \|TV - V\| / (1 - \gamma) \le` ``tol`` holds. Compiled
+    inside (``tol`` and ``max_queries`` may be traced): eager calls with new values of them do not
+    recompile.
+
+    Args:
+      mdp: the MDP.
+      V0: ``[S]`` initial values (default zeros).
+      policy: ``[S, A]`` policy to evaluate; ``None`` for control.
+      tol: sup-norm error target, ``> 0``.
+      max_queries: budget of Bellman sweeps.
+      v_star: ``[S]`` oracle values for an exact stopping rule (experiments).
+
+    Returns:
+      :class:`PlannerResult`; ``status`` says why it stopped.
+
+    Raises:
+      ValueError: a wrong shape, a non-stochastic ``P``, a non-finite input, ``tol <= 0`` or
+        ``max_queries < 1`` (values are checked when concrete; under ``jit`` a non-finite input
+        ends the loop at once with ``status == NON_FINITE``).
+
+    Examples:
+        >>> import jax
+        >>> from jaxpapers import ievi
+        >>> mdp = ievi.gridworld(4, 0.9, slip=0.1)
+        >>> res = ievi.value_iteration(mdp, tol=1e-4)
+        >>> bool(res.converged), res.reason, 100 < int(res.queries) < 120
+        (True, 'converged', True)
     """
     _check_common(mdp, V0, policy, tol, max_queries, v_star)
-    V0 = jnp.zeros(mdp.num_states, mdp.R.dtype) if V0 is None else jnp.asarray(V0, mdp.R.dtype)
+    return _value_iteration(mdp, _initial_values(mdp, V0), policy, tol, max_queries, v_star)
 
+
+@jax.jit
+def _value_iteration(mdp, V0, policy, tol, max_queries, v_star) -> PlannerResult:
     def cond(s):
-        V, q, _, done = s
-        return ~done & (q < max_queries) & _stop_error(V, v_star, tol)
+        V, q, r, done = s
+        return _running(done, q, max_queries, r, V, v_star, tol)
 
     def body(s):
         V, q, _, _ = s
@@ -152,11 +220,11 @@ def value_iteration(
         done = mdp.gamma * r <= tol * (1.0 - mdp.gamma)
         return TV, q + 1, r, done
 
-    init = (V0, jnp.int32(0), jnp.asarray(jnp.inf, V0.dtype), jnp.bool_(False))
+    init = (V0, jnp.int32(0), _not_measured(V0.dtype), jnp.bool_(False))
     V, q, r, done = jax.lax.while_loop(cond, body, init)
     converged = done | ~_stop_error(V, v_star, tol)
     inf = jnp.asarray(jnp.inf, V.dtype)
-    return PlannerResult(V, q, jnp.int32(0), r, converged, inf, jnp.int32(0))
+    return PlannerResult(V, q, jnp.int32(0), r, converged, inf, jnp.int32(0), _status(converged, r))
 
 
 class _IEState(NamedTuple):
@@ -172,13 +240,13 @@ class _IEState(NamedTuple):
 def ie_vi(
     mdp: TabularMDP,
     model_P: Float[Array, "A S S"],
+    *,
     h: float | Float[Array, ""],
     V0: Float[Array, " S"] | None = None,
     policy: Float[Array, "S A"] | None = None,
-    *,
-    rounds: int = 1,
-    tol: float = 1e-6,
-    max_queries: int = 100_000,
+    rounds: int | Int[Array, ""] = 1,
+    tol: float | Float[Array, ""] = 1e-6,
+    max_queries: int | Int[Array, ""] = 100_000,
     v_star: Float[Array, " S"] | None = None,
 ) -> PlannerResult:
     r"""Implicit-Euler value iteration with iterative defect correction in an approximate model.
@@ -188,29 +256,55 @@ def ie_vi(
     and plans in ``model_P`` (:func:`implicit_step`). With ``rounds=1`` the outer and inner
     iterations merge into one query per step.
 
+    Choosing ``h``: with an exact model one query contracts the error by
+    :math:`1 / (1 + h(1 - \gamma))`; a model with row-wise L1 error :math:`\delta` adds
+    :math:`h\gamma\delta / (1 + h(1-\gamma))`, so one round contracts by about
+
+    .. math:: \rho(h) = \frac{1 + h\gamma\delta}{1 + h(1 - \gamma)},
+
+    which is below 1 for every ``h`` when :math:`\gamma\delta < 1 - \gamma` and tends to
+    :math:`\gamma\delta / (1-\gamma)` as ``h`` grows. Take ``h = c / (1 - gamma)`` with
+    ``c`` of 10-100 when the model is that accurate (``h = 1`` at ``gamma >= 0.99`` is barely
+    better than VI: thousands of queries). When :math:`\delta` is unknown or larger, use
+    :func:`a_ie_vi`, which tunes ``h`` from measured residuals.
+
     Args:
       mdp: the true MDP (its ``P`` is what a query touches).
       model_P: ``[A, S, S]`` approximate transition model :math:`\hat P`.
       h: step size, ``> 0``.
       V0: ``[S]`` initial values (default zeros).
       policy: ``[S, A]`` policy to evaluate; ``None`` for control.
-      rounds: defect-correction rounds per implicit step.
+      rounds: defect-correction rounds per implicit step (``>= 1``).
       tol, max_queries, v_star: stopping rule as in :func:`value_iteration` (certified bound
-        :math:`\|TV - V\| / (1 - \gamma) \le` ``tol``).
+        :math:`\|TV - V\| / (1 - \gamma) \le` ``tol``). Every knob may be traced.
 
     Returns:
       :class:`PlannerResult`.
+
+    Examples:
+        >>> import jax
+        >>> from jaxpapers import ievi
+        >>> mdp = ievi.gridworld(4, 0.9, slip=0.1)
+        >>> model = ievi.perturbed_model(jax.random.key(0), mdp.P, 0.001)
+        >>> res = ievi.ie_vi(mdp, model, h=100 / (1 - 0.9), tol=1e-3)
+        >>> bool(res.converged), int(res.queries) < 10
+        (True, True)
     """
     _check_common(mdp, V0, policy, tol, max_queries, v_star)
     _check_model(mdp, model_P)
-    _check_step(h)
-    if rounds < 1:
+    check_positive("h", h)
+    if is_concrete(rounds) and not int(rounds) >= 1:
         raise ValueError(f"rounds must be >= 1; got {rounds}")
-    V0 = jnp.zeros(mdp.num_states, mdp.R.dtype) if V0 is None else jnp.asarray(V0, mdp.R.dtype)
+    V0 = _initial_values(mdp, V0)
+    return _ie_vi(mdp, model_P, h, V0, policy, rounds, tol, max_queries, v_star)
+
+
+@jax.jit
+def _ie_vi(mdp, model_P, h, V0, policy, rounds, tol, max_queries, v_star) -> PlannerResult:
     h = jnp.asarray(h, V0.dtype)
 
     def cond(s: _IEState):
-        return ~s.done & (s.queries < max_queries) & _stop_error(s.V, v_star, tol)
+        return _running(s.done, s.queries, max_queries, s.residual, s.V, v_star, tol)
 
     def body(s: _IEState):
         TV = bellman(mdp, s.V, policy)
@@ -222,11 +316,12 @@ def ie_vi(
         anchor = jnp.where(next_round == 0, W, s.anchor)
         return _IEState(anchor, W, next_round, s.queries + 1, s.solves + n, r, done)
 
-    inf = jnp.asarray(jnp.inf, V0.dtype)
-    init = _IEState(V0, V0, jnp.int32(0), jnp.int32(0), jnp.int32(0), inf, jnp.bool_(False))
+    big = _not_measured(V0.dtype)
+    init = _IEState(V0, V0, jnp.int32(0), jnp.int32(0), jnp.int32(0), big, jnp.bool_(False))
     s = jax.lax.while_loop(cond, body, init)
     converged = s.done | ~_stop_error(s.V, v_star, tol)
-    return PlannerResult(s.V, s.queries, s.solves, s.residual, converged, h, jnp.int32(0))
+    status = _status(converged, s.residual)
+    return PlannerResult(s.V, s.queries, s.solves, s.residual, converged, h, jnp.int32(0), status)
 
 
 class _AState(NamedTuple):
@@ -245,15 +340,15 @@ class _AState(NamedTuple):
 def a_ie_vi(
     mdp: TabularMDP,
     model_P: Float[Array, "A S S"],
+    *,
     V0: Float[Array, " S"] | None = None,
     policy: Float[Array, "S A"] | None = None,
-    *,
-    h0: float | None = None,
-    grow: float = 2.0,
-    shrink: float = 4.0,
-    h_max: float = 1e12,
-    tol: float = 1e-6,
-    max_queries: int = 100_000,
+    h0: float | Float[Array, ""] | None = None,
+    grow: float | Float[Array, ""] = 2.0,
+    shrink: float | Float[Array, ""] = 4.0,
+    h_max: float | Float[Array, ""] = 1e12,
+    tol: float | Float[Array, ""] = 1e-6,
+    max_queries: int | Int[Array, ""] = 100_000,
     v_star: Float[Array, " S"] | None = None,
 ) -> PlannerResult:
     r"""Adaptive IE-VI: the step size is tuned from measured residuals, with no model-error scale.
@@ -270,24 +365,42 @@ def a_ie_vi(
 
     Args:
       h0: initial step (default :math:`1/(1-\gamma)`: the horizon, known from ``gamma`` alone).
-      grow, shrink: step multipliers after an accepted / rejected candidate.
+      grow, shrink: step multipliers after an accepted / rejected candidate (``grow >= 1``,
+        ``shrink > 1``).
       h_max: cap on ``h``.
-      Other arguments as in :func:`ie_vi`.
+      Other arguments as in :func:`ie_vi`; every knob may be traced.
+
+    Examples:
+        >>> import jax
+        >>> from jaxpapers import ievi
+        >>> mdp = ievi.gridworld(4, 0.9, slip=0.1)
+        >>> model = ievi.perturbed_model(jax.random.key(0), mdp.P, 0.05)
+        >>> res = ievi.a_ie_vi(mdp, model, tol=1e-3)
+        >>> bool(res.converged), res.reason
+        (True, 'converged')
     """
     _check_common(mdp, V0, policy, tol, max_queries, v_star)
     _check_model(mdp, model_P)
-    if not (grow >= 1.0 and shrink > 1.0 and h_max > 0):
-        raise ValueError(f"need grow >= 1, shrink > 1, h_max > 0; got {grow}, {shrink}, {h_max}")
-    V0 = jnp.zeros(mdp.num_states, mdp.R.dtype) if V0 is None else jnp.asarray(V0, mdp.R.dtype)
-    h_init = 1.0 / (1.0 - mdp.gamma) if h0 is None else jnp.asarray(h0, V0.dtype)
     if h0 is not None:
-        _check_step(h0)
+        check_positive("h0", h0)
+    if all(is_concrete(v) for v in (grow, shrink, h_max)) and not (
+        float(grow) >= 1.0 and float(shrink) > 1.0 and float(h_max) > 0
+    ):
+        raise ValueError(f"need grow >= 1, shrink > 1, h_max > 0; got {grow}, {shrink}, {h_max}")
+    V0 = _initial_values(mdp, V0)
+    h_init = 1.0 / (1.0 - mdp.gamma) if h0 is None else h0
+    return _a_ie_vi(mdp, model_P, V0, policy, h_init, grow, shrink, h_max, tol, max_queries, v_star)
 
+
+@jax.jit
+def _a_ie_vi(
+    mdp, model_P, V0, policy, h_init, grow, shrink, h_max, tol, max_queries, v_star
+) -> PlannerResult:
     def certified(r):
         return r <= tol * (1.0 - mdp.gamma)
 
     def cond(s: _AState):
-        return ~s.done & (s.queries < max_queries) & _stop_error(s.V, v_star, tol)
+        return _running(s.done, s.queries, max_queries, s.residual, s.V, v_star, tol)
 
     def body(s: _AState):
         use_vi = s.vi_left > 0
@@ -298,7 +411,8 @@ def a_ie_vi(
         )
         TW = bellman(mdp, W, policy)
         rW = jnp.max(jnp.abs(TW - W))
-        accept = use_vi | (rW <= mdp.gamma * s.residual)
+        # A non-finite candidate is accepted so that the loop sees it and stops (NON_FINITE).
+        accept = use_vi | (rW <= mdp.gamma * s.residual) | ~jnp.isfinite(rW)
         grown = jnp.minimum(s.h * grow, h_max)
         h = jnp.where(use_vi, s.h, jnp.where(accept, grown, s.h / shrink))
         backoff = jnp.where(use_vi, s.backoff, jnp.where(accept, 1, 2 * s.backoff))
@@ -335,7 +449,8 @@ def a_ie_vi(
     )
     s = jax.lax.while_loop(cond, body, init)
     converged = s.done | ~_stop_error(s.V, v_star, tol)
-    return PlannerResult(s.V, s.queries, s.solves, s.residual, converged, s.h, s.rejected)
+    status = _status(converged, s.residual)
+    return PlannerResult(s.V, s.queries, s.solves, s.residual, converged, s.h, s.rejected, status)
 
 
 def plan_in_model(

@@ -24,7 +24,14 @@ def random_mdp(
     return TabularMDP(P, R, jnp.asarray(gamma, P.dtype))
 
 
-def gridworld(size: int, gamma: float, *, slip: float = 0.1, dtype=jnp.float64) -> TabularMDP:
+def _default_float(dtype):
+    """float64 when x64 is enabled (value iteration to 1e-6 needs it), else float32."""
+    if dtype is not None:
+        return dtype
+    return jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+
+
+def gridworld(size: int, gamma: float, *, slip: float = 0.1, dtype=None) -> TabularMDP:
     """``size x size`` grid, actions up/down/left/right, goal (reward 1) in the far corner.
 
     With probability ``slip`` the move goes in a uniformly random direction instead; moves into
@@ -47,6 +54,7 @@ def gridworld(size: int, gamma: float, *, slip: float = 0.1, dtype=jnp.float64) 
     P = (1.0 - slip) * det + slip * det.mean(axis=0, keepdims=True)
     R = np.zeros((n, 4))
     R[goal, :] = 1.0
+    dtype = _default_float(dtype)
     return TabularMDP(jnp.asarray(P, dtype), jnp.asarray(R, dtype), jnp.asarray(gamma, dtype))
 
 
@@ -57,7 +65,7 @@ def forest_management(
     r_wait: float = 4.0,
     r_cut: float = 2.0,
     fire: float = 0.1,
-    dtype=jnp.float64,
+    dtype=None,
 ) -> TabularMDP:
     """The forest-management MDP (as in pymdptoolbox's ``forest``): actions wait (0) and cut (1).
 
@@ -77,6 +85,7 @@ def forest_management(
     R[S - 1, 0] = r_wait
     R[1:, 1] = 1.0
     R[S - 1, 1] = r_cut
+    dtype = _default_float(dtype)
     return TabularMDP(jnp.asarray(P, dtype), jnp.asarray(R, dtype), jnp.asarray(gamma, dtype))
 
 

@@ -66,7 +66,7 @@ def _ie_counts_batch(batch: TabularMDP, keys: jax.Array, l1_error: jax.Array):
         v_star = optimal_values(mdp)
         model = perturbed_model(k, mdp.P, l1_error)
         h = 100.0 / (1.0 - mdp.gamma)
-        ie = ie_vi(mdp, model, h, tol=TOL, max_queries=MAX_QUERIES, v_star=v_star)
+        ie = ie_vi(mdp, model, h=h, tol=TOL, max_queries=MAX_QUERIES, v_star=v_star)
         ad = a_ie_vi(mdp, model, tol=TOL, max_queries=MAX_QUERIES, v_star=v_star)
         return ie.queries, ad.queries, ie.model_solves, ie.converged & ad.converged
 
@@ -265,7 +265,7 @@ def _any_model_run(ctx: Context) -> Outcome:
 
             def run(model):
                 planned = plan_in_model(mdp, model)
-                ie = ie_vi(mdp, model, 1.0 / (1.0 - gamma), tol=1e-9, max_queries=budget)
+                ie = ie_vi(mdp, model, h=1.0 / (1.0 - gamma), tol=1e-9, max_queries=budget)
                 ad = a_ie_vi(mdp, model, tol=1e-9, max_queries=budget)
                 err = lambda v: jnp.max(jnp.abs(v - v_star))
                 return err(planned), err(ie.V), err(ad.V), ie.queries, ad.queries
