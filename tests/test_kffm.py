@@ -230,9 +230,9 @@ def test_couplings_have_uniform_marginals(pairing):
     np.testing.assert_allclose(float(out.coupling.sum()), 1.0, atol=1e-4)
     assert 0 < int(out.n_iters) < 2000
     np.testing.assert_array_equal(np.asarray(out.x0), np.asarray(x0))
-    # Every paired data function is one of the batch.
-    d = np.abs(np.asarray(out.x1)[:, None] - np.asarray(x1)[None]).max(-1)
-    assert np.all(d.min(1) == 0)
+    # Every paired data function is one of the batch, the one the returned index names.
+    np.testing.assert_array_equal(np.asarray(out.x1), np.asarray(x1)[np.asarray(out.indices)])
+    assert bool(out.converged)
     # OT pairs are closer (in the kernel's cost) than the input order.
     assert float(jnp.mean((out.x1 - out.x0) ** 2)) < float(jnp.mean((x1 - x0) ** 2))
 
@@ -249,6 +249,40 @@ def test_small_epsilon_pairing_is_the_hungarian_assignment(kernel):
     _rows, cols = linear_sum_assignment(cost)
     np.testing.assert_allclose(np.asarray(out.coupling) * 8, np.eye(8)[cols], atol=0.05)
     np.testing.assert_array_equal(np.asarray(out.x1), np.asarray(x1)[cols])
+
+
+def test_kernel_domain_solve_and_draws_without_replacement():
+    """The kernel-domain solve on the row/column-shifted cost gives the log-domain coupling (same
+    plan, up to the stopping threshold); draws without replacement form a permutation."""
+    x0 = _functions(jax.random.key(6), 24)
+    x1 = _functions(jax.random.key(7), 24, shift=0.7)
+    key = jax.random.key(8)
+    for cls in (
+        lambda **kw: K.EuclideanOTPairing(**kw),
+        lambda **kw: K.KernelOTPairing(K.RBFKernel(), **kw),
+    ):
+        lse = jax.jit(lambda u, v, k, p=cls(): p(u, v, key=k))(x0, x1, key)
+        ker = jax.jit(lambda u, v, k, p=cls(lse_mode=False): p(u, v, key=k))(x0, x1, key)
+        # Both stop at an L1 marginal error of 1e-3: couplings (entries ~1/24) agree to that.
+        assert np.abs(np.asarray(lse.coupling) - np.asarray(ker.coupling)).sum() < 3e-3
+        assert bool(ker.converged)
+        perm = jax.jit(lambda u, v, k, p=cls(replace=False): p(u, v, key=k))(x0, x1, key)
+        assert sorted(np.asarray(perm.indices).tolist()) == list(range(24))
+        np.testing.assert_array_equal(np.asarray(perm.x1), np.asarray(x1)[perm.indices])
+
+
+def test_pairing_settings_are_validated_once():
+    with pytest.raises(ValueError, match="epsilon=-1"):
+        K.EuclideanOTPairing(epsilon=-1.0)
+    with pytest.raises(ValueError, match="kernel='rbf'; expected a FunctionKernel"):
+        K.KernelOTPairing("rbf")
+    with pytest.raises(ValueError, match="max_iterations=0"):
+        K.KernelOTPairing(K.RBFKernel(), max_iterations=0)
+    pairing = K.KernelOTPairing(K.RBFKernel(bandwidth=0.5), epsilon=0.1)
+    leaves, tree = jax.tree.flatten(pairing)
+    assert len(leaves) == 1  # the bandwidth: everything else is static structure
+    again = jax.tree.unflatten(tree, [object()])  # no validation on unflatten
+    assert again.epsilon == 0.1
 
 
 def test_linear_kernel_pairing_equals_euclidean_ot():

@@ -81,6 +81,7 @@ from jaxpapers.kffm._flow import (
     regression_loss,
 )
 from jaxpapers.kffm._hilbert_ot import (
+    HilbertCost,
     HilbertSinkhornDivergence,
     hilbert_geometry,
     hilbert_sinkhorn_divergence,
@@ -107,6 +108,7 @@ __all__ = [
     "EuclideanOTPairing",
     "FunctionKernel",
     "Generation",
+    "HilbertCost",
     "HilbertSinkhornDivergence",
     "IndependentPairing",
     "KernelOTPairing",

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
+from ott.geometry import costs
 
 from jaxpapers.kffm._kernels import FunctionKernel, sq_distances
 
@@ -73,50 +74,51 @@ def check_functions(x: jax.Array, y: jax.Array, names: tuple[str, str] = ("x", "
             raise ValueError(f"{name} (shape {a.shape}) contains {bad} NaN or infinite values")
 
 
-def _hilbert_cost_class():
-    # Defined lazily: ott costs ~2 s to import.
-    from ott.geometry import costs
+@jax.tree_util.register_pytree_node_class
+class HilbertCost(costs.TICost):
+    r"""ott cost on kernel features, translation invariant: :math:`h(z) = \|z\|^2` (linear base)
+    or :math:`h(z) = 2 - 2\exp(-\|z\|^2 / 2\ell^2)` (RBF base), with :math:`z = a - b`.
 
-    @jax.tree_util.register_pytree_node_class
-    class HilbertCost(costs.CostFn):
-        r"""ott cost on kernel features: ``||a - b||^2`` (linear) or
-        ``2 - 2 exp(-||a - b||^2 / 2 l^2)`` (RBF)."""
+    Attributes:
+      bandwidth: :math:`\ell` (a pytree leaf; ``None`` for the linear base).
+      base: ``"linear"`` or ``"rbf"`` (static).
+    """
 
-        def __init__(self, bandwidth=None, base: str = "rbf"):
-            self.bandwidth = bandwidth
-            self.base = base
+    def __init__(self, bandwidth: float | jax.Array | None = None, base: str = "rbf"):
+        if base not in ("linear", "rbf"):
+            raise ValueError(f"base={base!r}; expected 'linear' or 'rbf'")
+        if base == "rbf" and bandwidth is None:
+            raise ValueError("an RBF HilbertCost needs a bandwidth; got None")
+        self.bandwidth = bandwidth
+        self.base = base
 
-        def __call__(self, x, y):
-            d2 = jnp.sum((x - y) ** 2)
-            if self.base == "linear":
-                return d2
-            return 2.0 - 2.0 * jnp.exp(-d2 / (2.0 * self.bandwidth**2))
+    def _from_sq(self, d2):
+        if self.base == "linear":
+            return d2
+        return 2.0 - 2.0 * jnp.exp(-d2 / (2.0 * self.bandwidth**2))
 
-        def all_pairs(self, x, y):
-            d2 = sq_distances(x, y)
-            if self.base == "linear":
-                return d2
-            return 2.0 - 2.0 * jnp.exp(-d2 / (2.0 * self.bandwidth**2))
+    def h(self, z: jax.Array) -> jax.Array:
+        return self._from_sq(jnp.sum(z**2))
 
-        def tree_flatten(self):
-            return (self.bandwidth,), self.base
+    def __call__(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        return self.h(x - y)
 
-        @classmethod
-        def tree_unflatten(cls, aux_data, children):
-            return cls(children[0], aux_data)
+    def all_pairs(self, x: jax.Array, y: jax.Array) -> jax.Array:
+        return self._from_sq(sq_distances(x, y))
 
-    return HilbertCost
+    def tree_flatten(self):
+        return (self.bandwidth,), self.base
+
+    @classmethod
+    def tree_unflatten(cls, aux_data, children):
+        obj = object.__new__(cls)
+        obj.bandwidth, obj.base = children[0], aux_data
+        return obj
 
 
-_HILBERT_COST = None
-
-
-def hilbert_cost_fn(kernel: FunctionKernel, fa: jax.Array, fb: jax.Array):
-    """The ott ``CostFn`` of ``kernel`` for features ``fa``, ``fb`` (bandwidth resolved)."""
-    global _HILBERT_COST
-    if _HILBERT_COST is None:
-        _HILBERT_COST = _hilbert_cost_class()
-    return _HILBERT_COST(kernel.resolve_bandwidth(fa, fb), kernel.base)
+def hilbert_cost_fn(kernel: FunctionKernel, fa: jax.Array, fb: jax.Array) -> HilbertCost:
+    """The :class:`HilbertCost` of ``kernel`` for features ``fa``, ``fb`` (bandwidth resolved)."""
+    return HilbertCost(kernel.resolve_bandwidth(fa, fb), kernel.base)
 
 
 def hilbert_geometry(
@@ -218,6 +220,7 @@ def hilbert_sinkhorn_divergence(
 
 
 __all__ = [
+    "HilbertCost",
     "HilbertSinkhornDivergence",
     "check_epsilon",
     "check_functions",

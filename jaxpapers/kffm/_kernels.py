@@ -33,10 +33,10 @@ the features of the functions being compared (:func:`rms_bandwidth`, without gra
 from __future__ import annotations
 
 import abc
-import dataclasses
 import math
 from typing import Literal
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -77,11 +77,15 @@ def rms_bandwidth(a: Float[Array, "n d"], b: Float[Array, "m d"]) -> Float[Array
     return jnp.sqrt(jnp.maximum(total / (n * (n - 1)), 1e-24))
 
 
-class FunctionKernel(abc.ABC):
-    """Base class: a feature map ``features`` and a base kernel ``base`` with ``bandwidth``."""
+class FunctionKernel(eqx.Module):
+    """Base class: a feature map ``features`` and a base kernel ``base`` with ``bandwidth``.
 
-    base: Base = "rbf"
-    bandwidth: float | jax.Array | None = None
+    Kernels are ``eqx.Module`` pytrees: the bandwidth is a leaf (it may be traced or learned),
+    structure is static; arguments are validated once, at construction (``__check_init__``).
+    """
+
+    base: eqx.AbstractVar[Base]
+    bandwidth: eqx.AbstractVar[float | jax.Array | None]
 
     @abc.abstractmethod
     def features(self, f: Float[Array, "n ..."]) -> Float[Array, "n d"]:
@@ -128,29 +132,25 @@ def _check_functions(f: jax.Array, *, two_d: bool = True) -> None:
     raise ValueError(f"functions must be {allowed}; got shape {f.shape}")
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
 class LinearKernel(FunctionKernel):
     r"""The :math:`L^2` inner product :math:`k(f, g) = \langle f, g\rangle_{L^2}`: its Hilbert cost
     is the squared :math:`L^2` distance (Euclidean OT on the grid, up to the factor ``1/N``)."""
 
-    base: Base = dataclasses.field(default="linear", metadata=dict(static=True))
-    bandwidth: None = dataclasses.field(default=None, metadata=dict(static=True))
+    base: Base = eqx.field(default="linear", static=True)
+    bandwidth: None = eqx.field(default=None, static=True)
 
     def features(self, f):
         _check_functions(f)
         return _l2_features(f)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
 class RBFKernel(FunctionKernel):
     r"""RBF kernel on the :math:`L^2` distance, :math:`\exp(-\|f - g\|_{L^2}^2 / 2\ell^2)`."""
 
     bandwidth: float | jax.Array | None = None
-    base: Base = dataclasses.field(default="rbf", metadata=dict(static=True))
+    base: Base = eqx.field(default="rbf", static=True)
 
-    def __post_init__(self):
+    def __check_init__(self):
         _check_bandwidth(self.bandwidth)
 
     def features(self, f):
@@ -193,8 +193,6 @@ def grid_gradient(
     return jnp.stack(parts, axis=1)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
 class SobolevKernel(FunctionKernel):
     r"""RBF kernel on the :math:`H^1` distance,
     :math:`\exp(-(\|f - g\|_{L^2}^2 + \lambda\|\nabla f - \nabla g\|_{L^2}^2) / 2\ell^2)`.
@@ -213,11 +211,11 @@ class SobolevKernel(FunctionKernel):
     """
 
     bandwidth: float | jax.Array | None = None
-    derivative_weight: float = dataclasses.field(default=0.01, metadata=dict(static=True))
-    base: Base = dataclasses.field(default="rbf", metadata=dict(static=True))
-    periodic: bool = dataclasses.field(default=False, metadata=dict(static=True))
+    derivative_weight: float = eqx.field(default=0.01, static=True)
+    base: Base = eqx.field(default="rbf", static=True)
+    periodic: bool = eqx.field(default=False, static=True)
 
-    def __post_init__(self):
+    def __check_init__(self):
         _check_bandwidth(self.bandwidth)
         if not (_is_concrete_number(self.derivative_weight) and self.derivative_weight >= 0):
             raise ValueError(
@@ -280,8 +278,6 @@ def path_signature(path: Float[Array, "length dim"], depth: int) -> Float[Array,
     return jnp.concatenate(levels)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
 class SignatureKernel(FunctionKernel):
     r"""RBF kernel on truncated signatures of the time-augmented path :math:`(t, s f(t))`.
 
@@ -292,11 +288,11 @@ class SignatureKernel(FunctionKernel):
     """
 
     bandwidth: float | jax.Array | None = None
-    depth: int = dataclasses.field(default=3, metadata=dict(static=True))
-    scale: float = dataclasses.field(default=1.0, metadata=dict(static=True))
-    base: Base = dataclasses.field(default="rbf", metadata=dict(static=True))
+    depth: int = eqx.field(default=3, static=True)
+    scale: float = eqx.field(default=1.0, static=True)
+    base: Base = eqx.field(default="rbf", static=True)
 
-    def __post_init__(self):
+    def __check_init__(self):
         _check_bandwidth(self.bandwidth)
         if not (isinstance(self.depth, int) and self.depth >= 1):
             raise ValueError(f"depth={self.depth!r}; expected a positive integer")

@@ -19,16 +19,17 @@ batch at once (XLA gathers the shards, one solve, the pairs are scattered back a
 axis); with ``scope="local"`` each device pairs its own shard (``jax.shard_map``), cheaper but a
 coarser coupling.
 
-The pairing classes are pytrees (ott style): a kernel's bandwidth is a leaf; epsilon and the
-Sinkhorn stopping rule are static fields.
+The pairing classes are ``eqx.Module`` pytrees: a kernel's bandwidth is a leaf; epsilon, the
+Sinkhorn stopping rule and the draw are static fields, validated once at construction. Each
+pairing returns the Sinkhorn ``converged`` flag, its iteration count and the drawn indices.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Literal, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
@@ -46,66 +47,120 @@ class Pairing(NamedTuple):
       coupling: ``[B, B]`` coupling the pairs were drawn from (``[B, B / devices]`` blocks stacked
         along rows under ``scope="local"``).
       n_iters: Sinkhorn iterations (0 for independent pairing; one per device when local).
+      converged: whether Sinkhorn met its threshold (True for independent pairing; one per device
+        when local).
+      indices: ``[B]`` the drawn data indices, ``x1 == data[indices]`` (within the device's shard
+        when local).
     """
 
     x0: jax.Array
     x1: jax.Array
     coupling: jax.Array
     n_iters: jax.Array
+    converged: jax.Array
+    indices: jax.Array
 
 
-def _draw_from_coupling(key, coupling, x0, x1) -> tuple[jax.Array, jax.Array]:
-    idx = jax.random.categorical(key, jnp.log(jnp.maximum(coupling, 1e-30)), axis=1)
-    return x0, x1[idx]
+def _draw_indices(key, coupling, replace: bool) -> jax.Array:
+    """Data index for each prior draw: one categorical draw per row of the coupling, or (without
+    replacement) a random assignment that follows the coupling: Gumbel-perturbed log coupling
+    rounded to a permutation by a greedy row-by-row argmax over unused columns."""
+    logits = jnp.log(jnp.maximum(coupling, 1e-30))
+    if replace:
+        return jax.random.categorical(key, logits, axis=1)
+    perturbed = logits + jax.random.gumbel(key, logits.shape, logits.dtype)
+
+    def pick(used, row):
+        j = jnp.argmax(jnp.where(used, -jnp.inf, row))
+        return used.at[j].set(True), j
+
+    used0 = jnp.zeros(coupling.shape[1], bool)
+    return jax.lax.scan(pick, used0, perturbed)[1]
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class IndependentPairing:
+class IndependentPairing(eqx.Module):
     """FFM's pairing: prior and data drawn independently, kept in input order."""
 
     def __call__(
-        self, x0: Float[Array, "b grid"], x1: Float[Array, "b grid"], *, key: jax.Array
+        self, x0: Float[Array, "b ..."], x1: Float[Array, "b ..."], *, key: jax.Array
     ) -> Pairing:
         """Pair ``x0[i]`` with ``x1[i]``; ``key`` is unused (kept for a uniform signature)."""
         check_functions(x0, x1, ("x0", "x1"))
         b = x0.shape[0]
         coupling = jnp.full((b, x1.shape[0]), 1.0 / (b * x1.shape[0]), dtype=x0.dtype)
-        return Pairing(x0, x1, coupling, jnp.zeros((), jnp.int32))
+        idx = jnp.arange(b)
+        return Pairing(x0, x1, coupling, jnp.zeros((), jnp.int32), jnp.bool_(True), idx)
 
 
-def _solve_and_draw(geom, x0, x1, key, max_iterations, threshold) -> Pairing:
-    from ott.solvers import linear
-
-    # ott 0.6 broadcasts ranks implicitly (marginal errors): allow it inside the solve only.
-    with jax.numpy_rank_promotion("allow"):
-        out = linear.solve(geom, max_iterations=max_iterations, threshold=threshold)
-    coupling = jax.lax.stop_gradient(out.matrix)
-    x0p, x1p = _draw_from_coupling(key, coupling, x0, x1)
-    return Pairing(x0p, x1p, coupling, jnp.asarray(out.n_iters, jnp.int32))
-
-
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class EuclideanOTPairing:
-    r"""Minibatch entropic OT with the squared Euclidean cost on the flattened grids (OT-CFM).
+class _SinkhornPairing(eqx.Module):
+    r"""Shared Sinkhorn settings and the solve-and-draw step of the OT pairings.
 
     Attributes:
       epsilon: regularisation, a fraction of the cost's std when ``relative_epsilon``.
       relative_epsilon: scale-free epsilon (default).
       max_iterations, threshold: Sinkhorn stopping rule.
+      lse_mode: log-domain iterations (ott's default). ``False`` runs the cheaper kernel-domain
+        iterations on the cost with its row and column minima subtracted (the same plan: the
+        shifts only move the dual potentials), so every row and column of
+        :math:`\exp(-C/\varepsilon)` holds a 1 and nothing underflows to an empty row.
+      replace: draw pairs with replacement (one categorical draw per row of the coupling; some
+        data functions repeat) or without (a random permutation that follows the coupling).
     """
 
-    epsilon: float = dataclasses.field(default=0.05, metadata=dict(static=True))
-    relative_epsilon: bool = dataclasses.field(default=True, metadata=dict(static=True))
-    max_iterations: int = dataclasses.field(default=2000, metadata=dict(static=True))
-    threshold: float = dataclasses.field(default=1e-3, metadata=dict(static=True))
+    epsilon: float = eqx.field(default=0.05, static=True)
+    relative_epsilon: bool = eqx.field(default=True, static=True)
+    max_iterations: int = eqx.field(default=2000, static=True)
+    threshold: float = eqx.field(default=1e-3, static=True)
+    lse_mode: bool = eqx.field(default=True, static=True)
+    replace: bool = eqx.field(default=True, static=True)
 
-    def __post_init__(self):
+    def __check_init__(self):
         check_epsilon(self.epsilon)
+        if not (isinstance(self.max_iterations, int) and self.max_iterations >= 1):
+            raise ValueError(f"max_iterations={self.max_iterations!r}; expected an integer >= 1")
+        if not self.threshold > 0:
+            raise ValueError(f"threshold={self.threshold!r}; expected a positive number")
+
+    def _solve_and_draw(self, geom, x0, x1, key) -> Pairing:
+        from ott.geometry import geometry
+        from ott.solvers import linear
+
+        if not self.lse_mode:
+            cost = geom.cost_matrix
+            cost = cost - jnp.min(cost, axis=1, keepdims=True)
+            cost = cost - jnp.min(cost, axis=0, keepdims=True)
+            geom = geometry.Geometry(cost_matrix=cost, epsilon=geom.epsilon)
+        # ott 0.6 broadcasts ranks implicitly (marginal errors): allow it inside the solve only.
+        with jax.numpy_rank_promotion("allow"):
+            out = linear.solve(
+                geom,
+                lse_mode=self.lse_mode,
+                max_iterations=self.max_iterations,
+                threshold=self.threshold,
+            )
+        coupling = jax.lax.stop_gradient(out.matrix)
+        idx = _draw_indices(key, coupling, self.replace)
+        n_iters = jnp.asarray(out.n_iters, jnp.int32)
+        return Pairing(x0, x1[idx], coupling, n_iters, jnp.asarray(out.converged), idx)
+
+
+class EuclideanOTPairing(_SinkhornPairing):
+    r"""Minibatch entropic OT with the squared Euclidean cost on the flattened grids (OT-CFM).
+
+    Attributes: Sinkhorn settings as in :class:`KernelOTPairing`.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxpapers import kffm
+        >>> x0 = jax.random.normal(jax.random.key(0), (8, 16))
+        >>> x1 = x0[::-1] + 0.01  # the optimal pairing reverses the order
+        >>> out = kffm.EuclideanOTPairing(epsilon=0.01)(x0, x1, key=jax.random.key(1))
+        >>> bool(out.converged), out.indices.tolist()
+        (True, [7, 6, 5, 4, 3, 2, 1, 0])
+    """
 
     def __call__(
-        self, x0: Float[Array, "b grid"], x1: Float[Array, "b grid"], *, key: jax.Array
+        self, x0: Float[Array, "b ..."], x1: Float[Array, "b ..."], *, key: jax.Array
     ) -> Pairing:
         """Pair by drawing from the Euclidean Sinkhorn coupling."""
         from ott.geometry import pointcloud
@@ -118,32 +173,40 @@ class EuclideanOTPairing:
             epsilon=self.epsilon,
             relative_epsilon="std" if self.relative_epsilon else None,
         )
-        return _solve_and_draw(geom, x0, x1, key, self.max_iterations, self.threshold)
+        return self._solve_and_draw(geom, x0, x1, key)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class KernelOTPairing:
+class KernelOTPairing(_SinkhornPairing):
     r"""kFFM's pairing: entropic OT under the kernel-induced Hilbert cost.
 
     Attributes:
       kernel: a :class:`FunctionKernel` (RBF, Sobolev, signature, linear).
-      epsilon, relative_epsilon, max_iterations, threshold: as in :class:`EuclideanOTPairing`.
+      epsilon, relative_epsilon, max_iterations, threshold, lse_mode, replace: Sinkhorn settings
+        and the draw (see :class:`EuclideanOTPairing`'s base class).
     """
 
     kernel: FunctionKernel
-    epsilon: float = dataclasses.field(default=0.05, metadata=dict(static=True))
-    relative_epsilon: bool = dataclasses.field(default=True, metadata=dict(static=True))
-    max_iterations: int = dataclasses.field(default=2000, metadata=dict(static=True))
-    threshold: float = dataclasses.field(default=1e-3, metadata=dict(static=True))
 
-    def __post_init__(self):
-        check_epsilon(self.epsilon)
-        if not isinstance(self.kernel, FunctionKernel) and _is_plain(self.kernel):
-            raise ValueError(f"kernel={self.kernel!r}; expected a FunctionKernel")
+    def __init__(
+        self,
+        kernel: FunctionKernel,
+        *,
+        epsilon: float = 0.05,
+        relative_epsilon: bool = True,
+        max_iterations: int = 2000,
+        threshold: float = 1e-3,
+        lse_mode: bool = True,
+        replace: bool = True,
+    ):
+        if not isinstance(kernel, FunctionKernel):
+            raise ValueError(f"kernel={kernel!r}; expected a FunctionKernel")
+        self.kernel = kernel
+        self.epsilon, self.relative_epsilon = epsilon, relative_epsilon
+        self.max_iterations, self.threshold = max_iterations, threshold
+        self.lse_mode, self.replace = lse_mode, replace
 
     def __call__(
-        self, x0: Float[Array, "b grid"], x1: Float[Array, "b grid"], *, key: jax.Array
+        self, x0: Float[Array, "b ..."], x1: Float[Array, "b ..."], *, key: jax.Array
     ) -> Pairing:
         """Pair by drawing from the Hilbert-cost Sinkhorn coupling."""
         check_functions(x0, x1, ("x0", "x1"))
@@ -154,12 +217,7 @@ class KernelOTPairing:
             epsilon=self.epsilon,
             relative_epsilon=self.relative_epsilon,
         )
-        return _solve_and_draw(geom, x0, x1, key, self.max_iterations, self.threshold)
-
-
-def _is_plain(x) -> bool:
-    # During pytree unflattening jax may pass placeholders; only reject user-given values.
-    return isinstance(x, str | int | float | bool | None)
+        return self._solve_and_draw(geom, x0, x1, key)
 
 
 PairingFn = Callable[..., Pairing]
@@ -191,13 +249,13 @@ def make_pairing_fn(
     def local(x0, x1, key):
         key = jax.random.fold_in(key, jax.lax.axis_index("data"))
         out = pairing(x0, x1, key=key)
-        return out._replace(n_iters=out.n_iters.reshape(1))
+        return out._replace(n_iters=out.n_iters.reshape(1), converged=out.converged.reshape(1))
 
     sharded = jax.shard_map(
         local,
         mesh=mesh,
         in_specs=(P("data"), P("data"), P()),
-        out_specs=Pairing(P("data"), P("data"), P("data"), P("data")),
+        out_specs=Pairing(*(P("data"),) * len(Pairing._fields)),
         check_vma=False,
     )
 
