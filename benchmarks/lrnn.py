@@ -4,7 +4,7 @@ Layer ``x [batch 16, T, width 256] -> y`` (``d_model = d_state = 256``; the LRU 
 loss ``sum(y^2)``, gradient with respect to the parameters and ``x``; median wall time of repeats
 after a compile warm-up, all cases of one ``T`` timed interleaved. Memory is XLA's compiled
 ``memory_analysis()`` of the same executable (default ``XLA_FLAGS``: XLA:CPU may fuse buffers it
-does not count, see ``shared/FACTS.md``).
+does not count; ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=`` turns that off).
 
 Ratio rows (batch 16, T 4096, width 256, forward+backward; fastest mode of each layer unless the
 name says otherwise): ``hlru2_over_lru_time``, ``bdlru4_over_lru_time``,

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 
 class Paper(NamedTuple):
-    """One row of ``shared/PAPERS.md``."""
+    """One paper: its id, a short title and the subpackage that implements it."""
 
     id: str
     title: str

@@ -48,7 +48,7 @@ IE-Dyna (:func:`ie_dyna`) is the sample-based tabular variant: the learned count
 replaces the true query and a fixed, biased simulator carries the implicit planning; see
 ``_dyna.py`` for the exact protocol and its Dyna-Q baseline.
 
-Reference: "Implicit-Euler Value Iteration" (NeurIPS 2026), P17 in ``shared/PAPERS.md``.
+Reference: "Implicit-Euler Value Iteration" (NeurIPS 2026), paper P17 of this library.
 """
 
 from jaxpapers.ievi._dyna import DynaResult, dyna_q, ie_dyna, samples_to_error

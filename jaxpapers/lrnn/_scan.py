@@ -16,7 +16,7 @@ Every scan here evaluates the same recurrence; only the order of the arithmetic 
   carries plus one chunk's ``O(chunk)`` scan activations instead of the full scan's
   ``O(T log T)`` tree.
 * ``"auto"``: ``"sequential"`` on CPU, ``"associative"`` on GPU/TPU (measured on CPU in
-  ``benchmarks/lrnn.py`` and ``shared/FACTS.md``: the sequential scan is the fastest there).
+  ``benchmarks/lrnn.py``: the sequential scan is the fastest there).
 
 Time is the axis just before the state axes: ``[..., T, N]`` for diagonal recurrences and
 ``[..., T, G, n]`` (with ``[..., T, G, n, n]`` transitions) for block-diagonal ones; any leading
@@ -36,8 +36,8 @@ from jaxtyping import Array, Inexact
 from jaxpapers.lrnn._checks import check_mode
 
 # Block products written as sums of broadcast products up to this block size: for the small
-# blocks of BD-LRU and H-LRU this beats a generic batched matmul on CPU (FACTS.md: 1.06-1.28x of
-# the sequential scan by hand vs 1.4x with a generic operator, 2x2 blocks).
+# blocks of BD-LRU and H-LRU this beats a generic batched matmul on CPU (measured with 2x2 blocks:
+# 1.06-1.28x the sequential scan by hand vs 1.4x with a generic operator).
 _UNROLL_MAX = 8
 
 
