@@ -182,3 +182,19 @@ def test_scan_bad_inputs_raise():
         block_scan(jnp.ones((5, 2, 3, 4)), jnp.ones((5, 2, 3)))
     with pytest.raises(ValueError, match="K >= 1"):
         companion_scan(jnp.ones((5, 3, 2)), jnp.ones((5, 4)))
+
+
+def test_eager_calls_compile_once(rng):
+    """The public scans are compiled inside: a second eager call with new values (same shapes)
+    reuses the executable instead of re-tracing every op of the associative scan."""
+    from jaxpapers.lrnn import _scan
+
+    a = jnp.asarray(rng.uniform(0.5, 0.9, size=(2, 16, 4)), jnp.float32)
+    b = jnp.asarray(rng.normal(size=(2, 16, 4)), jnp.float32)
+    first = diagonal_scan(a, b, mode="associative")
+    before = _scan._run._cache_size()
+    second = diagonal_scan(a * 0.5, b, mode="associative")
+    assert _scan._run._cache_size() == before
+    ref = diagonal_scan(a * 0.5, b, mode="sequential")
+    np.testing.assert_allclose(np.asarray(second), np.asarray(ref), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(np.asarray(first), np.asarray(second))

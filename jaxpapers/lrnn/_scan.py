@@ -25,6 +25,7 @@ axes are batch axes.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -129,8 +130,13 @@ def _chunked(combine, apply, identity: Array, a: Array, b: Array, h0: Array, chu
     return hs.reshape(n_chunks * chunk, *hs.shape[2:])[:t]
 
 
+@functools.partial(jax.jit, static_argnames=("kind", "mode", "chunk"))
 def _run(kind: str, a: Array, b: Array, h0: Array, mode: str, chunk: int) -> Array:
-    """Time-major recurrence of kind ``"diag"`` or ``"block"``; a [T, ...], b [T, ...]."""
+    """Time-major recurrence of kind ``"diag"`` or ``"block"``; a [T, ...], b [T, ...].
+
+    Compiled once per shape and mode, so eager callers of the public scans do not re-trace (an
+    eager ``lax.associative_scan`` dispatches every level's ops one by one: seconds per call).
+    """
     if kind == "diag":
         combine, apply = _diag_combine, lambda x, h: x * h
         identity = jnp.ones(a.shape[1:], a.dtype)
@@ -288,6 +294,12 @@ def companion_scan(
         inputs = jnp.concatenate([b[..., None], jnp.zeros((*sb, k - 1), dtype)], axis=-1)
         return block_scan(blocks, inputs, h0, mode=mode, chunk=chunk)[..., 0]
 
+    return _companion_sequential(a, b, h0)
+
+
+@jax.jit
+def _companion_sequential(a: Array, b: Array, h0: Array) -> Array:
+    sa = jnp.shape(a)
     # Carry the window as K separate arrays (no concatenation per step) and read the K
     # coefficients from a [T, K, ..., N] layout so each slice is contiguous.
     a_tm = jnp.moveaxis(_time_major(a, 2), -1, 1)
