@@ -29,6 +29,7 @@ test: $(STAMP)
 
 ## make bench: every benchmark in benchmarks/, writes $(OUT)/bench/NAME.json
 bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(VENV)/bin/jaxpapers bench --out $(OUT)
 
 lint: $(STAMP)

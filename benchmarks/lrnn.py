@@ -27,7 +27,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from jaxpapers.core.bench import bench_main, executable_memory, interleaved_median_times, row
+from jaxpapers.core.bench import (
+    bench_main,
+    executable_memory,
+    interleaved_median_times,
+    paired_time_ratio,
+    row,
+)
 from jaxpapers.lrnn import make_mixer
 
 MIXERS = ("lru", "hlru2", "hlru4", "bdlru2", "bdlru4", "bdlru8")
@@ -58,10 +64,68 @@ def _cases(quick: bool) -> list[tuple[str, str]]:
     ]
 
 
+def _minimal_lru_layer(params: dict[str, jax.Array], x: jax.Array) -> jax.Array:
+    """The LRU layer as its authors' minimal JAX version writes it, reimplemented here from the
+    published recurrence (not their code): one sequence ``x [T, H]`` at a time (vmapped over the
+    batch), complex ``B_norm = (B_re + i B_im) * gamma`` of shape ``[N, H]``, the pairs
+    ``(lambda, B u_t)`` combined by ``lax.associative_scan`` with
+    ``(a_i, b_i) . (a_j, b_j) = (a_j a_i, a_j b_i + b_j)``, output ``Re(C h_t) + D x_t``."""
+    lam = jnp.exp(-jnp.exp(params["nu_log"]) + 1j * jnp.exp(params["theta_log"]))
+    b_norm = (params["b_re"] + 1j * params["b_im"]).T * jnp.exp(params["gamma_log"])[:, None]
+    c = (params["c_re"] + 1j * params["c_im"]).T
+
+    def binary_operator_diag(e_i, e_j):
+        a_i, bu_i = e_i
+        a_j, bu_j = e_j
+        return a_j * a_i, a_j * bu_i + bu_j
+
+    def one(seq):
+        lam_elements = jnp.repeat(lam[None, :], seq.shape[0], axis=0)
+        bu_elements = jax.vmap(lambda u: b_norm @ u)(seq)
+        _, hidden = jax.lax.associative_scan(binary_operator_diag, (lam_elements, bu_elements))
+        return jax.vmap(lambda h, u: (c @ h).real + params["d"] * u)(hidden, seq)
+
+    return jax.vmap(one)(x)
+
+
+def _minimal_lru_rows(quick: bool) -> list[dict[str, Any]]:
+    """``minimal_lru_over_ours_time_T4096``: the minimal-LRU formulation's forward+backward over
+    our LRU layer's (fastest mode on this backend: ``mode="auto"``), same parameters and input."""
+    t = 4096
+    x = jax.random.normal(jax.random.key(0), (BATCH, t, WIDTH))
+    layer = make_mixer("lru", WIDTH, WIDTH, rngs=nnx.Rngs(0))
+    graphdef, params = nnx.split(layer, nnx.Param)
+    flat = {k: v[...] for k, v in nnx.to_flat_state(params)}
+    named = {path[-1]: value for path, value in flat.items()}
+
+    ours = jax.jit(jax.grad(lambda p, x_: jnp.sum(nnx.merge(graphdef, p)(x_) ** 2), (0, 1)))
+    peer = jax.jit(jax.grad(lambda p, x_: jnp.sum(_minimal_lru_layer(p, x_) ** 2), (0, 1)))
+    y_ours = nnx.merge(graphdef, params)(x)
+    y_peer = jax.jit(_minimal_lru_layer)(named, x)
+    rel = float(jnp.max(jnp.abs(y_ours - y_peer)) / jnp.max(jnp.abs(y_peer)))
+    m = paired_time_ratio(
+        lambda: peer(named, x), lambda: ours(params, x), repeats=5 if quick else 11
+    )
+    return [
+        row(
+            "minimal_lru_over_ours_time_T4096",
+            "ratio",
+            m["ratio"],
+            "minimal-LRU formulation / our LRU layer, forward+backward (B 16, T 4096, W 256;"
+            " median of paired ratios)",
+            q25=m["q25"],
+            q75=m["q75"],
+            outputs_max_rel_diff=rel,
+            ours_s=m["baseline_time"],
+            peer_s=m["time"],
+        )
+    ]
+
+
 def run(quick: bool = True) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = _minimal_lru_rows(quick)
     lengths = (4096,) if quick else (1024, 4096)
     repeats = 3 if quick else 7
-    rows: list[dict[str, Any]] = []
     for t in lengths:
         x = jax.random.normal(jax.random.key(0), (BATCH, t, WIDTH))
         fns, mems = {}, {}
