@@ -64,6 +64,15 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep finished experiments and continue from the last checkpoints",
     )
+    rep.add_argument(
+        "--distributed",
+        action="store_true",
+        help="join a multi-process jax.distributed run first (cluster auto-detection, or the "
+        "three flags below); process 0 writes the results",
+    )
+    rep.add_argument("--coordinator", default=None, metavar="HOST:PORT")
+    rep.add_argument("--num-processes", type=int, default=None)
+    rep.add_argument("--process-id", type=int, default=None)
     rep.set_defaults(size="quick")
 
     ben = sub.add_parser("bench", help="run benchmark scripts from benchmarks/")
@@ -114,6 +123,17 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     if args.seeds is not None and args.seeds < 1:
         parser.error(f"--seeds must be a positive integer, got {args.seeds}")
     papers = _resolve_papers(parser, args.papers)
+    explicit = (args.coordinator, args.num_processes, args.process_id)
+    if any(v is not None for v in explicit) and not args.distributed:
+        parser.error("--coordinator/--num-processes/--process-id need --distributed")
+    if args.distributed:
+        from jaxpapers.core import distributed
+
+        try:
+            distributed.initialize(*explicit)
+        except ValueError as err:
+            parser.error(str(err))
+    from jaxpapers.core.distributed import is_primary
     from jaxpapers.core.experiment import experiments_for, render_markdown, render_text, run_paper
 
     only = None
@@ -147,7 +167,8 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             )
         )
         # Regenerate the table after every paper so an interrupted run still has a current one.
-        (out / "RESULTS.md").write_text(render_markdown(out))
+        if is_primary():
+            (out / "RESULTS.md").write_text(render_markdown(out))
     print(render_text(records))
     print(f"\nwrote {out / 'RESULTS.md'}")
     return 0

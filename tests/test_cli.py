@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from jaxpapers.cli import main
-from jaxpapers.core.papers import PAPERS, get_paper
+from jaxpapers.core.papers import PAPERS
 
 
 def test_list_shows_every_paper_and_status(capsys):
@@ -20,7 +20,6 @@ def test_list_shows_every_paper_and_status(capsys):
         assert paper.module in line
         assert ("implemented" if paper.implemented else "not yet") in line
     assert "implemented" in next(ln for ln in out if ln.startswith("P17"))
-    assert not get_paper("P19").implemented
 
 
 def test_python_dash_m_entry_point():
@@ -34,10 +33,21 @@ def test_python_dash_m_entry_point():
     "argv, message",
     [
         (["reproduce", "P99"], "valid choices: P01"),
-        (["reproduce", "P19"], "not implemented"),
         (["reproduce", "P17", "--bogus"], "unrecognized arguments"),
         (["reproduce", "P17", "--seeds", "0"], "--seeds must be a positive"),
         (["reproduce", "P17", "--experiments", "nope"], "valid choices: queries_random"),
+        (["reproduce", "P17", "--num-processes", "2"], "need --distributed"),
+        (
+            ["reproduce", "P17", "--distributed", "--coordinator", "127.0.0.1:1"],
+            "give coordinator_address, num_processes and process_id together",
+        ),
+        (
+            [
+                *("reproduce", "P17", "--distributed", "--coordinator", "127.0.0.1:1"),
+                *("--num-processes", "2", "--process-id", "2"),
+            ],
+            "expected 0 <= process_id < num_processes",
+        ),
         (["bench", "no_such_bench"], "valid choices"),
         (["frobnicate"], "invalid choice"),
     ],
@@ -50,6 +60,17 @@ def test_usage_errors_exit_2_and_write_nothing(argv, message, tmp_path, capsys, 
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
     assert not out_dir.exists()
+
+
+def test_unimplemented_paper_is_a_usage_error(tmp_path, capsys):
+    missing = [p.id for p in PAPERS if not p.implemented]
+    if not missing:
+        pytest.skip("every paper is implemented")
+    with pytest.raises(SystemExit) as exc:
+        main(["reproduce", missing[0], "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    assert "not implemented" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_unwritable_output_folder_exits_2(tmp_path, capsys):

@@ -370,7 +370,8 @@ class Context:
             with path.open() as f:
                 return json.load(f)
         value = _to_jsonable(compute())
-        write_json_atomic(path, value)
+        if _is_primary():
+            write_json_atomic(path, value)
         return value
 
     def checkpoint_dir(self, name: str) -> Path:
@@ -406,6 +407,14 @@ def summarise(exp: Experiment, outcome: Outcome) -> dict[str, Any]:
         "verdict": verdict,
         "extras": dict(outcome.extras),
     }
+
+
+def _is_primary() -> bool:
+    """Whether this process writes results: process 0 of a ``jax.distributed`` run (all others
+    compute the same numbers and write nothing), or the only process."""
+    from jaxpapers.core.distributed import is_primary
+
+    return is_primary()
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:
@@ -467,7 +476,8 @@ def run_paper(
             f"seeds={previous.get('seeds')}; starting clean"
         )
         previous = None
-    if not resume and (pdir / "work").exists():
+    primary = _is_primary()
+    if not resume and primary and (pdir / "work").exists():
         shutil.rmtree(pdir / "work")
     done = {e["id"]: e for e in (previous or {}).get("experiments", [])}
 
@@ -491,14 +501,15 @@ def run_paper(
             outcome = exp.run(ctx)
             entry = summarise(exp, outcome)
             entry["runtime_s"] = time.perf_counter() - t0
-            entry["plots"] = _plot(exp, outcome, pdir)
+            entry["plots"] = _plot(exp, outcome, pdir) if primary else []
             record["experiments"].append(entry)
             log(f"{paper.id}/{exp.id}: {entry['verdict']} ({entry['runtime_s']:.1f} s)")
         record["runtime_s"] = sum(e.get("runtime_s", 0.0) for e in record["experiments"])
         # Experiments finished earlier but not part of this run stay in the file.
         ran = {x["id"] for x in record["experiments"]}
         kept = record["experiments"] + [e for i, e in done.items() if i not in ran]
-        write_json_atomic(result_path, {**record, "experiments": kept})
+        if primary:
+            write_json_atomic(result_path, {**record, "experiments": kept})
     return record
 
 

@@ -15,9 +15,12 @@ flax.nnx models train through their state::
     result = train(loss_fn, params, optax.adam(1e-3), batch_fn, steps=1000, key=key)
     model = nnx.merge(graphdef, result.params)
 
-Multi-host: call ``jax.distributed.initialize()`` in every process before building the mesh;
-``data_parallel_mesh()`` then spans all processes' devices, and ``batch_fn`` returns each process's
-own share of the global batch (assembled with ``jax.make_array_from_process_local_data``).
+Multi-host: call ``jaxpapers.core.distributed.initialize(...)`` (``jax.distributed`` with bounded
+time-outs) in every process before building the mesh; ``data_parallel_mesh()`` then spans all
+processes' devices, and ``batch_fn`` returns each process's own share of the global batch
+(assembled with ``jax.make_array_from_process_local_data``). Orbax checkpoints are written by all
+processes together and restore in any process layout (``tests/test_distributed.py`` runs two
+processes on localhost against one).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def _check_batch(batch: PyTree, n_devices: int) -> None:
         if shape[0] % n_devices:
             raise ValueError(
                 f"batch leading axis {shape[0]} must be a multiple of the number of "
-                f"data-parallel devices ({n_devices})"
+                f"data-parallel devices of this process ({n_devices})"
             )
 
 
@@ -137,7 +140,8 @@ def train(
     mesh = data_parallel_mesh() if mesh is None else mesh
     if "data" not in mesh.axis_names:
         raise ValueError(f"mesh axes {mesh.axis_names} must include 'data'")
-    n_data = mesh.shape["data"]
+    # Each process feeds its own share: the local batch splits over its local devices.
+    n_data = len(mesh.local_devices)
     replicated = NamedSharding(mesh, P())
     sharded = NamedSharding(mesh, P("data"))
 
@@ -156,12 +160,17 @@ def train(
         )
         latest = manager.latest_step()
         if latest is not None:
-            target = {"params": params, "opt_state": opt_state, "losses": losses}
+            meta = manager.item_metadata(latest)
+            saved_len = meta.tree["losses"].shape if meta is not None else losses.shape
+            target = {"params": params, "opt_state": opt_state, "losses": np.zeros(saved_len)}
             abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
             restored = manager.restore(latest, args=ocp.args.StandardRestore(abstract))
             params, opt_state = restored["params"], restored["opt_state"]
-            losses = np.asarray(restored["losses"], dtype=np.float64)
-            start = int(latest)
+            # A run may be resumed with more (or fewer) steps than it was started with.
+            saved = np.asarray(restored["losses"], dtype=np.float64)
+            n = min(len(saved), steps)
+            losses[:n] = saved[:n]
+            start = min(int(latest), steps)
 
     step_fn = _jitted_step(loss_fn, optimizer, mesh)
 
