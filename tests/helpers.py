@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import chex
 import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core.pytrees import FAST_COMPILE, stack_trees, unstack_tree
 
-__all__ = ["FAST_COMPILE", "stack_trees", "tolerance", "unstack_tree"]
+__all__ = ["FAST_COMPILE", "assert_trees_close", "stack_trees", "tolerance", "unstack_tree"]
 
 #: (rtol, atol) for comparing a computation in ``dtype`` against a float64 reference of unit
 #: scale: a few hundred ulps for float32 reductions in another order, tighter for float64.
@@ -23,3 +24,8 @@ def tolerance(dtype, scale: float = 1.0) -> dict[str, float]:
     """Keyword arguments ``rtol``/``atol`` for ``np.testing.assert_allclose`` at ``dtype``."""
     rtol, atol = _TOLERANCES[np.dtype(dtype)]
     return {"rtol": rtol, "atol": atol * scale}
+
+
+def assert_trees_close(actual, expected, dtype=np.float32, scale: float = 1.0) -> None:
+    """``chex.assert_trees_all_close`` at the tolerance of :func:`tolerance` for ``dtype``."""
+    chex.assert_trees_all_close(actual, expected, **tolerance(dtype, scale))

@@ -3,10 +3,12 @@ A-IE-VI's fallback, IE-Dyna, jit/vmap/grad, and bad inputs."""
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import assert_trees_close
 
 from jaxpapers import ievi
 from jaxpapers.ievi import (
@@ -270,3 +272,18 @@ def test_knobs_may_be_traced_and_eager_calls_compile_once(rng):
     for tol in (1e-3, 1e-4, 1e-5):
         value_iteration(mdp, tol=tol, max_queries=1000)
     assert _planners._value_iteration._cache_size() - before <= 1
+
+
+class TestPlannersWithAndWithoutJit(chex.TestCase):
+    """The same planner results eagerly and under ``jax.jit`` (chex variants)."""
+
+    @chex.variants(with_jit=True, without_jit=True)
+    def test_value_iteration_and_ie_vi(self):
+        rng = np.random.default_rng(1)
+        P, R, gamma = _np_mdp(rng, S=6, A=2)
+        mdp = make_mdp(P, R, gamma)
+        vi = self.variant(lambda m: value_iteration(m, tol=1e-3))(mdp)
+        ie = self.variant(lambda m: ie_vi(m, m.P, h=5.0, tol=1e-3))(mdp)
+        expected = _np_value_iteration(P, R, gamma)
+        assert_trees_close(vi.V, expected, scale=1e3 * float(np.abs(expected).max()))
+        assert_trees_close(ie.V, expected, scale=1e3 * float(np.abs(expected).max()))
