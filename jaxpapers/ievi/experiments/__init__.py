@@ -1,0 +1,201 @@
+"""P17 experiments: query counts of VI vs IE-VI vs A-IE-VI, convergence for any model, IE-Dyna.
+
+This module holds only the registrations and the table of sizes; the runs live in
+``_queries.py``, ``_any_model.py`` and ``_dyna.py``, the figures in ``_plots.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping
+
+from jaxpapers.core.experiment import (
+    AllOf,
+    Better,
+    Context,
+    Experiment,
+    Outcome,
+    Ratio,
+    Threshold,
+    register,
+)
+from jaxpapers.ievi.experiments._any_model import any_model_run
+from jaxpapers.ievi.experiments._dyna import dyna_run
+from jaxpapers.ievi.experiments._plots import plot_dyna, plot_queries
+from jaxpapers.ievi.experiments._queries import queries_run, slope_run
+
+PAPER = "P17"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Sizes:
+    """Problem sizes of one run size.
+
+    Attributes:
+      random_states: states of the random MDPs (8 actions) in the query counts.
+      grid_side: side of the gridworld in the query counts.
+      slope_grid_side: side of the gridworld of the horizon-scaling fit.
+      any_model_grid_side, any_model_budget: gridworld side and query budget of ``any_model``.
+      dyna_rounds: sampling rounds of the Dyna runs (every state-action pair once a round).
+      dyna_problem_sizes: size of each Dyna problem (grid side / forest ages / random states).
+    """
+
+    random_states: int
+    grid_side: int
+    slope_grid_side: int
+    any_model_grid_side: int
+    any_model_budget: int
+    dyna_rounds: int
+    dyna_problem_sizes: Mapping[str, int]
+
+
+SIZES = {
+    "smoke": Sizes(
+        random_states=30,
+        grid_side=8,
+        slope_grid_side=6,
+        any_model_grid_side=6,
+        any_model_budget=3000,
+        dyna_rounds=300,
+        dyna_problem_sizes={"gridworld": 4, "forest": 10, "random": 15},
+    ),
+    "quick": Sizes(
+        random_states=100,
+        grid_side=10,
+        slope_grid_side=10,
+        any_model_grid_side=10,
+        any_model_budget=6000,
+        dyna_rounds=1500,
+        dyna_problem_sizes={"gridworld": 6, "forest": 20, "random": 30},
+    ),
+    "full": Sizes(
+        random_states=1000,
+        grid_side=30,
+        slope_grid_side=30,
+        any_model_grid_side=20,
+        any_model_budget=20000,
+        dyna_rounds=5000,
+        dyna_problem_sizes={"gridworld": 10, "forest": 50, "random": 100},
+    ),
+}
+
+
+def _with_sizes(run: Callable[..., Outcome], ctx: Context, **options) -> Outcome:
+    return run(ctx, SIZES[ctx.size], **options)
+
+
+def _runner(run: Callable[..., Outcome], **options) -> Callable[[Context], Outcome]:
+    """The registry's ``run(ctx)``: ``run(ctx, SIZES[ctx.size], **options)``."""
+    return functools.partial(_with_sizes, run, **options)
+
+
+QUERY_METRIC = "true-model queries (Bellman sweeps in P)"
+
+for problem in ("random", "gridworld"):
+    register(
+        Experiment(
+            paper=PAPER,
+            id=f"queries_{problem}_small_error",
+            claim=(
+                f"{problem} MDP, gamma 0.999, model with row-wise L1 error 0.1 (1 - gamma): "
+                "IE-VI and A-IE-VI need >= 20x fewer true-model queries than VI to reach "
+                "sup-norm error 1e-6"
+            ),
+            metric=QUERY_METRIC,
+            lower_is_better=True,
+            baselines=("VI",),
+            methods=("IE-VI", "A-IE-VI"),
+            rule=AllOf((Ratio("VI", "IE-VI", 20.0), Ratio("VI", "A-IE-VI", 20.0))),
+            run=_runner(queries_run, problem=problem, l1_scale="horizon"),
+            plot=plot_queries,
+        )
+    )
+    register(
+        Experiment(
+            paper=PAPER,
+            id=f"queries_{problem}_5pct_error",
+            claim=(
+                f"{problem} MDP, gamma 0.999, model with row-wise L1 error 0.05 (not small "
+                "against the horizon): IE-VI and A-IE-VI still need no more queries than VI"
+            ),
+            metric=QUERY_METRIC,
+            lower_is_better=True,
+            baselines=("VI",),
+            methods=("IE-VI", "A-IE-VI"),
+            rule=AllOf((Ratio("VI", "IE-VI", 1.0), Ratio("VI", "A-IE-VI", 1.0))),
+            run=_runner(queries_run, problem=problem, l1_scale="fixed"),
+            plot=plot_queries,
+        )
+    )
+
+register(
+    Experiment(
+        paper=PAPER,
+        id="horizon_scaling",
+        claim=(
+            "gridworld, model error 0.1 (1 - gamma), gamma 0.9 .. 0.9999: VI's query count grows "
+            "linearly in the horizon 1/(1-gamma) (log-log slope > 0.8) while IE-VI's and "
+            "A-IE-VI's grow polylogarithmically (slope < 0.3)"
+        ),
+        metric="log-log slope of queries to 1e-6 against 1/(1-gamma)",
+        lower_is_better=True,
+        baselines=("VI",),
+        methods=("IE-VI", "A-IE-VI"),
+        rule=AllOf(
+            (
+                Threshold("VI", 0.8, below=False),
+                Threshold("IE-VI", 0.3),
+                Threshold("A-IE-VI", 0.3),
+            )
+        ),
+        run=_runner(slope_run),
+    )
+)
+
+register(
+    Experiment(
+        paper=PAPER,
+        id="any_model",
+        claim=(
+            "with a badly wrong model (row-wise L1 error 1.0) IE-VI and A-IE-VI converge to V* of "
+            "the true model (error < 1e-6), while planning in the model converges to a biased "
+            "fixed point"
+        ),
+        metric="sup-norm error to V*(P) at the end",
+        lower_is_better=True,
+        baselines=("plan in P_hat",),
+        methods=("IE-VI", "A-IE-VI"),
+        rule=AllOf(
+            (
+                Threshold("IE-VI", 1e-6),
+                Threshold("A-IE-VI", 1e-6),
+                Better("IE-VI", "plan in P_hat"),
+                Better("A-IE-VI", "plan in P_hat"),
+            )
+        ),
+        run=_runner(any_model_run),
+    )
+)
+
+for problem in ("gridworld", "random", "forest"):
+    register(
+        Experiment(
+            paper=PAPER,
+            id=f"ie_dyna_{problem}",
+            claim=(
+                f"{problem} MDP, gamma 0.99: IE-Dyna (simulator with L1 error 0.3 + learned "
+                "model) needs fewer real samples than Dyna-Q to reach 5% relative sup-norm error, "
+                "with one learned-model sweep per round (Dyna-Q also with ten)"
+            ),
+            metric="real transitions sampled",
+            lower_is_better=True,
+            baselines=("Dyna-Q", "Dyna-Q (10 sweeps)"),
+            methods=("IE-Dyna",),
+            rule=AllOf((Better("IE-Dyna", "Dyna-Q"), Better("IE-Dyna", "Dyna-Q (10 sweeps)"))),
+            run=_runner(dyna_run, problem=problem),
+            plot=plot_dyna,
+        )
+    )
+
+__all__ = ["SIZES", "Sizes"]
