@@ -1,0 +1,230 @@
+"""Runs behind P14's experiments: seeds and both methods vmapped, one compile per game shape."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.core.pytrees import stack_trees
+from jaxpapers.core.stats import fit_loglog_slope
+from jaxpapers.markov_games import (
+    CHICKEN_PAYOFFS,
+    cce_gap,
+    chicken,
+    congestion_game,
+    lp_cce,
+    markov_lp_cce,
+    mixture_cce_gap,
+    online_cce,
+    pad_horizon,
+    random_game,
+    run_bandit,
+    shapley_game,
+    simulator_cce,
+)
+
+METHODS = ("paper", "baseline")
+
+
+def _batch(learner, games, keys, horizons, **kwargs):
+    run = lambda g, k, h: learner(g, key=k, horizon=h, **kwargs)
+    return jax.vmap(run)(games, keys, horizons)
+
+
+def simulator_cce_batch(games, keys, horizons, *, epsilon, method, cap):
+    """:func:`simulator_cce` over stacked games, keys and horizons (one compile per shape: the
+    method and the horizon are traced inside)."""
+    return _batch(
+        simulator_cce, games, keys, horizons, epsilon=epsilon, method=method, max_rounds=cap
+    )
+
+
+def online_cce_batch(games, keys, horizons, *, epsilon, method, cap):
+    """:func:`online_cce` over stacked games, keys and horizons."""
+    return _batch(
+        online_cce, games, keys, horizons, epsilon=epsilon, method=method, max_episodes=cap
+    )
+
+
+def run_bandit_batch(losses, keys, adaptive: bool):
+    """Pseudo-regret curves ``[seeds, T]`` of :func:`run_bandit` over stacked loss sequences."""
+    run = lambda x, k: run_bandit(x, key=k, variance_adaptive=adaptive).regret
+    return jax.vmap(run)(losses, keys)
+
+
+def _learn(setting: str, seeds: list[int], sizes: Any, horizons, players: int) -> dict:
+    """Samples, certificates and exact gaps of both methods for every (horizon, seed), all in one
+    vmapped call per method (games padded to the longest horizon)."""
+    longest = max(horizons)
+    games, hs = [], []
+    for H in horizons:
+        for s in seeds:
+            key = jax.random.key(1000 + s + 97 * H)
+            g = random_game(key, sizes.states, H, (sizes.actions,) * players)
+            games.append(pad_horizon(g, longest))
+            hs.append(H)
+    games = stack_trees(games)
+    hs = jnp.asarray(hs)
+    keys = jax.random.split(jax.random.key(7 + 31 * players), len(hs))
+    learner = simulator_cce_batch if setting == "simulator" else online_cce_batch
+    out: dict[str, Any] = {str(float(H)): {} for H in horizons}
+    for method in METHODS:
+        res = learner(games, keys, hs, epsilon=sizes.epsilon, method=method, cap=sizes.cap)
+        gaps = jax.vmap(lambda g, p: cce_gap(g, p).gap)(games, res.policy)
+        fields = {
+            "samples": res.samples,
+            "gap": gaps,
+            "certificate": res.certificate,
+            "converged": res.converged,
+        }
+        for n, H in enumerate(horizons):
+            sl = slice(n * len(seeds), (n + 1) * len(seeds))
+            out[str(float(H))][method] = {k: np.asarray(v[sl]).tolist() for k, v in fields.items()}
+    return out
+
+
+def _slopes(x: list[float], runs: dict, method: str, bootstrap: int) -> tuple[list[float], Any]:
+    """Per-seed log-log slopes of samples against ``x`` and the bootstrap fit over seeds."""
+    y = np.array([runs[str(v)][method]["samples"] for v in x]).T  # [seeds, points]
+    per_seed = [fit_loglog_slope(x, row, num_bootstrap=bootstrap).slope for row in y]
+    return per_seed, fit_loglog_slope(x, y, num_bootstrap=bootstrap)
+
+
+def run_players(ctx: Context, sizes: Any) -> Outcome:
+    seeds = ctx.seed_list
+    sum_a = [float(sizes.actions * m) for m in sizes.players]
+    runs = {}
+    for m, x in zip(sizes.players, sum_a, strict=True):
+        learn = partial(_learn, "simulator", seeds, sizes, [sizes.horizon], m)
+        runs[str(x)] = ctx.cached(f"players_{m}", learn)[str(float(sizes.horizon))]
+    values, extras = {}, {"sum_A": sum_a, "max_A": sizes.actions, "runs": runs, "fits": {}}
+    for method in METHODS:
+        per_seed, fit = _slopes(sum_a, runs, method, sizes.bootstrap)
+        values[f"{method}_slope"] = per_seed
+        end = "high" if method == "paper" else "low"
+        values[f"{method}_slope_{end}"] = [getattr(fit, end)]
+        extras["fits"][method] = fit._asdict()
+    worst = max(max(r[mm]["gap"]) for r in runs.values() for mm in METHODS)
+    extras["max_gap_over_epsilon"] = worst / sizes.epsilon
+    return Outcome(values, extras)
+
+
+def run_horizon(ctx: Context, sizes: Any) -> Outcome:
+    seeds = ctx.seed_list
+    horizons = [float(h) for h in sizes.horizons]
+    values, extras = {}, {"horizons": horizons, "fits": {}, "runs": {}}
+    for setting in ("simulator", "online"):
+        learn = partial(_learn, setting, seeds, sizes, list(sizes.horizons), 2)
+        runs = ctx.cached(setting, learn)
+        extras["runs"][setting] = runs
+        for method in METHODS:
+            per_seed, fit = _slopes(horizons, runs, method, sizes.bootstrap)
+            values[f"{setting}_{method}_slope"] = per_seed
+            values[f"{setting}_{method}_slope_high"] = [fit.high]
+            extras["fits"][f"{setting}_{method}"] = fit._asdict()
+    return Outcome(values, extras)
+
+
+def run_bandit_variance(ctx: Context, sizes: Any) -> Outcome:
+    seeds = ctx.seed_list
+    means = np.full(sizes.arms, 0.5)
+    means[0] = 0.5 - sizes.gap
+    values, curves = {}, {}
+    for noise in ("low_variance", "bernoulli"):
+
+        def losses_for(seed, noise=noise):
+            k = jax.random.key(seed)
+            if noise == "low_variance":
+                u = jax.random.uniform(k, (sizes.rounds, sizes.arms), minval=-1.0, maxval=1.0)
+                return jnp.asarray(means)[None, :] + sizes.spread * u
+            probs = jnp.broadcast_to(jnp.asarray(means), (sizes.rounds, sizes.arms))
+            return jax.random.bernoulli(k, probs).astype(jnp.float32)
+
+        losses = jnp.stack([losses_for(s) for s in seeds])
+        keys = jax.random.split(jax.random.key(3), len(seeds))
+        for name, adaptive in (("bernstein", True), ("exp3", False)):
+            regret = run_bandit_batch(losses, keys, adaptive)
+            values[f"{name}_{noise}"] = np.asarray(regret[:, -1], float).tolist()
+            stride = max(1, sizes.rounds // 100)
+            curves[f"{name}_{noise}"] = np.asarray(regret.mean(0)[::stride], float).tolist()
+    return Outcome(values, {"curves": curves, "means": means.tolist(), "spread": sizes.spread})
+
+
+def run_sanity(ctx: Context, sizes: Any) -> Outcome:
+    seeds = ctx.seed_list
+    lp = lp_cce(CHICKEN_PAYOFFS)
+    values: dict[str, list[float]] = {"chicken_lp_welfare_error": [abs(lp.welfare - 10.5)]}
+    lp_gaps, mix_diff, sim_ratio = [], [], []
+    for s in seeds:
+        g = random_game(jax.random.key(2000 + s), 2, 2, (2, 2))
+        pol = markov_lp_cce(g)
+        lp_gaps.append(abs(float(cce_gap(g, jnp.asarray(pol)).gap)))
+        uniform = np.full_like(pol, 1.0 / pol.shape[-1])
+        markov = float(cce_gap(g, jnp.asarray(uniform)).gap)
+        mix_diff.append(abs(mixture_cce_gap(g, uniform[None], np.ones(1)) - markov))
+    for g in (chicken(), shapley_game(), congestion_game(3)):
+        keys = jax.random.split(jax.random.key(11), len(seeds))
+        batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(seeds), *x.shape)), g)
+        hs = jnp.ones(len(seeds), int)
+        res = simulator_cce_batch(
+            batch, keys, hs, epsilon=sizes.epsilon, method="paper", cap=sizes.cap
+        )
+        gaps = jax.vmap(lambda gg, p: cce_gap(gg, p).gap)(batch, res.policy)
+        sim_ratio.append(float(jnp.max(gaps)) / sizes.epsilon)
+    values["random_game_lp_gap"] = lp_gaps
+    values["mixture_vs_markov_gap_diff"] = mix_diff
+    values["matrix_games_gap_over_epsilon"] = sim_ratio
+    return Outcome(values, {"chicken_lp_weights": lp.weights.tolist()})
+
+
+def plot_slopes(outcome: Outcome, path, *, xkey: str, xlabel: str, groups) -> None:
+    import matplotlib.pyplot as plt
+
+    x = outcome.extras[xkey]
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for label, runs in groups(outcome.extras):
+        for method, marker in (("paper", "o"), ("baseline", "s")):
+            ys = [np.mean(runs[k][method]["samples"]) for k in sorted(runs, key=float)]
+            ax.loglog(x, ys, marker=marker, label=f"{label} {method}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("samples to a certified epsilon-CCE")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_players(outcome: Outcome, path) -> None:
+    plot_slopes(
+        outcome,
+        path,
+        xkey="sum_A",
+        xlabel="sum_i A_i (max_i A_i fixed)",
+        groups=lambda e: [("simulator", e["runs"])],
+    )
+
+
+def plot_horizon(outcome: Outcome, path) -> None:
+    plot_slopes(
+        outcome, path, xkey="horizons", xlabel="horizon H", groups=lambda e: list(e["runs"].items())
+    )
+
+
+def plot_bandit(outcome: Outcome, path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for name, curve in outcome.extras["curves"].items():
+        ax.plot(np.linspace(0, 1, len(curve)), curve, label=name)
+    ax.set_xlabel("fraction of rounds")
+    ax.set_ylabel("pseudo-regret")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

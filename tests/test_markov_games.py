@@ -1,0 +1,252 @@
+"""P14 CCE in Markov games: exact gaps against float64 NumPy loops, LP ground truth, learners'
+outputs, vmap equivalence, the bandit, and bad inputs."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import tolerance
+
+from jaxpapers.markov_games import (
+    CHICKEN_PAYOFFS,
+    MarkovGame,
+    best_response_values,
+    cce_gap,
+    chicken,
+    congestion_payoffs,
+    joint_actions,
+    lp_cce,
+    markov_lp_cce,
+    matrix_game,
+    mixture_cce_gap,
+    online_cce,
+    pad_horizon,
+    policy_values,
+    random_game,
+    run_bandit,
+    shapley_game,
+    simulator_cce,
+)
+
+
+@pytest.fixture(scope="module")
+def game():
+    return random_game(jax.random.key(3), 3, 2, (2, 3))
+
+
+def _np_gap(game, policy):
+    """Float64 loops: on-policy values and best deviations by explicit enumeration of actions."""
+    P = np.asarray(game.transitions, np.float64)
+    R = np.asarray(game.rewards, np.float64)
+    pi = np.asarray(policy, np.float64)
+    H, S, J, m = R.shape
+    acts = joint_actions(game.num_actions)
+    index = {tuple(a): j for j, a in enumerate(acts)}
+    v = np.zeros((S, m))
+    br = np.zeros((S, m))
+    for h in reversed(range(H)):
+        nv, nbr = np.zeros((S, m)), np.zeros((S, m))
+        for s in range(S):
+            for j in range(J):
+                nv[s] += pi[h, s, j] * (R[h, s, j] + P[h, s, j] @ v)
+            for i in range(m):
+                best = -np.inf
+                for b in range(game.num_actions[i]):
+                    total = 0.0
+                    for j in range(J):
+                        dev = list(acts[j])
+                        dev[i] = b
+                        jd = index[tuple(dev)]
+                        total += pi[h, s, j] * (R[h, s, jd, i] + P[h, s, jd] @ br[:, i])
+                    best = max(best, total)
+                nbr[s, i] = best
+        v, br = nv, nbr
+    rho = np.asarray(game.initial, np.float64)
+    return float(np.max(rho @ br - rho @ v))
+
+
+def test_gap_matches_numpy_loops(game):
+    pol = jax.random.dirichlet(jax.random.key(0), jnp.ones(game.num_joint), (2, 3))
+    got = float(cce_gap(game, pol).gap)
+    assert got > 0.01
+    np.testing.assert_allclose(got, _np_gap(game, pol), **tolerance(jnp.float32, scale=10.0))
+
+
+def test_chicken_lp_cce_known_answer():
+    res = lp_cce(CHICKEN_PAYOFFS)
+    assert res.welfare == pytest.approx(10.5, abs=1e-9)
+    np.testing.assert_allclose(res.weights, [0.0, 0.25, 0.25, 0.5], atol=1e-9)
+    g = chicken()
+    assert abs(float(cce_gap(g, jnp.asarray(res.weights)[None, None]).gap)) < 1e-6
+    # both playing "chicken" is not an equilibrium: daring gains (7 - 6) / 7
+    pure = jnp.array([[[0.0, 0.0, 0.0, 1.0]]])
+    assert float(cce_gap(g, pure).gap) == pytest.approx(1.0 / 7.0, abs=1e-6)
+
+
+def test_lp_cce_of_markov_game_has_zero_gap(game):
+    pol = markov_lp_cce(game)
+    assert abs(float(cce_gap(game, jnp.asarray(pol)).gap)) < 1e-5
+    assert abs(_np_gap(game, pol)) < 1e-7
+    uniform = jnp.full_like(jnp.asarray(pol), 1.0 / game.num_joint)
+    assert float(cce_gap(game, uniform).gap) > 1e-3
+
+
+def test_shapley_and_congestion_games():
+    # Shapley's game: the uniform profile is the Nash equilibrium, so a CCE (gap 0)
+    assert abs(float(cce_gap(shapley_game(), jnp.full((1, 1, 9), 1 / 9)).gap)) < 1e-6
+    pay = congestion_payoffs(3)
+    assert pay.shape == (2, 2, 2, 3) and pay.min() >= 0 and pay.max() <= 1
+    assert lp_cce(pay).welfare > 0
+
+
+def test_mixture_gap_reduces_to_markov_gap(game):
+    pol = np.asarray(jax.random.dirichlet(jax.random.key(1), jnp.ones(game.num_joint), (2, 3)))
+    one = mixture_cce_gap(game, pol[None], np.ones(1))
+    assert one == pytest.approx(_np_gap(game, pol), abs=1e-5)
+    # H = 1: no history to learn from, so a hidden mixture is its average
+    g = chicken()
+    pols = np.array([[[[0.0, 0.0, 0.0, 1.0]]], [[[0.0, 0.5, 0.5, 0.0]]]])
+    w = np.array([0.3, 0.7])
+    avg = jnp.asarray(np.tensordot(w, pols, 1))
+    assert mixture_cce_gap(g, pols, w) == pytest.approx(float(cce_gap(g, avg).gap), abs=1e-6)
+
+
+def test_mixture_gap_against_brute_force_deviations():
+    # S = 1, H = 2, two players with 2 actions: enumerate all 8 history-dependent deviations
+    # (an own action at step 0, then one per observed opponent action) against a hidden mixture
+    g = random_game(jax.random.key(5), 1, 2, (2, 2))
+    R = np.asarray(g.rewards, np.float64)[:, 0]  # [H, J, m]
+    rng = np.random.default_rng(0)
+    pols = rng.dirichlet(np.ones(4), (2, 2, 1))  # [Z, H, S, J]
+    w = np.array([0.4, 0.6])
+    on = np.array(
+        [
+            sum(w[z] * pols[z, h, 0] @ R[h, :, i] for z in range(2) for h in range(2))
+            for i in range(2)
+        ]
+    )
+    gaps = []
+    for i in range(2):
+
+        def idx(mine, other, i=i):
+            return mine * 2 + other if i == 0 else other * 2 + mine
+
+        marg = pols[:, :, 0].reshape(2, 2, 2, 2).sum(axis=2 + i)  # others' part [Z, H, A]
+        best = -np.inf
+        for b0, b1a, b1b in itertools.product(range(2), repeat=3):
+            total = 0.0
+            for z in range(2):
+                for c0 in range(2):
+                    p0 = marg[z, 0, c0]
+                    b1 = (b1a, b1b)[c0]
+                    step1 = sum(marg[z, 1, c1] * R[1, idx(b1, c1), i] for c1 in range(2))
+                    total += w[z] * p0 * (R[0, idx(b0, c0), i] + step1)
+            best = max(best, total)
+        gaps.append(best - on[i])
+    # the on-policy part goes through the float32 DP: float32 accuracy at unit scale
+    assert mixture_cce_gap(g, pols, w) == pytest.approx(max(gaps), abs=1e-6)
+
+
+def test_policy_values_grad_matches_finite_difference(game):
+    pol = jax.random.dirichlet(jax.random.key(2), jnp.ones(game.num_joint), (2, 3))
+
+    def f(p):
+        return (game.initial @ policy_values(game, p)[0])[0]
+
+    g = jax.grad(f)(pol)
+    d = jnp.zeros_like(pol).at[1, 2, 4].set(1e-2)
+    fd = (f(pol + d) - f(pol - d)) / 2e-2
+    assert float(g[1, 2, 4]) == pytest.approx(float(fd), rel=1e-3)
+    assert best_response_values(game, pol).shape == (2, 3, 2)
+
+
+def test_pad_horizon_keeps_gap(game):
+    pol = jax.random.dirichlet(jax.random.key(4), jnp.ones(game.num_joint), (2, 3))
+    padded = pad_horizon(game, 4)
+    pol4 = jnp.concatenate([pol, jnp.full((2, 3, game.num_joint), 1 / game.num_joint)])
+    assert float(cce_gap(padded, pol4).gap) == pytest.approx(
+        float(cce_gap(game, pol).gap), abs=1e-6
+    )
+
+
+def test_simulator_learners_reach_epsilon_and_vmap_matches(game):
+    eps = 0.5
+    keys = jax.random.split(jax.random.key(0), 2)
+    runs = [simulator_cce(game, key=k, epsilon=eps, method=m) for k in keys for m in ("paper",)]
+    batch = jax.vmap(lambda k: simulator_cce(game, key=k, epsilon=eps))(keys)
+    for n, r in enumerate(runs):
+        assert bool(r.converged) and float(r.certificate) <= eps
+        assert float(cce_gap(game, r.policy).gap) < eps
+        np.testing.assert_array_equal(np.asarray(batch.samples[n]), np.asarray(r.samples))
+        np.testing.assert_allclose(batch.policy[n], r.policy, **tolerance(jnp.float32))
+    base = simulator_cce(game, key=keys[0], epsilon=eps, method="baseline")
+    assert float(cce_gap(game, base.policy).gap) < eps
+    # the baseline's budget pays sum_i A_i = 5; the paper's certificate stops far earlier
+    assert int(base.samples) > 5 * int(runs[0].samples)
+
+
+def test_online_learner_and_vmap(game):
+    keys = jax.random.split(jax.random.key(1), 2)
+    one = online_cce(game, key=keys[1], epsilon=1.0, method="baseline")
+    batch = jax.vmap(lambda k: online_cce(game, key=k, epsilon=1.0, method="baseline"))(keys)
+    assert bool(one.converged) and float(one.certificate) <= 1.0
+    assert int(batch.samples[1]) == int(one.samples)
+    np.testing.assert_allclose(batch.policy[1], one.policy, **tolerance(jnp.float32))
+    assert float(cce_gap(game, one.policy).gap) < 2.0
+
+
+def test_bandit_regret_low_variance_beats_exp3():
+    means = jnp.array([0.45, 0.5, 0.5, 0.5])
+    noise = 0.02 * jax.random.uniform(jax.random.key(0), (1500, 4), minval=-1, maxval=1)
+    losses = means[None, :] + noise
+    key = jax.random.key(1)
+    eb = run_bandit(losses, key=key, variance_adaptive=True)
+    ex = run_bandit(losses, key=key, variance_adaptive=False)
+    assert float(eb.regret[-1]) < float(ex.regret[-1])
+    assert float(eb.regret[-1]) < 0.05 * 1500
+    np.testing.assert_allclose(eb.probs.sum(-1), 1.0, atol=1e-5)
+
+
+def test_bad_inputs(game):
+    P1 = jnp.ones((1, 1, 2, 1))
+    with pytest.raises(ValueError, match="at least 2"):
+        MarkovGame(P1, jnp.zeros((1, 1, 2, 1)), jnp.ones(1), (2,))
+    with pytest.raises(ValueError, match="rewards"):
+        matrix_game(jnp.full((2, 2, 2), 1.5))
+    bad_P = game.transitions.at[0, 0, 0].set(0.9 / 3)
+    with pytest.raises(ValueError, match="not stochastic"):
+        MarkovGame(bad_P, game.rewards, game.initial, game.num_actions)
+    with pytest.raises(ValueError, match="transitions has shape"):
+        MarkovGame(game.transitions[:, :, :3], game.rewards, game.initial, game.num_actions)
+    with pytest.raises(ValueError, match="policy has shape"):
+        cce_gap(game, jnp.ones((2, 3, 5)) / 5)
+    with pytest.raises(ValueError, match="epsilon"):
+        simulator_cce(game, key=jax.random.key(0), epsilon=0.0)
+    with pytest.raises(ValueError, match="method"):
+        online_cce(game, key=jax.random.key(0), epsilon=0.1, method="nash")
+    with pytest.raises(ValueError, match="horizon"):
+        simulator_cce(game, key=jax.random.key(0), epsilon=0.1, horizon=5)
+    with pytest.raises(ValueError, match="losses"):
+        run_bandit(jnp.full((3, 2), 2.0), key=jax.random.key(0))
+    with pytest.raises(ValueError, match="2 players"):
+        random_game(jax.random.key(0), 2, 2, (3,))
+
+
+def test_joint_actions_row_major():
+    table = joint_actions((2, 3, 2))
+    assert [tuple(r) for r in table] == list(itertools.product(range(2), range(3), range(2)))
+
+
+def test_experiments_registered_and_bandit_smoke(tmp_path):
+    from jaxpapers.core.experiment import Context, experiments_for, summarise
+
+    exps = {e.id: e for e in experiments_for("P14")}
+    assert set(exps) == {"sanity", "players_scaling", "horizon_scaling", "bandit_variance"}
+    exp = exps["bandit_variance"]
+    record = summarise(exp, exp.run(Context("smoke", 2, tmp_path)))
+    assert record["verdict"] in {"holds", "does not hold", "inconclusive"}
+    assert all(len(r["seeds"]) == 2 for r in record["rows"])
