@@ -1,0 +1,232 @@
+"""Measurements behind the P10 experiments (one function per experiment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.cfshap import (
+    DESIDERATA,
+    METHODS,
+    DiscreteSCM,
+    LinearGaussianSCM,
+    TableModel,
+    attributions,
+    balke_pearl_bounds,
+    cf_shapley_bounds,
+    counterfactual_game,
+    desiderata_table,
+    equivalent_pair,
+    shapley_sampling,
+    shapley_values,
+)
+from jaxpapers.core.experiment import Context, Outcome
+
+#: Vitamin A supplementation trial (Sommer et al.), as tabulated by Balke and Pearl (1997):
+#: ``[z, x, y]`` = P(X = x, Y = y | Z = z); the published ACE bounds are [-0.1946, 0.0054].
+VITAMIN_A = np.array([[[0.0064, 0.9936], [0.0, 0.0]], [[0.0028, 0.1972], [0.001, 0.799]]])
+VITAMIN_A_BOUNDS = (-0.1946, 0.0054)
+GRAPH = ((), (0,), (0, 1))  # X0 -> X1 -> X2 and X0 -> X2, binary
+
+
+def sanity(ctx: Context, sizes) -> Outcome:
+    """Closed forms of the linear chain, the Balke-Pearl bounds, and an identified SCM."""
+    chain, bp, ident = [], [], []
+    lo, hi = balke_pearl_bounds(VITAMIN_A)
+    for seed in ctx.seed_list:
+        k1, k2 = jax.random.split(jax.random.key(seed))
+        alpha, beta = np.asarray(jax.random.uniform(k1, (2,), minval=-2.0, maxval=2.0))
+        x = jax.random.normal(k2, (2,))
+        scm = LinearGaussianSCM(jnp.array([[0.0, 0.0], [alpha, 0.0]]))
+
+        def model(v, beta=beta):
+            return beta * v[1]
+
+        phi = shapley_values(counterfactual_game(scm, model, x, background=jnp.zeros((1, 2))))
+        want = np.array([alpha * beta * x[0] / 2, beta * (x[1] - alpha * x[0] / 2)])
+        chain.append(float(np.abs(np.asarray(phi) - want).max()))
+        bp.append(max(abs(lo - VITAMIN_A_BOUNDS[0]), abs(hi - VITAMIN_A_BOUNDS[1])))
+        p = np.asarray(jax.random.uniform(k1, (2,), minval=0.1, maxval=0.9))
+        xor = DiscreteSCM.markovian(
+            (2, 2),
+            ((), (0,)),
+            (jnp.array([[0], [1]]), jnp.array([[0, 1], [1, 0]])),
+            (jnp.array([1 - p[0], p[0]]), jnp.array([1 - p[1], p[1]])),
+        )
+        b = cf_shapley_bounds(xor, _xor_model, jnp.array([1, 1]), xor.observational())
+        ident.append(float(np.max(b.upper - b.lower)))
+    return Outcome(
+        {"chain_closed_form_error": chain, "balke_pearl_error": bp, "identified_width": ident},
+        {"balke_pearl_bounds": [lo, hi], "published": VITAMIN_A_BOUNDS},
+    )
+
+
+def _xor_model(v):
+    return v[1].astype(float)
+
+
+def desiderata(ctx: Context, sizes) -> Outcome:
+    """Number of desiderata each method satisfies on the witness SCMs (noise drawn per seed)."""
+    counts = {m: [] for m in METHODS}
+    tables = []
+    for seed in ctx.seed_list:
+        table = desiderata_table(jax.random.key(seed), lime_samples=sizes.lime_samples)
+        tables.append(table)
+        for m in METHODS:
+            counts[m].append(sum(table[m][d] for d in DESIDERATA))
+    fwd, bwd = equivalent_pair(jax.random.key(0))
+    pair = {}
+    for name, scm in (("forward", fwd), ("backward", bwd)):
+        pair[name] = {
+            m: np.asarray(
+                attributions(m, scm, _xor_model, jnp.array([1, 1]), key=jax.random.key(0))
+            )
+            for m in ("cf_shapley", "observational_shap")
+        }
+    return Outcome(counts, {"tables": tables, "equivalent_pair": pair})
+
+
+def _random_truth(key, structure_mono: DiscreteSCM, concentration: float) -> DiscreteSCM:
+    q = jax.random.dirichlet(key, jnp.full(structure_mono.num_noise, concentration))
+    return DiscreteSCM(structure_mono.cards, structure_mono.parents, structure_mono.functions, q)
+
+
+def _random_model(key) -> TableModel:
+    return TableModel(jax.random.uniform(key, (8,)), (4, 2, 1))
+
+
+def bounds(ctx: Context, sizes) -> Outcome:
+    """Bounds of random SCMs under more and more assumptions, and whether they hold the truth.
+
+    Float64 throughout: the observed laws enter the programmes as equality constraints, and
+    float32 rounding makes the observational and interventional constraints slightly
+    inconsistent (HiGHS then reports infeasibility).
+    """
+    with jax.enable_x64(True):
+        return _bounds(ctx, sizes)
+
+
+def _bounds(ctx: Context, sizes) -> Outcome:
+    cards = (2, 2, 2)
+    full = DiscreteSCM.canonical(cards, GRAPH)
+    mono = DiscreteSCM.canonical(cards, GRAPH, monotone=True)
+    rows = {"obs": [], "obs+do": [], "obs+do+monotone": [], "truth_outside": []}
+    examples = []
+    for seed in ctx.seed_list:
+        widths = {k: [] for k in ("obs", "obs+do", "obs+do+monotone")}
+        outside = 0
+        for j in range(sizes.scms):
+            kq, kf, kx = jax.random.split(jax.random.fold_in(jax.random.key(seed), j), 3)
+            truth = _random_truth(kq, mono, sizes.concentration)
+            model = _random_model(kf)
+            obs = truth.observational()
+            x = truth.sample(kx, 1)[0]
+            phi = np.asarray(shapley_values(counterfactual_game(truth, model, x)))
+            ints = {(i, a): truth.interventional(i, a) for i in range(3) for a in range(2)}
+            settings = {
+                "obs": (full, None),
+                "obs+do": (full, ints),
+                "obs+do+monotone": (mono, ints),
+            }
+            for name, (structure, inter) in settings.items():
+                b = cf_shapley_bounds(structure, model, x, obs, interventional=inter)
+                widths[name].append(float(np.mean(b.upper - b.lower)))
+                outside += int(np.any(phi < b.lower - 1e-6) or np.any(phi > b.upper + 1e-6))
+                if seed == 0 and j == 0:
+                    examples.append(
+                        {"setting": name, "lower": b.lower, "upper": b.upper, "truth": phi}
+                    )
+        for name, w in widths.items():
+            rows[name].append(float(np.mean(w)))
+        rows["truth_outside"].append(float(outside))
+    return Outcome(rows, {"example": examples, "scms_per_seed": sizes.scms})
+
+
+def sampling(ctx: Context, sizes) -> Outcome:
+    """Error of permutation sampling against exact values, vs the number of permutations."""
+    n = sizes.features
+    errors = {m: [] for m in sizes.permutations}
+    zscores = []
+    replicates = jax.random.split(jax.random.key(10_000), sizes.replicates)
+    for seed in ctx.seed_list:
+        kw, kx, kb = jax.random.split(jax.random.key(seed), 3)
+        weights = jnp.tril(jax.random.normal(kw, (n, n)) * 0.5, k=-1)
+        weights = weights * (jax.random.uniform(kb, (n, n)) < 0.4)
+        scm = LinearGaussianSCM(weights)
+        background = scm.sample(kb, sizes.background)
+        x = scm.sample(kx, 1)[0]
+        game = counterfactual_game(scm, _nonlinear_model, x, background=background)
+        exact = np.asarray(shapley_values(game))
+        per_m = {}
+        for m in sizes.permutations:
+            per_m[m] = [
+                shapley_sampling(game, key=jax.random.fold_in(r, seed), num_permutations=m)
+                for r in replicates
+            ]
+        # one permutation's spread, from the largest run: errors in its units are ~ 1/sqrt(M)
+        big = max(sizes.permutations)
+        sigma = np.sqrt(np.mean([np.mean(np.asarray(e.stderr) ** 2) * big for e in per_m[big]]))
+        for m, ests in per_m.items():
+            sq = [np.mean((np.asarray(e.values) - exact) ** 2) for e in ests]
+            errors[m].append(float(np.sqrt(np.mean(sq)) / sigma))
+        zscores += [
+            (np.asarray(e.values) - exact)[e.stderr > 1e-6] / np.asarray(e.stderr)[e.stderr > 1e-6]
+            for e in per_m[big]
+        ]
+    z = np.concatenate(zscores)
+    return Outcome(
+        {f"rmse_M{m}": v for m, v in errors.items()},
+        {
+            "features": n,
+            "permutations": list(sizes.permutations),
+            "coverage_2se": float(np.mean(np.abs(z) < 2.0)),
+            "z_std": float(np.std(z)),
+        },
+    )
+
+
+def _nonlinear_model(v):
+    return jnp.tanh(v[0] * v[-1]) + jnp.sum(jnp.sin(v))
+
+
+def plot_sampling(outcome: Outcome, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    ms = outcome.extras["permutations"]
+    means = [np.mean(outcome.values[f"rmse_M{m}"]) for m in ms]
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.loglog(ms, means, "o-", label="permutation sampling")
+    ax.loglog(ms, means[0] * np.sqrt(ms[0] / np.asarray(ms)), "k--", label="1/sqrt(M)")
+    ax.set_xlabel("sampled permutations M")
+    ax.set_ylabel("RMSE vs exact / one permutation's std")
+    ax.set_title(f"{outcome.extras['features']} features, linear-Gaussian SCM")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def plot_bounds(outcome: Outcome, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k, ex in enumerate(outcome.extras["example"]):
+        lower, upper, truth = (np.asarray(ex[f]) for f in ("lower", "upper", "truth"))
+        pos = np.arange(len(truth)) + 0.25 * (k - 1)
+        ax.errorbar(
+            pos,
+            (lower + upper) / 2,
+            yerr=(upper - lower) / 2,
+            fmt="none",
+            capsize=4,
+            label=ex["setting"],
+        )
+    ax.plot(np.arange(len(truth)), truth, "k*", ms=10, label="true value")
+    ax.set_xticks(np.arange(len(truth)), [f"X{i}" for i in range(len(truth))])
+    ax.set_ylabel("counterfactual Shapley value")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

@@ -1,0 +1,250 @@
+"""Tests of jaxpapers.cfshap against closed forms, float64 loops, scipy and the shap package."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import tolerance
+
+from jaxpapers.cfshap import (
+    DiscreteSCM,
+    LinearGaussianSCM,
+    asymmetric_shapley_values,
+    attributions,
+    balke_pearl_bounds,
+    causal_game,
+    cf_shapley_bounds,
+    check_desiderata,
+    counterfactual_game,
+    game_values,
+    interventional_game,
+    lime_values,
+    mediation_effects,
+    natural_total_effect,
+    shapley_sampling,
+    shapley_values,
+    witnesses,
+)
+
+ALPHA, BETA = 1.5, -2.0
+X_CHAIN = jnp.array([0.7, -1.3])
+
+
+def _chain():
+    return LinearGaussianSCM(jnp.array([[0.0, 0.0], [ALPHA, 0.0]]))
+
+
+def _beta_x2(v):
+    return BETA * v[1]
+
+
+def test_linear_chain_closed_forms():
+    scm, bg = _chain(), jnp.zeros((1, 2))
+    x1, x2 = np.asarray(X_CHAIN)
+    tol = tolerance(jnp.float32, scale=10.0)
+    cf = shapley_values(counterfactual_game(scm, _beta_x2, X_CHAIN, background=bg))
+    sym = [ALPHA * BETA * x1 / 2, BETA * (x2 - ALPHA * x1 / 2)]
+    np.testing.assert_allclose(cf, sym, **tol)
+    causal = shapley_values(causal_game(scm, _beta_x2, X_CHAIN, background=bg))
+    np.testing.assert_allclose(causal, sym, **tol)
+    asym = asymmetric_shapley_values(
+        causal_game(scm, _beta_x2, X_CHAIN, background=bg), scm.parents
+    )
+    np.testing.assert_allclose(asym, [ALPHA * BETA * x1, BETA * (x2 - ALPHA * x1)], **tol)
+    inter = shapley_values(interventional_game(scm, _beta_x2, X_CHAIN, background=bg))
+    np.testing.assert_allclose(inter, [0.0, BETA * x2], **tol)
+
+
+def test_natural_total_effect_of_single_cause_is_total_effect_times_deviation():
+    scm = _chain()
+    nte = natural_total_effect(
+        scm, _beta_x2, X_CHAIN, jnp.array([True, False]), background=jnp.zeros((1, 2))
+    )
+    np.testing.assert_allclose(nte, ALPHA * BETA * X_CHAIN[0], rtol=1e-5)
+
+
+def test_total_effect_is_direct_plus_indirect_in_linear_models():
+    w = jnp.array([[0.0, 0.0, 0.0], [1.5, 0.0, 0.0], [0.5, 2.0, 0.0]])
+    eff = mediation_effects(LinearGaussianSCM(w), 0, 1, 2, 0.0, 1.0)
+    np.testing.assert_allclose(eff["total"], 0.5 + 1.5 * 2.0, rtol=1e-5)
+    np.testing.assert_allclose(eff["natural_direct"], 0.5, rtol=1e-5)
+    np.testing.assert_allclose(
+        eff["natural_direct"] + eff["natural_indirect"], eff["total"], rtol=1e-5
+    )
+
+
+def _random_discrete(key, monotone=False):
+    s = DiscreteSCM.canonical((2, 2, 2), ((), (0,), (0, 1)), monotone=monotone)
+    q = jax.random.dirichlet(key, jnp.full(s.num_noise, 0.5))
+    return DiscreteSCM(s.cards, s.parents, s.functions, q)
+
+
+def _xor_table(v):
+    return (v[0] ^ v[2]).astype(float) + 0.25 * v[1]
+
+
+def test_efficiency_and_exact_shapley_against_float64_permutation_loop(key):
+    scm = _random_discrete(key)
+    x = jnp.array([1, 0, 1])
+    game = counterfactual_game(scm, _xor_table, x)
+    phi = np.asarray(shapley_values(game))
+    v = np.asarray(game_values(game), np.float64)
+    ref = np.zeros(3)
+    for order in itertools.permutations(range(3)):
+        mask = 0
+        for i in order:
+            ref[i] += (v[mask | (1 << i)] - v[mask]) / math.factorial(3)
+            mask |= 1 << i
+    np.testing.assert_allclose(phi, ref, **tolerance(jnp.float32))
+    table = np.array([_xor_table(np.array(c)) for c in itertools.product((0, 1), repeat=3)])
+    mean_f = float(np.asarray(scm.observational(), np.float64) @ table)
+    np.testing.assert_allclose(
+        phi.sum(), float(_xor_table(np.array([1, 0, 1]))) - mean_f, atol=1e-5
+    )
+
+
+def test_sampling_agrees_with_exact_within_error_bars(key):
+    n = 6
+    w = jnp.tril(jax.random.normal(key, (n, n)), k=-1) * 0.5
+    scm = LinearGaussianSCM(w)
+    bg = scm.sample(jax.random.key(1), 32)
+    game = counterfactual_game(
+        scm, lambda v: jnp.tanh(v[0] * v[-1]) + jnp.sin(v).sum(), bg[0], background=bg
+    )
+    exact = shapley_values(game)
+    est = shapley_sampling(game, key=jax.random.key(2), num_permutations=400)
+    z = np.abs(np.asarray(est.values - exact)) / np.asarray(est.stderr)
+    assert z.max() < 4.5, z
+    np.testing.assert_allclose(est.values.sum(), exact.sum(), atol=1e-4)
+
+
+def test_jit_vmap_and_grad_over_units():
+    scm, bg = _chain(), jnp.zeros((1, 2))
+
+    def phi(x):
+        return shapley_values(counterfactual_game(scm, _beta_x2, x, background=bg))
+
+    xs = jnp.array([[0.7, -1.3], [1.0, 2.0], [-0.5, 0.1]])
+    batched = jax.jit(jax.vmap(phi))(xs)
+    np.testing.assert_allclose(batched, jnp.stack([phi(x) for x in xs]), **tolerance(jnp.float32))
+    grad = jax.grad(lambda x: phi(x)[0])(X_CHAIN)
+    np.testing.assert_allclose(grad, [ALPHA * BETA / 2, 0.0], **tolerance(jnp.float32))
+
+
+def test_bounds_point_when_identified_and_contain_truth(key):
+    xor = DiscreteSCM.markovian(
+        (2, 2),
+        ((), (0,)),
+        (jnp.array([[0], [1]]), jnp.array([[0, 1], [1, 0]])),
+        (jnp.array([0.3, 0.7]), jnp.array([0.8, 0.2])),
+    )
+    x = jnp.array([1, 1])
+    point = np.asarray(shapley_values(counterfactual_game(xor, lambda v: v[1].astype(float), x)))
+    b = cf_shapley_bounds(xor, lambda v: v[1].astype(float), x, xor.observational())
+    assert b.success
+    np.testing.assert_allclose(b.lower, point, atol=1e-6)
+    np.testing.assert_allclose(b.upper, point, atol=1e-6)
+    with jax.enable_x64(True):
+        truth = _random_discrete(key, monotone=True)
+        truth = DiscreteSCM(
+            truth.cards, truth.parents, truth.functions, truth.noise.astype(jnp.float64)
+        )
+        x = jnp.array([1, 1, 0])
+        phi = np.asarray(shapley_values(counterfactual_game(truth, _xor_table, x)))
+        full = DiscreteSCM.canonical(truth.cards, truth.parents)
+        b = cf_shapley_bounds(full, _xor_table, x, truth.observational())
+    assert b.success
+    assert np.all(b.lower - 1e-7 <= phi) and np.all(phi <= b.upper + 1e-7)
+
+
+def test_balke_pearl_vitamin_a():
+    p = np.zeros((2, 2, 2))
+    p[0, 0] = [0.0064, 0.9936]
+    p[1, 0] = [0.0028, 0.1972]
+    p[1, 1] = [0.001, 0.799]
+    lo, hi = balke_pearl_bounds(p)
+    np.testing.assert_allclose([lo, hi], [-0.1946, 0.0054], atol=1e-10)
+
+
+def test_desiderata_witnesses():
+    checked = {}
+    for w in witnesses(jax.random.key(0)):
+        for m in ("cf_shapley", "causal_shapley", "interventional_shap", "observational_shap"):
+            phi = attributions(m, w.scm, w.model, w.x, key=jax.random.key(0))
+            for d, ok in check_desiderata(phi, w.scm, w.model, w.x).items():
+                checked[m, d] = checked.get((m, d), True) and ok
+    assert all(
+        checked["cf_shapley", d]
+        for d in ("efficiency", "noncause_null", "indirect_credit", "unit_null")
+    )
+    assert not checked["interventional_shap", "indirect_credit"]
+    assert not checked["observational_shap", "noncause_null"]
+    assert not checked["causal_shapley", "unit_null"]
+
+
+def test_lime_recovers_linear_model_and_misses_interaction():
+    f = lambda v: 2.0 * v[0] - v[1] + 0.5 * v[2]
+    phi = lime_values(f, jnp.ones(3), jnp.zeros((1, 3)), key=jax.random.key(0), num_samples=300)
+    np.testing.assert_allclose(phi, [2.0, -1.0, 0.5], atol=1e-2)
+
+
+def test_interventional_shap_matches_shap_exact_explainer():
+    shap = pytest.importorskip("shap", reason="the shap package is not installed")
+    rng = np.random.default_rng(0)
+    bg = rng.normal(size=(20, 4))
+    x = rng.normal(size=4)
+
+    def f_np(a):
+        return np.tanh(a[:, 0] * a[:, 1]) + a[:, 2] ** 2 - a[:, 3]
+
+    def f_jnp(v):
+        return jnp.tanh(v[0] * v[1]) + v[2] ** 2 - v[3]
+
+    with jax.enable_x64(True):
+        scm = LinearGaussianSCM(jnp.zeros((4, 4)))
+        ours = shapley_values(
+            interventional_game(scm, f_jnp, jnp.asarray(x), background=jnp.asarray(bg))
+        )
+    explainer = shap.explainers.Exact(f_np, shap.maskers.Independent(bg, max_samples=20))
+    theirs = explainer(x[None]).values[0]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: LinearGaussianSCM(jnp.array([[0.0, 1.0], [1.0, 0.0]])), "cyclic"),
+        (lambda: LinearGaussianSCM(jnp.array([[1.0, 0.0], [0.0, 0.0]])), "self-loop"),
+        (lambda: DiscreteSCM.canonical((2, 2), ((1,), (0,))), "cyclic"),
+        (lambda: DiscreteSCM.canonical((2, 2), ((0,), ())), "self-loop"),
+        (lambda: DiscreteSCM.canonical((2, 2), ((), (5,))), "names node 5"),
+        (lambda: DiscreteSCM.canonical((2, 2), ((), (0,)), jnp.full(8, 0.2)), "probability"),
+    ],
+)
+def test_bad_models(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_bad_inputs():
+    scm = _chain()
+    with pytest.raises(ValueError, match="x has shape"):
+        counterfactual_game(scm, _beta_x2, jnp.ones(3), background=jnp.zeros((1, 2)))
+    with pytest.raises(ValueError, match="background"):
+        counterfactual_game(scm, _beta_x2, X_CHAIN)
+    d = DiscreteSCM.canonical((2, 2), ((), (0,)))
+    with pytest.raises(ValueError, match="outside"):
+        counterfactual_game(d, _beta_x2, jnp.array([0, 2]))
+    with pytest.raises(ValueError, match="outside \\[0, 1\\]"):
+        cf_shapley_bounds(d, _beta_x2, jnp.array([0, 1]), jnp.array([1.5, -0.5, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="num_permutations"):
+        shapley_sampling(
+            counterfactual_game(d, _beta_x2, jnp.array([0, 1])),
+            key=jax.random.key(0),
+            num_permutations=1,
+        )

@@ -1,0 +1,195 @@
+"""Tests of jaxpapers.graphons against closed forms, float64 loops and networkx."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import tolerance
+
+from jaxpapers.graphons import (
+    NeuralGraphon,
+    PatternGraph,
+    TailObjective,
+    TuranObjective,
+    clique,
+    clique_construction,
+    cycle,
+    edge,
+    hub_construction,
+    matrix_density,
+    optimise_graphon,
+    path,
+    plain_mc_density,
+    solve_shift,
+    step_density,
+    symmetric_mc_density,
+    triangle,
+)
+
+
+def _injective_density_loop(H: PatternGraph, A: np.ndarray) -> float:
+    m = A.shape[0]
+    total, count = 0.0, 0
+    for phi in itertools.permutations(range(m), H.num_nodes):
+        total += np.prod([A[phi[a], phi[b]] for a, b in H.edges])
+        count += 1
+    return total / count
+
+
+def _step_density_loop(H, sizes, values) -> float:
+    k = len(sizes)
+    total = 0.0
+    for phi in itertools.product(range(k), repeat=H.num_nodes):
+        w = np.prod([sizes[i] for i in phi])
+        total += w * np.prod([values[phi[a], phi[b]] for a, b in H.edges])
+    return total
+
+
+def test_step_density_closed_forms_and_loop():
+    p, a, b = 0.3, 0.4, 0.25
+    tol = tolerance(jnp.float32)
+    np.testing.assert_allclose(
+        step_density(cycle(4), jnp.ones(1), jnp.full((1, 1), p)), p**4, **tol
+    )
+    clique_w = jnp.array([[1.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_allclose(
+        step_density(triangle(), jnp.array([a, 1 - a]), clique_w), a**3, **tol
+    )
+    hub = jnp.array([[1.0, 1.0], [1.0, 0.0]])
+    np.testing.assert_allclose(
+        step_density(triangle(), jnp.array([b, 1 - b]), hub), 3 * b**2 - 2 * b**3, **tol
+    )
+    rng = np.random.default_rng(0)
+    sizes = rng.dirichlet(np.ones(3))
+    values = rng.uniform(size=(3, 3))
+    values = (values + values.T) / 2
+    for H in (clique(4), cycle(5), path(4)):
+        np.testing.assert_allclose(
+            step_density(H, jnp.asarray(sizes), jnp.asarray(values)),
+            _step_density_loop(H, sizes, values),
+            rtol=1e-5,
+        )
+
+
+def test_matrix_density_is_the_injective_u_statistic():
+    rng = np.random.default_rng(1)
+    A = rng.uniform(size=(7, 7))
+    A = (A + A.T) / 2
+    with jax.enable_x64(True):
+        for H in (triangle(), clique(4), cycle(4)):
+            np.testing.assert_allclose(
+                matrix_density(H, jnp.asarray(A)), _injective_density_loop(H, A), rtol=1e-10
+            )
+
+
+def test_monte_carlo_estimators_are_unbiased(key):
+    a, p = 0.35, 0.3
+    values = jnp.array([[0.9, p], [p, 0.2]])
+    exact = float(step_density(cycle(4), jnp.array([a, 1 - a]), values))
+
+    def W(x, y):
+        return values[(x >= a).astype(int), (y >= a).astype(int)]
+
+    keys = jax.random.split(key, 200)
+    for est in (
+        jax.vmap(lambda k: symmetric_mc_density(cycle(4), W, key=k, num_points=40))(keys),
+        jax.vmap(lambda k: plain_mc_density(cycle(4), W, key=k, num_tuples=400))(keys),
+    ):
+        se = float(est.std()) / np.sqrt(len(keys))
+        assert abs(float(est.mean()) - exact) < 4.5 * se
+
+
+def test_neural_graphon_symmetric_bounded_jit_vmap(key):
+    g = NeuralGraphon.init(key, width=12, depth=1)
+    x, y = jax.random.uniform(jax.random.key(1), (2, 50))
+    w = jax.jit(g.__call__)(x, y)
+    np.testing.assert_allclose(w, g(y, x), **tolerance(jnp.float32))
+    assert bool(((w > 0) & (w < 1)).all())
+    per = jax.vmap(lambda a, b: g(a, b))(x, y)
+    np.testing.assert_allclose(per, w, **tolerance(jnp.float32))
+
+
+def test_shift_solver_implicit_gradient_matches_finite_differences():
+    with jax.enable_x64(True):
+        L0 = jax.random.normal(jax.random.key(3), (12, 12), jnp.float64)
+        L0 = L0 + L0.T
+        direction = jax.random.normal(jax.random.key(4), (12, 12), jnp.float64)
+        direction = direction + direction.T
+
+        def shift(eps, H=triangle()):
+            return solve_shift(H, L0 + eps * direction, 0.05).shift
+
+        sol = solve_shift(triangle(), L0, 0.05)
+        assert abs(float(sol.residual)) < 1e-12
+        grad = jax.grad(shift)(0.0)
+        h = 1e-5
+        fd = (shift(h) - shift(-h)) / (2 * h)
+        np.testing.assert_allclose(grad, fd, rtol=1e-6)
+
+
+def test_optimise_graphon_reduces_the_objective(key):
+    g = NeuralGraphon.init(key, width=12, depth=1, sharpness=2.0)
+    obj = TailObjective(triangle(), 0.2, 1.0)
+    res = optimise_graphon(
+        obj, g, key=jax.random.key(1), steps=60, num_points=16, learning_rate=2e-2
+    )
+    assert bool(res.finite)
+    assert float(res.losses[-10:].mean()) < float(res.losses[:10].mean())
+    turan = TuranObjective(edge(), triangle())
+    res = optimise_graphon(turan, g, key=jax.random.key(1), steps=5, num_points=8)
+    assert res.losses.shape == (5,)
+
+
+def test_reference_constructions_meet_the_target():
+    p, delta = 0.1, 3.0
+    for c, blocks in (
+        (clique_construction(p, delta), lambda a: [[1.0, p], [p, p]]),
+        (hub_construction(p, delta), lambda b: [[1.0, 1.0], [1.0, p]]),
+    ):
+        t = step_density(
+            triangle(), jnp.array([c.parameter, 1 - c.parameter]), jnp.array(blocks(c.parameter))
+        )
+        np.testing.assert_allclose(t, (1 + delta) * p**3, rtol=1e-4)
+
+
+def test_sampled_graph_densities_match_networkx():
+    nx = pytest.importorskip("networkx", reason="networkx is not installed")
+    n = 24
+    g = NeuralGraphon.init(jax.random.key(5), width=12, depth=1)
+    x = jax.random.uniform(jax.random.key(6), (n,))
+    probs = np.asarray(g.matrix(x))
+    upper = np.triu(np.random.default_rng(0).uniform(size=(n, n)) < probs, 1)
+    adj = (upper | upper.T).astype(np.float64)
+    G = nx.from_numpy_array(adj)
+    falling3 = n * (n - 1) * (n - 2)
+    falling4 = falling3 * (n - 3)
+    triangles = sum(nx.triangles(G).values()) // 3
+    squares = sum(1 for c in nx.simple_cycles(G, length_bound=4) if len(c) == 4)
+    with jax.enable_x64(True):
+        A = jnp.asarray(adj)
+        np.testing.assert_allclose(
+            matrix_density(triangle(), A), 6 * triangles / falling3, rtol=1e-12
+        )
+        np.testing.assert_allclose(matrix_density(cycle(4), A), 8 * squares / falling4, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: PatternGraph(3, [(0, 0), (1, 2)]), "self-loop"),
+        (lambda: PatternGraph(3, [(0, 5)]), "outside"),
+        (lambda: PatternGraph(3, [(0, 1), (1, 0)]), "repeat"),
+        (lambda: solve_shift(edge(), jnp.zeros((4, 4)), 1.5), "densities lie in"),
+        (lambda: TailObjective(triangle(), 1.2, 0.5), "p in \\(0, 1\\)"),
+        (lambda: TailObjective(triangle(), 0.0, 0.5), "p in \\(0, 1\\)"),
+        (lambda: step_density(triangle(), jnp.array([0.5, 0.6]), jnp.eye(2)), "sizes"),
+        (lambda: matrix_density(clique(4), jnp.ones((3, 3))), "cannot hold"),
+    ],
+)
+def test_bad_inputs(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
