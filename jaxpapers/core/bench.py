@@ -142,6 +142,7 @@ def find_benchmarks_dir() -> Path:
 
 
 def available_benchmarks() -> list[str]:
+    """Names of the benchmark scripts in ``benchmarks/`` (files starting with ``_`` are helpers)."""
     try:
         folder = find_benchmarks_dir()
     except FileNotFoundError:
@@ -164,6 +165,7 @@ def run_benchmark(name: str, out: Path, *, quick: bool = True) -> list[dict[str,
 
 
 def render_rows(rows: Sequence[dict[str, Any]]) -> str:
+    """A plain-text table of benchmark rows: case, metric, value, unit."""
     width = max((len(r["case"]) for r in rows), default=4)
     return "\n".join(
         f"{r['case']:<{width}}  {r['metric']:<14} {r['value']:>14.6g} {r['unit']}" for r in rows

@@ -51,18 +51,22 @@ class PatternGraph(eqx.Module):
 
 
 def edge() -> PatternGraph:
+    """The single edge ``K2`` (its density is the graphon's edge density)."""
     return PatternGraph(2, [(0, 1)], "K2")
 
 
 def clique(r: int) -> PatternGraph:
+    """The complete graph ``K_r`` on ``r`` nodes."""
     return PatternGraph(r, itertools.combinations(range(r), 2), f"K{r}")
 
 
 def triangle() -> PatternGraph:
+    """The triangle ``K3``."""
     return clique(3)
 
 
 def cycle(k: int) -> PatternGraph:
+    """The cycle ``C_k`` on ``k`` nodes."""
     return PatternGraph(k, [(i, (i + 1) % k) for i in range(k)], f"C{k}")
 
 
