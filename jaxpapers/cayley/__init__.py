@@ -1,1 +1,90 @@
-"""jaxpapers.cayley (being written)."""
+r"""Cayley-Encoder: a GNN over a frozen language model's layers on a Cayley graph of SL(2, Z_n).
+
+Derivation (from the abstract and its predecessors). A frozen encoder with ``L`` layers gives, for
+a text, per-layer token states; mean pooling over tokens gives :math:`x_l \in \mathbb{R}^D`,
+:math:`l = 0 .. L-1` (for all-MiniLM-L6-v2, ``L = 7``: the embeddings and six layers). The usual
+predictor reads only :math:`x_{L-1}`. The paper instead treats the layers as the nodes of a graph
+and runs a light GNN on it (:class:`LayerGNN`):
+
+.. math::
+    h_v^{(0)} = P x_v + e_v, \qquad
+    h_v^{(r+1)} = h_v^{(r)} + \mathrm{gelu}\Big(W_u^{(r)} h_v^{(r)} +
+        W_m^{(r)} \operatorname{agg}_{u \in N(v)} h_u^{(r)}\Big), \qquad
+    \hat y = W_o \tfrac{1}{L} \textstyle\sum_{l < L} h_l^{(R)},
+
+with one projection ``P`` shared by all layers (so the added parameters are ``O(D h + h^2)``, far
+below 0.1% of the LM) and a learned node embedding ``e_v``. On the fully connected layer graph
+this is the paper's first finding; the Cayley-Encoder replaces the graph with the Cayley graph of
+:math:`SL(2, \mathbb{Z}_n)` for generators :math:`[[1,1],[0,1]]`, :math:`[[1,0],[1,1]]` and their
+inverses (:func:`sl2_cayley_graph`): 4-regular, sparse, an expander family with logarithmic
+diameter (Expander / Cayley Graph Propagation). The smallest ``n`` with
+:math:`|SL(2, \mathbb{Z}_n)| = n^3 \prod_{p | n}(1 - p^{-2}) \ge L` is used; layers sit on the
+first ``L`` nodes in BFS order and the rest are virtual nodes with learned or zero features, or
+the graph is truncated to the subgraph induced by the first ``L`` nodes (:func:`layer_graph`).
+
+Baselines (:mod:`._probes`): last-layer probe, best single layer chosen on validation, mean over
+layers, attention-weighted inter-layer aggregation, and the same GNN on the fully connected graph.
+
+What is measured here (``jaxpapers reproduce P03``): the real all-MiniLM-L6-v2 (frozen) on word
+and phrase valence tasks from the VADER and AFINN lexicons (no sentence-level labelled corpus
+ships in a package), in a few-shot regime (16 / 64 / 256 labelled examples); accuracy of every
+head, the added-parameter fraction, per-layer occlusion attributions, and a synthetic sanity check
+whose Bayes accuracy is known in closed form.
+
+What the quick run showed (3 seeds, 2 tasks, 7 layers, hidden 16, 150 full-batch AdamW steps):
+every layer GNN beats every single-layer probe clearly (256 examples: about 0.76 vs 0.69 for the
+best single layer and 0.66 for the last layer; 16 examples: 0.58 vs 0.51), at 0.03% of MiniLM's
+parameters; the Cayley graph ties the fully connected one rather than beating it. With only 7
+layers the complete graph has 42 directed edges against the Cayley graph's 96 over 24 nodes, so
+neither sparsity nor overfitting separates them; the paper's gain is expected for deep LMs (24-80
+layers), where a complete graph's edges grow quadratically. ``--full`` uses more steps and a
+wider head; a deeper encoder would be the real test and none ships offline beyond MiniLM.
+
+Examples:
+    >>> import jax, jax.numpy as jnp
+    >>> from jaxpapers.cayley import LayerGNN, fit_head, layer_graph, accuracy
+    >>> x = jax.random.normal(jax.random.key(0), (32, 7, 8))
+    >>> y = (x[:, 3, 0] > 0).astype(jnp.int32)
+    >>> head = LayerGNN(layer_graph(7), 8, 2, key=jax.random.key(1), hidden=8)
+    >>> fit = fit_head(head, x, y, steps=200, learning_rate=1e-2)
+    >>> bool(accuracy(fit.head, x, y) > 0.9)
+    True
+
+References:
+    Cayley-Encoder (NeurIPS 2026), the paper this package implements.
+    Deac, Lackenby & Veličković 2022, "Expander Graph Propagation", arXiv:2210.02997.
+    Wilson, Bechler-Speicher & Veličković 2024, "Cayley Graph Propagation", arXiv:2410.03424.
+    Reimers & Gurevych 2019, "Sentence-BERT", arXiv:1908.10084 (all-MiniLM-L6-v2's pooling).
+"""
+
+from jaxpapers.cayley._encoder import LayerGNN, message_passing
+from jaxpapers.cayley._features import encode_layers
+from jaxpapers.cayley._fit import FitResult, accuracy, count_params, fit_head, layer_attribution
+from jaxpapers.cayley._graph import (
+    CayleyGraph,
+    LayerGraph,
+    cayley_modulus,
+    layer_graph,
+    sl2_cayley_graph,
+    sl2_order,
+)
+from jaxpapers.cayley._probes import AttentionPooling, LayerProbe
+
+__all__ = [
+    "AttentionPooling",
+    "CayleyGraph",
+    "FitResult",
+    "LayerGNN",
+    "LayerGraph",
+    "LayerProbe",
+    "accuracy",
+    "cayley_modulus",
+    "count_params",
+    "encode_layers",
+    "fit_head",
+    "layer_attribution",
+    "layer_graph",
+    "message_passing",
+    "sl2_cayley_graph",
+    "sl2_order",
+]

@@ -13,6 +13,7 @@ with ``safetensors.numpy`` and ``tokenizers``). Nothing is downloaded at run tim
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+
+from jaxpapers.core.checks import check_labels
 
 
 class BertConfig(NamedTuple):
@@ -81,14 +84,11 @@ class Bert(nnx.Module):
         self.emb_ln = nnx.LayerNorm(cfg.hidden, epsilon=cfg.ln_eps, rngs=rngs)
         self.layers = nnx.List([BertLayer(cfg, rngs=rngs) for _ in range(cfg.layers)])
 
-    def embed(self, ids: jax.Array) -> jax.Array:
-        """Token ids ``[B, T]`` -> embeddings ``[B, T, D]`` (token type 0)."""
+    def embed(self, ids: jax.Array, token_type_ids: jax.Array | None = None) -> jax.Array:
+        """Token ids ``[B, T]`` -> embeddings ``[B, T, D]`` (segment ids default to 0)."""
         t = ids.shape[1]
-        h = (
-            self.word(ids)
-            + self.position(jnp.arange(t))[None]
-            + self.token_type(jnp.zeros_like(ids))
-        )
+        types = jnp.zeros_like(ids) if token_type_ids is None else token_type_ids
+        h = self.word(ids) + self.position(jnp.arange(t))[None] + self.token_type(types)
         return self.emb_ln(h)
 
     def __call__(
@@ -96,31 +96,51 @@ class Bert(nnx.Module):
         ids: jax.Array | None,
         mask: jax.Array,
         *,
+        token_type_ids: jax.Array | None = None,
         hidden: jax.Array | None = None,
         start: int = 0,
         stop: int | None = None,
+        all_layers: bool = False,
     ) -> jax.Array:
-        """Hidden states after layers ``start .. stop - 1``.
+        """Hidden states after layers ``start .. stop - 1`` (or every one of them).
 
         Args:
           ids: ``[B, T]`` int token ids (used when ``hidden`` is None).
           mask: ``[B, T]`` attention mask (1 token, 0 padding).
+          token_type_ids: ``[B, T]`` segment ids in ``[0, type_vocab)`` (default all 0, as for a
+            single sentence); only used with ``ids``.
           hidden: ``[B, T, D]`` states entering layer ``start`` (default: the embeddings).
           start, stop: layer range (default: all layers).
+          all_layers: return the states entering layer ``start`` followed by the output of
+            every layer up to ``stop - 1`` (the Hugging Face ``output_hidden_states`` order).
 
         Returns:
-          ``[B, T, D]`` float32.
+          ``[B, T, D]`` float32, or ``[stop - start + 1, B, T, D]`` with ``all_layers``.
         """
         if hidden is None:
             if ids is None or ids.ndim != 2:
                 raise ValueError(f"ids must be [B, T] token ids; got {getattr(ids, 'shape', None)}")
-            hidden = self.embed(ids)
+            if token_type_ids is not None:
+                if token_type_ids.shape != ids.shape:
+                    raise ValueError(
+                        f"token_type_ids has shape {token_type_ids.shape}; expected {ids.shape}"
+                    )
+                check_labels("token_type_ids", token_type_ids, self.cfg.type_vocab)
+            hidden = self.embed(ids, token_type_ids)
+        elif token_type_ids is not None:
+            raise ValueError("token_type_ids is only used with ids; hidden was given instead")
         if mask.shape != hidden.shape[:2]:
             raise ValueError(f"mask has shape {mask.shape}; expected {hidden.shape[:2]}")
         stop = len(self.layers) if stop is None else stop
+        if not 0 <= start <= stop <= len(self.layers):
+            raise ValueError(
+                f"start={start}, stop={stop}; expected 0 <= start <= stop <= {len(self.layers)}"
+            )
+        states = [hidden]
         for i in range(start, stop):
             hidden = self.layers[i](hidden, mask)
-        return hidden
+            states.append(hidden)
+        return jnp.stack(states) if all_layers else hidden
 
 
 def mean_pool(h: jax.Array, mask: jax.Array) -> jax.Array:
@@ -216,17 +236,30 @@ def load_tokenizer(path: str | Path | None = None):
 
 
 def tokenize(tokenizer: Any, texts: list[str], max_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """``[N, max_len]`` int32 ids (with [CLS]/[SEP], truncated, 0-padded) and the 0/1 mask."""
+    """``[N, max_len]`` int32 ids (with [CLS]/[SEP], 0-padded) and the 0/1 mask.
+
+    Texts longer than ``max_len`` tokens are truncated (keeping [CLS] and [SEP]) with a
+    ``UserWarning`` that says how many were cut; pass a larger ``max_len`` (at most the model's
+    ``max_position``) to keep them whole.
+    """
     if max_len < 3:
         raise ValueError(f"max_len={max_len}; expected at least 3 ([CLS], a token, [SEP])")
     tokenizer.enable_truncation(max_len)
     tokenizer.no_padding()
     ids = np.zeros((len(texts), max_len), np.int32)
     mask = np.zeros((len(texts), max_len), np.int32)
+    cut = 0
     for i, enc in enumerate(tokenizer.encode_batch(texts)):
         n = len(enc.ids)
         ids[i, :n] = enc.ids
         mask[i, :n] = 1
+        cut += bool(enc.overflowing)
+    if cut:
+        warnings.warn(
+            f"{cut} of {len(texts)} texts are longer than max_len={max_len} tokens; truncated",
+            UserWarning,
+            stacklevel=2,
+        )
     return ids, mask
 
 

@@ -1,0 +1,48 @@
+"""Attach a Cayley-Encoder head to a frozen all-MiniLM-L6-v2 and train it on your own sentences.
+
+Every layer's mean-pooled states (embeddings + 6 layers) feed a small GNN on the Cayley graph of
+SL(2, Z_3); only the head (~0.1% of MiniLM's parameters) is trained.
+
+    python examples/cayley.py
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from jaxpapers.cayley import LayerGNN, accuracy, count_params, encode_layers, fit_head, layer_graph
+from jaxpapers.core.nn.bert import load_minilm, load_tokenizer, tokenize
+
+# your labelled sentences (1 = about food, 0 = about weather)
+train = [
+    ("The soup was rich and salty.", 1),
+    ("I baked fresh bread this morning.", 1),
+    ("This pasta needs more garlic.", 1),
+    ("The curry was far too spicy.", 1),
+    ("Heavy rain is expected tonight.", 0),
+    ("It was sunny and warm all day.", 0),
+    ("A cold wind blew from the north.", 0),
+    ("Snow covered the roads by noon.", 0),
+]
+test = [("We grilled fish for dinner.", 1), ("Thunderstorms rolled in at dusk.", 0)]
+
+lm, tokenizer = load_minilm(), load_tokenizer()
+
+
+def features(pairs):
+    ids, mask = tokenize(tokenizer, [text for text, _ in pairs], 16)
+    x = encode_layers(lm, ids, mask)  # [N, 7, 384]
+    return x, jnp.array([label for _, label in pairs])
+
+
+x, y = features(train)
+xt, yt = features(test)
+scale = x.std(axis=0).mean(axis=-1, keepdims=True)  # put every layer on the same scale
+head = LayerGNN(layer_graph(x.shape[1]), x.shape[2], 2, key=jax.random.key(0), hidden=16)
+fit = fit_head(head, x / scale, y, steps=100, learning_rate=1e-2)
+lm_params = sum(v.size for v in jax.tree.leaves(nnx.state(lm, nnx.Param)))
+print(f"head parameters: {count_params(head)} ({count_params(head) / lm_params:.3%} of MiniLM)")
+print(
+    f"train accuracy {float(accuracy(fit.head, x / scale, y)):.2f}, "
+    f"test accuracy {float(accuracy(fit.head, xt / scale, yt)):.2f}"
+)

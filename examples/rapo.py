@@ -1,0 +1,61 @@
+"""Psy-CoT prompts, and GRPO vs RAPO losses on rollouts of a small decoder in the role-play world.
+
+python examples/rapo.py
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from jaxpapers.core.nn.decoder import DecoderLM
+from jaxpapers.rapo import (
+    COMPLETION_LEN,
+    NULL_TOKEN,
+    PROMPT_LEN,
+    PsyCoT,
+    World,
+    build_prompt,
+    completion_log_probs,
+    completion_mask,
+    draw_batch,
+    format_psycot,
+    group_advantages,
+    grpo_loss,
+    profile_token_pmi,
+    rapo_loss,
+    rollout,
+    score,
+    split_profiles,
+)
+
+# 1. the Psy-CoT format for a text LLM
+profile = {"name": "Mira", "occupation": "lighthouse keeper", "temperament": "gruff"}
+print(build_prompt(profile, "Is the storm coming?"))
+print(format_psycot(PsyCoT("asks about the storm", "uneasy", "the lamp, the tide", "Aye.")))
+
+# 2. GRPO and RAPO on rollouts of a (here untrained) policy in the synthetic world
+world = World()
+lm = DecoderLM(
+    world.vocab_size,
+    d_model=32,
+    num_heads=4,
+    num_layers=1,
+    max_len=PROMPT_LEN + COMPLETION_LEN,
+    rngs=nnx.Rngs(0),
+)
+graphdef, state = nnx.split(lm)
+train, unseen = split_profiles(world)
+batch = draw_batch(jax.random.key(0), jnp.asarray(train), 4)
+tokens = rollout(graphdef, state, world, batch, key=jax.random.key(1), group_size=4)
+expanded = jax.tree.map(lambda a: jnp.repeat(a, 4, axis=0), batch)
+scores = score(world, expanded, tokens[:, PROMPT_LEN:])
+adv = group_advantages(scores.hackable_reward.reshape(4, 4)).reshape(-1)
+mask = completion_mask(tokens[:, PROMPT_LEN:])
+logp = completion_log_probs(graphdef, state, tokens)
+no_profile = tokens.at[:, 1:5].set(NULL_TOKEN)
+pmi = profile_token_pmi(logp, completion_log_probs(graphdef, state, no_profile))
+print("GRPO loss", float(grpo_loss(logp, logp, adv, mask).loss))
+print("RAPO loss", float(rapo_loss(logp, logp, adv, mask, pmi, alpha=1.0, gamma=0.5).loss))
+print(
+    "judge reward", float(scores.hackable_reward.mean()), "fidelity", float(scores.fidelity.mean())
+)

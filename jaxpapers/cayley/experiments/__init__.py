@@ -1,0 +1,146 @@
+"""P03 experiments: registrations and the table of sizes (the work is in ``_run``)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from jaxpapers.cayley.experiments import _run
+from jaxpapers.cayley.experiments._run import Sizes
+from jaxpapers.core.experiment import AllOf, Better, Context, Experiment, Threshold, register
+
+SIZES = {
+    "smoke": Sizes(
+        pool=256,
+        val=16,
+        test=32,
+        shots=(16, 64, 256),
+        steps=10,
+        hidden=8,
+        synthetic_train=32,
+        synthetic_test=64,
+    ),
+    "quick": Sizes(
+        pool=320,
+        val=128,
+        test=512,
+        shots=(16, 64, 256),
+        steps=150,
+        hidden=16,
+        synthetic_train=1024,
+        synthetic_test=4096,
+    ),
+    "full": Sizes(
+        pool=1024,
+        val=512,
+        test=1500,
+        shots=(16, 64, 256),
+        steps=600,
+        hidden=32,
+        synthetic_train=4096,
+        synthetic_test=16384,
+    ),
+}
+
+
+def _sized(fn, ctx: Context):
+    return fn(ctx, ctx.pick(**SIZES))
+
+
+GNN = "Cayley-Encoder"
+SHOTS = SIZES["quick"].shots
+
+register(
+    Experiment(
+        paper="P03",
+        id="bayes_limit",
+        claim="Sanity: on synthetic layers holding independent noisy copies of the class signal, "
+        "the Cayley-Encoder beats the one-layer Bayes accuracy Phi(s) by > 0.1 without exceeding "
+        "the all-layer one Phi(s sqrt L); a last-layer probe lands within 0.03 of Phi(s)",
+        metric="test accuracy",
+        lower_is_better=False,
+        baselines=("last-layer probe",),
+        methods=(GNN,),
+        rule=AllOf(
+            (
+                Threshold(GNN, _run.BAYES_ONE + 0.1, below=False),
+                Threshold(GNN, _run.BAYES_ALL + 0.01),
+                Threshold("last-layer probe", _run.BAYES_ONE + 0.01),
+                Threshold("last-layer probe", _run.BAYES_ONE - 0.03, below=False),
+            )
+        ),
+        run=partial(_sized, _run.bayes_limit),
+    )
+)
+register(
+    Experiment(
+        paper="P03",
+        id="probe_accuracy",
+        claim="Over frozen MiniLM layers, Cayley-Encoder > fully connected layer GNN > best single "
+        "layer > last-layer probe",
+        metric="test accuracy (mean over tasks; largest training set)",
+        lower_is_better=False,
+        baselines=(
+            "fully connected GNN",
+            "attention aggregation",
+            "best single layer",
+            "mean over layers",
+            "last-layer probe",
+        ),
+        methods=(GNN, "Cayley (zero virtual nodes)", "Cayley (truncated graph)"),
+        rule=AllOf(
+            (
+                Better(GNN, "fully connected GNN"),
+                Better("fully connected GNN", "best single layer"),
+                Better("best single layer", "last-layer probe"),
+            )
+        ),
+        run=partial(_sized, _run.probe_accuracy),
+    )
+)
+register(
+    Experiment(
+        paper="P03",
+        id="few_shot",
+        claim="The Cayley-Encoder beats the best single layer with 16, 64 and 256 labelled "
+        "examples",
+        metric="test accuracy (mean over tasks)",
+        lower_is_better=False,
+        baselines=tuple(
+            f"{b} @{s}"
+            for s in SHOTS
+            for b in ("fully connected GNN", "best single layer", "last-layer probe")
+        ),
+        methods=tuple(f"{GNN} @{s}" for s in SHOTS),
+        rule=AllOf(tuple(Better(f"{GNN} @{s}", f"best single layer @{s}") for s in SHOTS)),
+        run=partial(_sized, _run.few_shot),
+        plot=_run.plot_few_shot,
+    )
+)
+register(
+    Experiment(
+        paper="P03",
+        id="param_budget",
+        claim="The Cayley-Encoder adds at most 0.1% of the LM's parameters",
+        metric="added parameters / all-MiniLM-L6-v2 parameters",
+        lower_is_better=True,
+        baselines=("fully connected GNN", "attention aggregation", "linear probe"),
+        methods=(GNN,),
+        rule=Threshold(GNN, 0.001),
+        run=partial(_sized, _run.param_budget),
+    )
+)
+register(
+    Experiment(
+        paper="P03",
+        id="layer_contributions",
+        claim="Several layers contribute to the Cayley-Encoder's prediction (occlusion drop of at "
+        "least a quarter of the largest)",
+        metric="number of contributing layers (mean over tasks)",
+        lower_is_better=False,
+        baselines=(),
+        methods=("layers contributing",),
+        rule=Threshold("layers contributing", 1.5, below=False),
+        run=partial(_sized, _run.layer_contributions),
+        plot=_run.plot_contributions,
+    )
+)

@@ -1,0 +1,82 @@
+"""Few-shot splits of frozen all-MiniLM-L6-v2 layer features on offline lexicon tasks."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import numpy as np
+from flax import nnx
+
+from jaxpapers.cayley import encode_layers
+from jaxpapers.core.data.text import TextTask, afinn_valence, vader_sentiment
+from jaxpapers.core.experiment import Context
+from jaxpapers.core.nn.bert import load_minilm, load_tokenizer, tokenize
+
+#: Task loaders; both are human-rated word/phrase lexicons shipped by PyPI packages.
+TASKS = {"vader_sentiment": vader_sentiment, "afinn_valence": afinn_valence}
+MAX_TOKENS = 6
+
+
+class Splits(NamedTuple):
+    """Per-task pools: ``train [K, P, L, D]`` (first ``shots`` rows used), val, test, labels."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray
+    y_val: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    lm_params: int
+
+
+def _short_texts(task: TextTask, tokenizer, limit: int) -> tuple[list[str], np.ndarray]:
+    """Entries that fit in ``limit`` word pieces with [CLS] and [SEP] (so none is truncated)."""
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    lengths = np.array([len(e.ids) for e in tokenizer.encode_batch(task.texts)])
+    keep = np.flatnonzero(lengths <= limit)
+    return [task.texts[i] for i in keep], task.labels[keep]
+
+
+def _cached_array(ctx: Context, name: str, compute) -> np.ndarray:
+    """An array step stored as ``.npy`` in the paper's shared work folder (reused on --resume)."""
+    folder = ctx.workdir.parent / "_shared"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.npy"
+    if path.exists():
+        return np.load(path)
+    value = np.asarray(compute())
+    tmp = folder / f".{name}.tmp.npy"
+    np.save(tmp, value)
+    tmp.replace(path)
+    return value
+
+
+def load_splits(ctx: Context, *, train: int, val: int, test: int, seed: int = 0) -> Splits:
+    """Class-stratified pools per task, encoded once by the frozen MiniLM and standardised.
+
+    Features are centred per layer and dimension and scaled per layer over the whole pool (no
+    labels involved), so that every layer enters the heads on the same scale.
+    """
+    tokenizer = load_tokenizer()
+    model = load_minilm()
+    lm_params = int(sum(np.size(v) for v in jax.tree.leaves(nnx.state(model, nnx.Param))))
+    parts = []
+    for name, loader in TASKS.items():
+        texts, labels = _short_texts(loader(), tokenizer, MAX_TOKENS)
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(len(texts))[: train + val + test]
+
+        def encode(order=order, texts=texts):
+            ids, mask = tokenize(tokenizer, [texts[i] for i in order], MAX_TOKENS)
+            return encode_layers(model, ids, mask, batch_size=512)
+
+        x = _cached_array(ctx, f"minilm_{name}_{train}_{val}_{test}_{seed}", encode)
+        x = (x - x.mean(0)) / x.std(0).mean(-1, keepdims=True)
+        y = labels[order]
+        cut = (train, train + val)
+        parts.append((x[: cut[0]], y[: cut[0]], x[cut[0] : cut[1]], y[cut[0] : cut[1]]))
+        parts[-1] += (x[cut[1] :], y[cut[1] :])
+    arrays = [np.stack(p) for p in zip(*parts, strict=True)]
+    return Splits(*arrays, lm_params=lm_params)

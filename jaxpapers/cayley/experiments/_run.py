@@ -1,0 +1,197 @@
+"""The measurements behind each registered P03 experiment, and their plots."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.stats import norm
+
+from jaxpapers.cayley import LayerGNN, LayerProbe, accuracy, fit_head, layer_graph
+from jaxpapers.cayley.experiments._data import TASKS, load_splits
+from jaxpapers.cayley.experiments._train import probe_rows, run_grid, synthetic_layers
+from jaxpapers.core.experiment import Context, Outcome
+
+LAYERS = 7  # all-MiniLM-L6-v2: the embeddings and six transformer layers
+
+
+class Sizes(NamedTuple):
+    """Sizes of one run (picked per ``smoke`` / ``quick`` / ``full``)."""
+
+    pool: int
+    val: int
+    test: int
+    shots: tuple[int, ...]
+    steps: int
+    hidden: int
+    synthetic_train: int
+    synthetic_test: int
+
+
+def _grid(ctx: Context, sizes: Sizes) -> dict:
+    def compute():
+        splits = load_splits(ctx, train=sizes.pool, val=sizes.val, test=sizes.test)
+        out = run_grid(
+            splits,
+            shots=sizes.shots,
+            seeds=ctx.seed_list,
+            steps=sizes.steps,
+            learning_rate=5e-3,
+            weight_decay=1e-2,
+            hidden=sizes.hidden,
+        )
+        out["lm_params"] = splits.lm_params
+        return out
+
+    key = f"grid_{ctx.size}_{ctx.seeds}_{sizes.pool}_{sizes.shots}_{sizes.steps}_{sizes.hidden}"
+    return ctx.cached(key.replace(" ", ""), compute, shared=True)
+
+
+def _rows_at(grid: dict, shots: int, seeds: list[int]) -> dict[str, np.ndarray]:
+    """Test accuracy per seed (mean over tasks) of every head trained at one size."""
+    seed_of = np.array([r for _, r in grid["grid"]])
+    res = grid["results"]
+    heads = {
+        name: np.asarray(by_size[str(shots)]["test"])
+        for name, by_size in res.items()
+        if name != "probes" and str(shots) in by_size
+    }
+    probes = probe_rows({k: np.asarray(v) for k, v in res["probes"][str(shots)].items()}, LAYERS)
+    heads.update({k: v for k, v in probes.items() if k != "best layer index"})
+    return {k: np.array([v[seed_of == r].mean() for r in seeds]) for k, v in heads.items()}
+
+
+def probe_accuracy(ctx: Context, sizes: Sizes) -> Outcome:
+    grid = _grid(ctx, sizes)
+    top = str(max(sizes.shots))
+    rows = _rows_at(grid, max(sizes.shots), ctx.seed_list)
+    res = grid["results"]
+    finite = all(np.all(by_size[top]["finite"]) for by_size in res.values())
+    best = probe_rows({k: np.asarray(v) for k, v in res["probes"][top].items()}, LAYERS)
+    return Outcome(
+        {k: v.tolist() for k, v in rows.items()},
+        {
+            "tasks": list(TASKS),
+            "shots": max(sizes.shots),
+            "all_training_finite": bool(finite),
+            "best_layer_index_per_cell": best["best layer index"].tolist(),
+            "cells": grid["grid"],
+            "metric_detail": "test accuracy averaged over the tasks, one value per seed",
+        },
+    )
+
+
+def few_shot(ctx: Context, sizes: Sizes) -> Outcome:
+    grid = _grid(ctx, sizes)
+    values, curves = {}, {}
+    for s in sizes.shots:
+        rows = _rows_at(grid, s, ctx.seed_list)
+        for name in (
+            "Cayley-Encoder",
+            "fully connected GNN",
+            "best single layer",
+            "last-layer probe",
+        ):
+            values[f"{name} @{s}"] = rows[name].tolist()
+            curves.setdefault(name, []).append(float(rows[name].mean()))
+    return Outcome(values, {"shots": list(sizes.shots), "curves": curves})
+
+
+def param_budget(ctx: Context, sizes: Sizes) -> Outcome:
+    grid = _grid(ctx, sizes)
+    lm = grid["lm_params"]
+    fractions = {k: v / lm for k, v in grid["params"].items()}
+    return Outcome(
+        {k: [v] * len(ctx.seed_list) for k, v in fractions.items()},
+        {"lm_params": lm, "head_params": grid["params"]},
+    )
+
+
+def layer_contributions(ctx: Context, sizes: Sizes) -> Outcome:
+    """Occlusion attribution of each layer for the trained Cayley-Encoder at the largest size."""
+    grid = _grid(ctx, sizes)
+    attr = np.asarray(grid["results"]["Cayley-Encoder"][str(max(sizes.shots))]["attr"])
+    tasks = np.array([k for k, _ in grid["grid"]])
+    seeds = np.array([r for _, r in grid["grid"]])
+    # a layer "contributes" when hiding it costs at least a quarter of the largest layer's drop
+    # and at least one test example (the drop is an accuracy difference)
+    top = attr.max(axis=1, keepdims=True)
+    counts = ((attr >= 0.25 * top) & (attr >= 1.0 / sizes.test)).sum(axis=1)
+    per_seed = [float(counts[seeds == r].mean()) for r in ctx.seed_list]
+    per_task = {name: attr[tasks == k].mean(axis=0).tolist() for k, name in enumerate(TASKS)}
+    return Outcome({"layers contributing": per_seed}, {"mean_attribution": per_task})
+
+
+FEATURES = 16
+DIRECTION = np.ones(FEATURES, np.float32) / FEATURES**0.5
+
+
+@partial(jax.jit, static_argnames=("sizes", "signal"))
+def _synthetic(keys, sizes: Sizes, signal: float):
+    def one(key):
+        k_data, k_test, k_head = jax.random.split(key, 3)
+        u = jnp.asarray(DIRECTION)
+        x, y, _ = synthetic_layers(
+            k_data, sizes.synthetic_train, layers=LAYERS, direction=u, signal=signal
+        )
+        xt, yt, _ = synthetic_layers(
+            k_test, sizes.synthetic_test, layers=LAYERS, direction=u, signal=signal
+        )
+        gnn = LayerGNN(layer_graph(LAYERS), FEATURES, 2, key=k_head, hidden=16)
+        probe = LayerProbe(LAYERS, FEATURES, 2, layer=-1, key=k_head)
+        hp = {"steps": sizes.steps, "learning_rate": 1e-2, "weight_decay": 1e-2}
+        return (
+            accuracy(fit_head(gnn, x, y, **hp).head, xt, yt),
+            accuracy(fit_head(probe, x, y, **hp).head, xt, yt),
+        )
+
+    return jax.vmap(one)(keys)
+
+
+SIGNAL = 0.5
+#: closed-form Bayes accuracies: Phi(s) from one layer, Phi(s sqrt(L)) from all of them
+BAYES_ONE = float(norm.cdf(SIGNAL))
+BAYES_ALL = float(norm.cdf(SIGNAL * LAYERS**0.5))
+
+
+def bayes_limit(ctx: Context, sizes: Sizes) -> Outcome:
+    """Synthetic layers with closed-form Bayes accuracies (see ``synthetic_layers``)."""
+    keys = jnp.stack([jax.random.key(1000 + s) for s in ctx.seed_list])
+    gnn, probe = (np.asarray(a) for a in _synthetic(keys, sizes, SIGNAL))
+    return Outcome(
+        {"Cayley-Encoder": gnn.tolist(), "last-layer probe": probe.tolist()},
+        {"bayes_one_layer": BAYES_ONE, "bayes_all_layers": BAYES_ALL},
+    )
+
+
+def plot_few_shot(outcome: Outcome, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    for name, curve in outcome.extras["curves"].items():
+        ax.plot(outcome.extras["shots"], curve, marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("labelled training examples")
+    ax.set_ylabel("test accuracy (mean over tasks)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def plot_contributions(outcome: Outcome, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    per_task = outcome.extras["mean_attribution"]
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    width = 0.8 / len(per_task)
+    for i, (name, attr) in enumerate(per_task.items()):
+        ax.bar(np.arange(len(attr)) + i * width, attr, width, label=name)
+    ax.set_xlabel("layer (0 = embeddings)")
+    ax.set_ylabel("accuracy drop when occluded")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

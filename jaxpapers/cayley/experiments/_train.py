@@ -1,0 +1,186 @@
+"""Every head trained on one vmapped grid of (task, shots, seed), one compiled program per head."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy.stats import norm
+
+from jaxpapers.cayley import (
+    AttentionPooling,
+    LayerGNN,
+    LayerProbe,
+    accuracy,
+    count_params,
+    fit_head,
+    layer_attribution,
+    layer_graph,
+)
+
+NUM_CLASSES = 4  # the largest task's; binary tasks leave two logits unused, so shapes are shared
+
+
+def _cayley(key, *, layers, features, hidden, virtual_features="learned", virtual=True):
+    graph = layer_graph(layers, virtual=virtual)
+    return LayerGNN(
+        graph, features, NUM_CLASSES, key=key, hidden=hidden, virtual_features=virtual_features
+    )
+
+
+def _complete(key, *, layers, features, hidden):
+    graph = layer_graph(layers, topology="complete")
+    return LayerGNN(graph, features, NUM_CLASSES, key=key, hidden=hidden)
+
+
+def _attention(key, *, layers, features, hidden):
+    return AttentionPooling(layers, features, NUM_CLASSES, key=key, hidden=hidden)
+
+
+#: Heads trained on all layers; names are the result rows.
+GRAPH_HEADS = {
+    "Cayley-Encoder": _cayley,
+    "Cayley (zero virtual nodes)": partial(_cayley, virtual_features="zero"),
+    "Cayley (truncated graph)": partial(_cayley, virtual=False),
+    "fully connected GNN": _complete,
+    "attention aggregation": _attention,
+}
+
+
+def _probe(key, *, layers, features, hidden):
+    del layers, hidden
+    return LayerProbe(1, features, NUM_CLASSES, layer=0, key=key)
+
+
+def _train_one(make, hp, key, x, y, w, task, x_val, y_val, x_test, y_test):
+    head = make(key)
+    fit = fit_head(head, x, y, weights=w, **hp)
+    xv, yv, xt, yt = x_val[task], y_val[task], x_test[task], y_test[task]
+    return accuracy(fit.head, xv, yv), accuracy(fit.head, xt, yt), fit.head, fit.finite
+
+
+@partial(jax.jit, static_argnames=("make", "hp"))
+def _graph_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
+    def one(key, x, y, w, task):
+        val, test, head, finite = _train_one(
+            make, dict(hp), key, x, y, w, task, x_val, y_val, x_test, y_test
+        )
+        attr = layer_attribution(head, x_test[task], y_test[task])
+        return val, test, attr, finite
+
+    return jax.vmap(one)(keys, x, y, w, task)
+
+
+@partial(jax.jit, static_argnames=("make", "hp"))
+def _probe_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
+    """Probes on each layer and on the layer mean: inputs ``j = 0 .. L-1`` and ``L`` (mean)."""
+
+    def with_mean(a):
+        return jnp.concatenate([a, jnp.mean(a, axis=-2, keepdims=True)], axis=-2)
+
+    xv, xt = with_mean(x_val), with_mean(x_test)
+
+    def one(key, x, y, w, task):
+        xs = with_mean(x)
+
+        def per_input(j):
+            pick = partial(jax.lax.dynamic_slice_in_dim, start_index=j, slice_size=1, axis=-2)
+            val, test, _, finite = _train_one(
+                make, dict(hp), key, pick(xs), y, w, task, pick(xv), y_val, pick(xt), y_test
+            )
+            return val, test, finite
+
+        return jax.vmap(per_input)(jnp.arange(xs.shape[-2]))
+
+    return jax.vmap(one)(keys, x, y, w, task)
+
+
+#: Heads also trained at the smaller training-set sizes (the variants only at the largest).
+FEW_SHOT_HEADS = ("Cayley-Encoder", "fully connected GNN", "attention aggregation")
+
+
+def run_grid(splits, *, shots, seeds, steps, learning_rate, weight_decay, hidden) -> dict[str, Any]:
+    """Train every head for every (task, seed) at each training-set size; report accuracies.
+
+    Each size is one vmapped program per head over the (task, seed) cells (``grid``); the
+    training examples of a cell are a seeded random subset of the task's training pool.
+
+    Returns a JSON-able dict: ``grid`` (the (task, seed) cells), ``params`` per head, and per
+    head and size (``results[head][str(shots)]``) ``val``/``test`` accuracies ``[cells]``
+    (probes: ``[cells, L + 1]``, the last input being the layer mean), ``attr`` ``[cells, L]``
+    occlusion attributions on the test set, and ``finite``.
+    """
+    num_tasks, pool, layers, features = splits.x_train.shape
+    if max(shots) > pool:
+        raise ValueError(f"shots={shots} exceed the training pool of {pool} examples")
+    grid = [(k, r) for k in range(num_tasks) for r in seeds]
+    task_arr = np.array([k for k, _ in grid])
+    keys = jnp.stack([jax.random.fold_in(jax.random.key(r), k) for k, r in grid])
+    perms = np.stack([np.random.default_rng([r, k]).permutation(pool) for k, r in grid])
+    shared = (
+        jnp.asarray(task_arr),
+        jnp.asarray(splits.x_val),
+        jnp.asarray(splits.y_val),
+        jnp.asarray(splits.x_test),
+        jnp.asarray(splits.y_test),
+    )
+    hp = (("steps", steps), ("learning_rate", learning_rate), ("weight_decay", weight_decay))
+    sizes = {"layers": layers, "features": features, "hidden": hidden}
+    results: dict[str, dict[str, Any]] = {}
+    params: dict[str, int] = {}
+    for n in shots:
+        idx = perms[:, :n]
+        x = jnp.asarray(splits.x_train[task_arr[:, None], idx])
+        y = jnp.asarray(splits.y_train[task_arr[:, None], idx])
+        w = jnp.ones(y.shape, jnp.float32)
+        names = GRAPH_HEADS if n == max(shots) else FEW_SHOT_HEADS
+        for name in names:
+            make = partial(GRAPH_HEADS[name], **sizes)
+            val, test, attr, finite = _graph_grid(make, hp, keys, x, y, w, *shared)
+            results.setdefault(name, {})[str(n)] = {
+                "val": val,
+                "test": test,
+                "attr": attr,
+                "finite": finite,
+            }
+            params[name] = count_params(make(jax.random.key(0)))
+        make = partial(_probe, **sizes)
+        val, test, finite = _probe_grid(make, hp, keys, x, y, w, *shared)
+        results.setdefault("probes", {})[str(n)] = {"val": val, "test": test, "finite": finite}
+        params["linear probe"] = count_params(make(jax.random.key(0)))
+    out = {"grid": grid, "params": params, "results": results}
+    return jax.tree.map(lambda a: np.asarray(a).tolist() if hasattr(a, "shape") else a, out)
+
+
+def probe_rows(probes: dict[str, Any], layers: int) -> dict[str, np.ndarray]:
+    """Last-layer probe, best single layer (argmax validation accuracy), mean over layers."""
+    val, test = np.asarray(probes["val"]), np.asarray(probes["test"])
+    best = np.argmax(val[:, :layers], axis=1)
+    return {
+        "last-layer probe": test[:, layers - 1],
+        "best single layer": test[np.arange(len(best)), best],
+        "mean over layers": test[:, layers],
+        "best layer index": best,
+    }
+
+
+def synthetic_layers(key: jax.Array, n: int, *, layers: int, direction: jax.Array, signal: float):
+    r"""Labels ``y`` in {0, 1} and per-layer features ``x_l = (2y - 1) s u + e_l``, i.i.d. noise.
+
+    Every layer holds an independent noisy copy (standard normal noise) of the class signal along
+    the unit vector ``u = direction``, so the Bayes accuracy is :math:`\Phi(s)` from one layer and
+    :math:`\Phi(s \sqrt L)` from all of them (the sufficient statistic is
+    :math:`u^\top \sum_l x_l`).
+    """
+    k_y, k_noise = jax.random.split(key)
+    y = jax.random.bernoulli(k_y, 0.5, (n,)).astype(jnp.int32)
+    noise = jax.random.normal(k_noise, (n, layers, direction.shape[0]))
+    x = (2 * y - 1)[:, None, None] * signal * direction[None, None] + noise
+    bayes = {
+        "one layer": float(norm.cdf(signal)),
+        "all layers": float(norm.cdf(signal * layers**0.5)),
+    }
+    return x, y, bayes

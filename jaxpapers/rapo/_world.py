@@ -1,0 +1,200 @@
+r"""A synthetic role-play world with a hackable judge and an exact character-fidelity rule.
+
+A character profile has four attributes, each a token: occupation, temperament, catchphrase and
+knowledge. A prompt is ``[BOS, occ, temp, catch, know, SEP, question, SEP]`` (or the same with
+every profile token replaced by ``NULL``, which the reference model uses for
+:math:`p(\cdot \mid \text{context})`). Each of four question types has an ideal answer: three
+attribute tokens of the profile in a fixed order (e.g. "what do you do?" -> occupation, knowledge,
+catchphrase). A completion is
+
+* plain: ``[RESPONSE, r1, r2, r3, EOS, ...]``;
+* Psy-CoT: ``[PERCEIVE, question, EMPATHY, temperament, LOGIC, e1, e2, e3, RESPONSE, r1, r2, r3,
+  EOS]``: Interaction Perception names the question, Psychological Empathy the character's
+  temperament, Logical Construction the planned content, then the reply.
+
+Scores of a reply ``r1..r3`` (the three tokens after the first ``RESPONSE``):
+
+* fidelity (exact rule, from the profile): fraction of positions holding the ideal token;
+* hackable reward (an LLM-judge stand-in): (distinct tokens of this profile + distinct generic
+  flattering tokens) / 3, so "wonderful, amazing, great" scores as much as the right content;
+* unhackable reward: the fidelity.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Int
+
+PAD, BOS, SEP, EOS, NULL, PERCEIVE, EMPATHY, LOGIC, RESPONSE = range(9)
+NUM_QUESTIONS = 4
+#: attribute kinds (0 occupation, 1 temperament, 2 catchphrase, 3 knowledge) of each answer slot
+IDEAL = np.array([[0, 3, 2], [1, 2, 0], [3, 0, 2], [2, 1, 3]], np.int32)
+PROMPT_LEN = 8
+COMPLETION_LEN = 13
+REPLY_LEN = 3
+
+
+class World(NamedTuple):
+    """Sizes of the world and its token layout.
+
+    Attributes:
+      attribute_sizes: values per attribute (occupation, temperament, catchphrase, knowledge).
+      num_generic: generic flattering tokens ("wonderful", "amazing", ...).
+    """
+
+    attribute_sizes: tuple[int, int, int, int] = (8, 4, 8, 8)
+    num_generic: int = 6
+
+    @property
+    def question_offset(self) -> int:
+        return RESPONSE + 1
+
+    @property
+    def attribute_offsets(self) -> np.ndarray:
+        start = self.question_offset + NUM_QUESTIONS
+        return start + np.concatenate([[0], np.cumsum(self.attribute_sizes)[:-1]]).astype(np.int32)
+
+    @property
+    def generic_offset(self) -> int:
+        return self.question_offset + NUM_QUESTIONS + int(sum(self.attribute_sizes))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.generic_offset + self.num_generic
+
+
+class Batch(NamedTuple):
+    """Prompts and their parts: ``profiles [B, 4]`` attribute indices, ``questions [B]``."""
+
+    profiles: Int[Array, "batch 4"]
+    questions: Int[Array, " batch"]
+
+
+def all_profiles(world: World) -> np.ndarray:
+    """Every attribute combination, ``[prod(attribute_sizes), 4]``."""
+    grids = np.meshgrid(*[np.arange(n) for n in world.attribute_sizes], indexing="ij")
+    return np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int32)
+
+
+def split_profiles(world: World, *, unseen: float = 0.25, seed: int = 0):
+    """Training profiles and held-out ones (never seen in warm-up or RL), ``[N, 4]`` each."""
+    if not 0 < unseen < 1:
+        raise ValueError(f"unseen={unseen!r}; expected a fraction in (0, 1)")
+    profiles = all_profiles(world)
+    order = np.random.default_rng(seed).permutation(len(profiles))
+    cut = int(len(profiles) * (1 - unseen))
+    return profiles[order[:cut]], profiles[order[cut:]]
+
+
+def draw_batch(key: jax.Array, profiles: Int[Array, "n 4"], size: int) -> Batch:
+    """``size`` prompts: profiles drawn uniformly from ``profiles``, uniform question types."""
+    k1, k2 = jax.random.split(key)
+    rows = jax.random.randint(k1, (size,), 0, profiles.shape[0])
+    return Batch(jnp.asarray(profiles)[rows], jax.random.randint(k2, (size,), 0, NUM_QUESTIONS))
+
+
+def profile_tokens(world: World, profiles: Int[Array, "batch 4"]) -> Int[Array, "batch 4"]:
+    """Token ids of each profile's four attributes."""
+    return profiles + jnp.asarray(world.attribute_offsets)[None]
+
+
+def prompts(world: World, batch: Batch, *, with_profile: bool = True) -> Int[Array, "batch 8"]:
+    """``[BOS, 4 profile tokens (or NULL), SEP, question, SEP]``."""
+    b = batch.questions.shape[0]
+    prof = profile_tokens(world, batch.profiles)
+    if not with_profile:
+        prof = jnp.full_like(prof, NULL)
+    col = jnp.full((b, 1), 1, jnp.int32)
+    q = (batch.questions + world.question_offset)[:, None]
+    return jnp.concatenate([col * BOS, prof, col * SEP, q, col * SEP], axis=1).astype(jnp.int32)
+
+
+def ideal_reply(world: World, batch: Batch) -> Int[Array, "batch 3"]:
+    """The three ideal reply tokens of each prompt."""
+    kinds = jnp.asarray(IDEAL)[batch.questions]
+    return jnp.take_along_axis(profile_tokens(world, batch.profiles), kinds, axis=1)
+
+
+def completions(
+    world: World,
+    batch: Batch,
+    reply: Int[Array, "batch 3"],
+    *,
+    psycot: bool,
+) -> Int[Array, "batch 13"]:
+    """Target completion tokens in the plain or the Psy-CoT format (EOS-padded to 13)."""
+    b = reply.shape[0]
+    col = jnp.ones((b, 1), jnp.int32)
+    if not psycot:
+        return jnp.concatenate([col * RESPONSE, reply, jnp.full((b, 9), EOS, jnp.int32)], axis=1)
+    q = (batch.questions + world.question_offset)[:, None]
+    temper = profile_tokens(world, batch.profiles)[:, 1:2]
+    plan = ideal_reply(world, batch)
+    parts = [col * PERCEIVE, q, col * EMPATHY, temper, col * LOGIC, plan, col * RESPONSE, reply]
+    return jnp.concatenate([*parts, col * EOS], axis=1).astype(jnp.int32)
+
+
+def warmup_replies(
+    world: World, batch: Batch, *, key: jax.Array, generic_rate: float
+) -> Int[Array, "batch 3"]:
+    """Demonstration replies: each ideal token becomes a random generic one w.p. ``generic_rate``.
+
+    The warm-up data are imperfect, as human or LLM-written demonstrations are: the supervised
+    policy starts out saying some generic flattery.
+    """
+    k1, k2 = jax.random.split(key)
+    ideal = ideal_reply(world, batch)
+    generic = world.generic_offset + jax.random.randint(k1, ideal.shape, 0, world.num_generic)
+    return jnp.where(jax.random.bernoulli(k2, generic_rate, ideal.shape), generic, ideal)
+
+
+def extract_reply(completion: Int[Array, "batch time"]) -> Int[Array, "batch 3"]:
+    """The three tokens after the first ``RESPONSE`` (``PAD`` where there is none)."""
+    t = completion.shape[1]
+    has = completion == RESPONSE
+    start = jnp.argmax(has, axis=1) + 1
+    idx = start[:, None] + jnp.arange(REPLY_LEN)[None]
+    tokens = jnp.take_along_axis(completion, jnp.minimum(idx, t - 1), axis=1)
+    ok = jnp.any(has, axis=1)[:, None] & (idx < t)
+    return jnp.where(ok, tokens, PAD)
+
+
+class Scores(NamedTuple):
+    """Per-completion scores (each in [0, 1])."""
+
+    fidelity: Float[Array, " batch"]
+    hackable_reward: Float[Array, " batch"]
+    role_fraction: Float[Array, " batch"]
+    generic_fraction: Float[Array, " batch"]
+
+
+def _distinct(mask: jax.Array, tokens: jax.Array) -> jax.Array:
+    """Count distinct tokens among the masked positions of each row (rows of length 3)."""
+    first = jnp.ones_like(mask)
+    for j in range(1, tokens.shape[1]):
+        seen = jnp.any((tokens[:, :j] == tokens[:, j : j + 1]) & mask[:, :j], axis=1)
+        first = first.at[:, j].set(~seen)
+    return jnp.sum(mask & first, axis=1)
+
+
+def score(world: World, batch: Batch, completion: Int[Array, "batch time"]) -> Scores:
+    """Fidelity (exact), the hackable judge's reward, and the role / generic token fractions."""
+    reply = extract_reply(completion)
+    ideal = ideal_reply(world, batch)
+    own = profile_tokens(world, batch.profiles)
+    role = jnp.any(reply[:, :, None] == own[:, None, :], axis=2)
+    generic = (reply >= world.generic_offset) & (reply < world.vocab_size)
+    fidelity = jnp.mean(reply == ideal, axis=1)
+    reward = (_distinct(role, reply) + _distinct(generic, reply)) / REPLY_LEN
+    return Scores(fidelity, reward, jnp.mean(role, axis=1), jnp.mean(generic, axis=1))
+
+
+def completion_mask(completion: Int[Array, "batch time"]) -> Float[Array, "batch time"]:
+    """1 on completion tokens up to and including the first ``EOS``, 0 after it."""
+    eos = completion == EOS
+    after = jnp.cumsum(eos, axis=1) - eos
+    return (after == 0).astype(jnp.float32)

@@ -1,0 +1,107 @@
+"""P05 experiments: registrations and the table of sizes (the work is in ``_run``)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from jaxpapers.core.experiment import AllOf, Better, Context, Experiment, register
+from jaxpapers.rapo.experiments import _run
+from jaxpapers.rapo.experiments._pipeline import Sizes
+
+SIZES = {
+    "smoke": Sizes(
+        d_model=16,
+        layers=1,
+        sft_steps=10,
+        sft_batch=16,
+        rl_steps=3,
+        prompts_per_step=4,
+        group_size=4,
+        eval_prompts=32,
+    ),
+    "quick": Sizes(
+        d_model=32,
+        layers=2,
+        sft_steps=400,
+        sft_batch=32,
+        rl_steps=60,
+        prompts_per_step=8,
+        group_size=8,
+        eval_prompts=256,
+    ),
+    "full": Sizes(
+        d_model=64,
+        layers=2,
+        sft_steps=3000,
+        sft_batch=64,
+        rl_steps=400,
+        prompts_per_step=16,
+        group_size=8,
+        eval_prompts=1024,
+    ),
+}
+
+
+def _sized(fn, ctx: Context):
+    return fn(ctx, ctx.pick(**SIZES))
+
+
+register(
+    Experiment(
+        paper="P05",
+        id="exact_judge",
+        claim="Sanity: with an unhackable judge (reward = exact fidelity) GRPO and RAPO tie "
+        "(and RAPO with unit weights equals GRPO exactly; see extras)",
+        metric="held-out character fidelity after RL",
+        lower_is_better=False,
+        baselines=("GRPO (exact judge)",),
+        methods=("RAPO (exact judge)",),
+        rule=AllOf(
+            (
+                Better("RAPO (exact judge)", "GRPO (exact judge)", at_least=True),
+                Better("GRPO (exact judge)", "RAPO (exact judge)", at_least=True),
+            )
+        ),
+        run=partial(_sized, _run.exact_judge),
+    )
+)
+register(
+    Experiment(
+        paper="P05",
+        id="hacking",
+        claim="Under a hackable judge, RAPO keeps character fidelity where GRPO drifts",
+        metric="held-out character fidelity after RL (hackable judge)",
+        lower_is_better=False,
+        baselines=("GRPO", "warm-up (before RL)"),
+        methods=("RAPO",),
+        rule=Better("RAPO", "GRPO"),
+        run=partial(_sized, _run.hacking),
+        plot=_run.plot_hacking,
+    )
+)
+register(
+    Experiment(
+        paper="P05",
+        id="hacking_phrases",
+        claim="Under a hackable judge, RAPO says fewer generic reward-hacking phrases than GRPO",
+        metric="fraction of reply tokens that are generic flattery (held-out profiles)",
+        lower_is_better=True,
+        baselines=("GRPO", "warm-up (before RL)"),
+        methods=("RAPO",),
+        rule=Better("RAPO", "GRPO"),
+        run=partial(_sized, _run.hacking_phrases),
+    )
+)
+register(
+    Experiment(
+        paper="P05",
+        id="ood_profiles",
+        claim="A Psy-CoT warm-up generalises to unseen profiles better than a plain warm-up",
+        metric="character fidelity on profiles unseen in training (greedy replies)",
+        lower_is_better=False,
+        baselines=("plain warm-up",),
+        methods=("Psy-CoT warm-up",),
+        rule=Better("Psy-CoT warm-up", "plain warm-up"),
+        run=partial(_sized, _run.ood_profiles),
+    )
+)

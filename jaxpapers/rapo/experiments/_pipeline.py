@@ -1,0 +1,189 @@
+"""The P05 pipeline: warm-up (plain / Psy-CoT), then GRPO vs RAPO under two judges, vmapped."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from jaxpapers.core.nn.decoder import DecoderLM, sample
+from jaxpapers.core.pytrees import stack_trees
+from jaxpapers.rapo import (
+    COMPLETION_LEN,
+    PROMPT_LEN,
+    RLConfig,
+    World,
+    draw_batch,
+    prompts,
+    rl_step,
+    score,
+    sft_loss,
+    split_profiles,
+)
+
+
+class Sizes(NamedTuple):
+    """Model and run sizes (picked per ``smoke`` / ``quick`` / ``full``)."""
+
+    d_model: int
+    layers: int
+    sft_steps: int
+    sft_batch: int
+    rl_steps: int
+    prompts_per_step: int
+    group_size: int
+    eval_prompts: int
+
+
+WORLD = World()
+#: RAPO's weights; GRPO is the same program with both set to 0.
+RAPO = {"alpha": 1.0, "gamma": 0.5}
+
+
+def init_policies(sizes: Sizes, seeds: list[int]):
+    """``graphdef`` and the seeds' initial states stacked on a leading axis."""
+    states = []
+    for s in seeds:
+        model = DecoderLM(
+            WORLD.vocab_size,
+            d_model=sizes.d_model,
+            num_heads=4,
+            num_layers=sizes.layers,
+            max_len=PROMPT_LEN + COMPLETION_LEN,
+            rngs=nnx.Rngs(s),
+        )
+        graphdef, state = nnx.split(model)
+        states.append(state)
+    return graphdef, stack_trees(states)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "sizes"))
+def warmup(graphdef, states, keys, psycot, profiles, sizes: Sizes):
+    """Supervised warm-up of each (state, key, format) by Adam; returns states and loss curves."""
+    opt = optax.adam(3e-3)
+
+    def one(state, key, flag):
+        def step(carry, k):
+            s, o = carry
+            k_batch, k_loss = jax.random.split(k)
+            batch = draw_batch(k_batch, profiles, sizes.sft_batch)
+            loss, g = jax.value_and_grad(
+                lambda p: sft_loss(graphdef, p, WORLD, batch, key=k_loss, psycot=flag)
+            )(s)
+            u, o = opt.update(g, o, s)
+            return (optax.apply_updates(s, u), o), loss
+
+        (state, _), losses = jax.lax.scan(
+            step, (state, opt.init(state)), jax.random.split(key, sizes.sft_steps)
+        )
+        return state, losses
+
+    return jax.vmap(one)(states, keys, psycot)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "n", "temperature"))
+def evaluate(graphdef, states, keys, profiles, n: int, temperature: float = 0.0):
+    """Mean scores of each policy on ``n`` prompts drawn from ``profiles``."""
+
+    def one(state, key):
+        k_batch, k_sample = jax.random.split(key)
+        batch = draw_batch(k_batch, profiles, n)
+        tokens = sample(
+            graphdef,
+            state,
+            prompts(WORLD, batch),
+            key=k_sample,
+            max_new_tokens=COMPLETION_LEN,
+            temperature=temperature,
+        )
+        return jax.tree.map(jnp.mean, score(WORLD, batch, tokens[:, PROMPT_LEN:]))
+
+    return jax.vmap(one)(states, keys)
+
+
+@partial(jax.jit, static_argnames=("graphdef", "sizes", "config"))
+def reinforce(graphdef, states, refs, keys, alpha, gamma, hackable, profiles, sizes, config):
+    """``rl_steps`` GRPO/RAPO updates of every policy; metrics ``[policies, steps]``."""
+    opt = optax.adam(config.learning_rate)
+
+    def one(state, ref, key, a, c, h):
+        def step(carry, k):
+            s, o = carry
+            k_batch, k_step = jax.random.split(k)
+            batch = draw_batch(k_batch, profiles, sizes.prompts_per_step)
+            s, o, m = rl_step(
+                graphdef,
+                s,
+                o,
+                ref,
+                WORLD,
+                batch,
+                key=k_step,
+                config=config,
+                alpha=a,
+                gamma=c,
+                hackable=h,
+            )
+            return (s, o), m
+
+        (state, _), metrics = jax.lax.scan(
+            step, (state, opt.init(state)), jax.random.split(key, sizes.rl_steps)
+        )
+        return state, metrics
+
+    return jax.vmap(one)(states, refs, keys, alpha, gamma, hackable)
+
+
+def run_pipeline(sizes: Sizes, seeds: list[int]) -> dict:
+    """Warm-up both formats per seed, then GRPO and RAPO under the hackable and the exact judge.
+
+    Returns JSON-able numbers: warm-up losses, held-out fidelity of each warm-up, RL curves and
+    final held-out scores per (seed, method, judge).
+    """
+    train, unseen = split_profiles(WORLD)
+    train_j, unseen_j = jnp.asarray(train), jnp.asarray(unseen)
+    graphdef, init = init_policies(sizes, seeds)
+    n = len(seeds)
+    both = jax.tree.map(lambda x: jnp.concatenate([x, x]), init)
+    flags = jnp.array([True] * n + [False] * n)
+    keys = jnp.stack([jax.random.key(10_000 + s) for s in seeds] * 2)
+    warm, sft_losses = warmup(graphdef, both, keys, flags, train_j, sizes)
+    eval_keys = jnp.stack([jax.random.key(20_000 + s) for s in seeds] * 2)
+    ood = evaluate(graphdef, warm, eval_keys, unseen_j, sizes.eval_prompts)
+    seen = evaluate(graphdef, warm, eval_keys, train_j, sizes.eval_prompts)
+
+    # RL from each seed's Psy-CoT warm-up: (judge, method, seed) flattened
+    cells = [(h, m, i) for h in (True, False) for m in ("GRPO", "RAPO") for i in range(n)]
+    idx = np.array([i for _, _, i in cells])
+    psy = jax.tree.map(lambda x: x[:n], warm)
+    start = jax.tree.map(lambda x: x[idx], psy)
+    alpha = jnp.array([RAPO["alpha"] if m == "RAPO" else 0.0 for _, m, _ in cells])
+    gamma = jnp.array([RAPO["gamma"] if m == "RAPO" else 0.0 for _, m, _ in cells])
+    hack = jnp.array([h for h, _, _ in cells])
+    rl_keys = jnp.stack([jax.random.key(30_000 + seeds[i]) for _, _, i in cells])
+    config = RLConfig(group_size=sizes.group_size)
+    final, curves = reinforce(
+        graphdef, start, start, rl_keys, alpha, gamma, hack, train_j, sizes, config
+    )
+    fin_keys = jnp.stack([jax.random.key(40_000 + seeds[i]) for _, _, i in cells])
+    final_ood = evaluate(graphdef, final, fin_keys, unseen_j, sizes.eval_prompts, temperature=1.0)
+    start_ood = evaluate(graphdef, start, fin_keys, unseen_j, sizes.eval_prompts, temperature=1.0)
+
+    def tolist(tree):
+        return jax.tree.map(lambda a: np.asarray(a).tolist(), tree._asdict())
+
+    return {
+        "cells": [[bool(h), m, int(seeds[i])] for h, m, i in cells],
+        "sft_loss_last": np.asarray(sft_losses[:, -1]).tolist(),
+        "warmup_unseen": tolist(ood),
+        "warmup_seen": tolist(seen),
+        "curves": tolist(curves),
+        "final_unseen": tolist(final_ood),
+        "start_unseen": tolist(start_ood),
+        "finite": bool(np.isfinite(np.asarray(curves.loss)).all()),
+    }
