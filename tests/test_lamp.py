@@ -8,8 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import FAST_COMPILE
 
-from jaxpapers.core.diffusion import CountingDenoiser, VPSchedule, grid_mixture, sample_ddim
+from jaxpapers.core.diffusion import (
+    DenoiserTerm,
+    VPSchedule,
+    grid_mixture,
+    sample_ddim,
+)
 from jaxpapers.lamp import (
     DDRM,
     DPS,
@@ -24,12 +30,10 @@ from jaxpapers.lamp import (
     sample_posterior,
 )
 
-# Cheap XLA settings: these tests are dominated by compiling the samplers, not running them.
-FAST = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-
 
 def fjit(fn, **kwargs):
-    return jax.jit(fn, compiler_options=FAST, **kwargs)
+    """jit with cheap XLA settings: these tests are dominated by compiling the samplers."""
+    return jax.jit(fn, compiler_options=FAST_COMPILE, **kwargs)
 
 
 SCH = VPSchedule()
@@ -37,7 +41,7 @@ SCH = VPSchedule()
 
 def _mixture_problem(d=4, m=2, sigma_y=0.1, seed=0):
     g = grid_mixture(d, std=0.3, key=jax.random.key(seed))
-    den = CountingDenoiser(lambda x, t: g.eps(x, t, SCH))
+    den = DenoiserTerm(lambda x, t: g.eps(x, t, SCH), SCH)
     a_mat = jax.random.normal(jax.random.key(seed + 1), (m, d))
     op = MatrixOperator(a_mat)
     y = measure(op, g.sample(jax.random.key(seed + 2), 1)[0], sigma_y, key=jax.random.key(9))
@@ -46,9 +50,9 @@ def _mixture_problem(d=4, m=2, sigma_y=0.1, seed=0):
 
 def _backbones(den, op, sigma_y):
     return {
-        "dps": DPS(den, SCH, op, sigma_y, zeta=0.3),
-        "diffpir": DiffPIR(den, SCH, op, sigma_y, lam=2.0, zeta=0.3),
-        "ddrm": DDRM(den, SCH, op, sigma_y),
+        "dps": DPS(op, sigma_y, zeta=0.3),
+        "diffpir": DiffPIR(op, sigma_y, lam=2.0, zeta=0.3),
+        "ddrm": DDRM(op, sigma_y),
     }
 
 
@@ -100,21 +104,32 @@ def test_measure_noise_level(key):
 def test_bad_inputs(key):
     _g, den, op, y = _mixture_problem()
     with pytest.raises(ValueError, match=r"sigma_y=-0.1"):
-        DiffPIR(den, SCH, op, -0.1)
+        DiffPIR(op, -0.1)
     with pytest.raises(ValueError, match=r"sigma_y=-1"):
         measure(op, jnp.zeros(4), -1, key=key)
-    bb = DDRM(den, SCH, op, 0.1)
+    bb = DDRM(op, 0.1)
     with pytest.raises(ValueError, match=r"y has shape \(3,\).*\(2,\)"):
-        sample_posterior(bb, jnp.zeros(3), key=key, num_steps=5)
+        sample_posterior(den, bb, jnp.zeros(3), key=key, num_steps=5)
     with pytest.raises(ValueError, match=r"x has shape \(5,\).*expects \(4,\)"):
         measure(op, jnp.zeros(5), 0.1, key=key)
     for n in (0, -2, 3.0):
         with pytest.raises(ValueError, match="num_steps"):
-            sample_posterior(lamp(bb), y, key=key, num_steps=n)
+            sample_posterior(den, lamp(bb), y, key=key, num_steps=n)
     with pytest.raises(ValueError, match="lag='previous'"):
         lamp(bb, lag="previous")
-    with pytest.raises(ValueError, match="backbone is a str"):
+    with pytest.raises(TypeError, match="backbone is a str"):
         lamp("ddrm")
+    with pytest.raises(TypeError, match="term is a CountingDenoiser"):
+        sample_posterior(den.denoiser, bb, y, key=key, num_steps=5)
+    with pytest.raises(TypeError, match="sampler is a str"):
+        sample_posterior(den, "ddrm", y, key=key, num_steps=5)
+    with pytest.raises(TypeError, match="operator is a ndarray"):
+        DDRM(np.zeros((2, 4)), 0.1)
+    with pytest.raises(ValueError, match=r"y of shape \(2,\) holds 1 non-finite"):
+        sample_posterior(den, lamp(bb), y.at[0].set(jnp.nan), key=key, num_steps=5)
+    bad = DenoiserTerm(lambda x, t: x[:2], SCH)
+    with pytest.raises(ValueError, match=r"denoiser returned shape \(2,\) for an input of shape"):
+        sample_posterior(bad, lamp(bb), y, key=key, num_steps=5)
     with pytest.raises(ValueError, match="matrix must be 2-D"):
         MatrixOperator(jnp.zeros(3))
     with pytest.raises(ValueError, match="multiples of factor"):
@@ -126,18 +141,18 @@ def test_bad_inputs(key):
 
 def test_samplers_reduce_to_unconditional_when_a_is_zero(key):
     g = grid_mixture(3, std=0.3)
-    den = CountingDenoiser(lambda x, t: g.eps(x, t, SCH))
+    den = DenoiserTerm(lambda x, t: g.eps(x, t, SCH), SCH)
     op = MatrixOperator(jnp.zeros((2, 3)))
     y = jnp.zeros(2)
-    ddim = fjit(lambda e: sample_ddim(den, SCH, (3,), key=key, num_steps=8, eta=e).x)
+    ddim = fjit(lambda e: sample_ddim(den.denoiser, SCH, (3,), key=key, num_steps=8, eta=e).x)
     ref0, ref1 = ddim(0.0), ddim(1.0)
     cases = {
-        "dps": (DPS(den, SCH, op, 0.1, zeta=1.0, eta=1.0), ref1),
-        "diffpir": (DiffPIR(den, SCH, op, 0.1, zeta=0.0), ref0),
-        "ddrm": (DDRM(den, SCH, op, 0.1, eta=0.0), ref0),
+        "dps": (DPS(op, 0.1, zeta=1.0, eta=1.0), ref1),
+        "diffpir": (DiffPIR(op, 0.1, zeta=0.0), ref0),
+        "ddrm": (DDRM(op, 0.1, eta=0.0), ref0),
     }
     for name, (bb, ref) in cases.items():
-        out = fjit(lambda b=bb: sample_posterior(b, y, key=key, num_steps=8))()
+        out = fjit(lambda b=bb: sample_posterior(den, b, y, key=key, num_steps=8))()
         np.testing.assert_allclose(out.x, ref, rtol=1e-5, atol=1e-5, err_msg=name)
 
 
@@ -146,9 +161,11 @@ def test_lamp_switched_off_is_backbone_bit_for_bit(name, key):
     _, den, op, y = _mixture_problem()
     bb = _backbones(den, op, 0.1)[name]
     keys = jax.random.split(key, 4)
-    base = fjit(jax.vmap(lambda k: sample_posterior(bb, y, key=k, num_steps=9)))(keys)
+    base = fjit(jax.vmap(lambda k: sample_posterior(den, bb, y, key=k, num_steps=9)))(keys)
     run = fjit(
-        lambda s: jax.vmap(lambda k: sample_posterior(lamp(bb, s), y, key=k, num_steps=9))(keys)
+        lambda s: jax.vmap(lambda k: sample_posterior(den, lamp(bb, s), y, key=k, num_steps=9))(
+            keys
+        )
     )
     off, on = run(0.0), run(1.0)
     np.testing.assert_array_equal(np.asarray(off.x), np.asarray(base.x))
@@ -160,10 +177,10 @@ def test_lamp_switched_off_is_backbone_bit_for_bit(name, key):
 def test_lamp_unconditional_is_dpm_solver_pp_2m(x64, key):
     """A = 0 and deterministic DiffPIR: LAMP is DPM-Solver++(2M); compare with a float64 loop."""
     g = grid_mixture(3, std=0.3, key=jax.random.key(4))
-    den = CountingDenoiser(lambda x, t: g.eps(x, t, SCH))
+    den = DenoiserTerm(lambda x, t: g.eps(x, t, SCH), SCH)
     op = MatrixOperator(jnp.zeros((1, 3)))
-    bb = DiffPIR(den, SCH, op, 0.1, zeta=0.0)
-    out = fjit(lambda: sample_posterior(lamp(bb), jnp.zeros(1), key=key, num_steps=10))()
+    bb = DiffPIR(op, 0.1, zeta=0.0)
+    out = fjit(lambda: sample_posterior(den, lamp(bb), jnp.zeros(1), key=key, num_steps=10))()
     x = np.asarray(jax.random.normal(jax.random.split(key)[0], (3,), jnp.float64))
     ts = np.linspace(1.0, 0.0, 11)
     lam = lambda t: (
@@ -188,7 +205,7 @@ def test_lamp_unconditional_is_dpm_solver_pp_2m(x64, key):
     np.testing.assert_allclose(out.x, x, rtol=1e-8, atol=1e-9)
     # With A = 0 the data-consistent and denoised estimates coincide, so both lags agree.
     den_lag = fjit(
-        lambda: sample_posterior(lamp(bb, lag="denoised"), jnp.zeros(1), key=key, num_steps=10)
+        lambda: sample_posterior(den, lamp(bb, lag="denoised"), jnp.zeros(1), key=key, num_steps=10)
     )()
     np.testing.assert_allclose(den_lag.x, x, rtol=1e-8, atol=1e-9)
 
@@ -206,9 +223,9 @@ def test_lagged_coefficient(x64):
 
 def test_diffpir_prox_is_regularised_least_squares(x64):
     _g, den, op, y = _mixture_problem(d=5, m=3)
-    bb = DiffPIR(den, SCH, op, 0.2, lam=3.0)
+    bb = DiffPIR(op, 0.2, lam=3.0)
     x, t = jnp.linspace(-1, 1, 5), 0.4
-    x0t, x0h, nfe = bb.estimate(x, t, 0.3, y, jnp.zeros((), jnp.int32))
+    x0t, x0h, nfe = bb.estimate(den, x, t, 0.3, y, jnp.zeros((), jnp.int32))
     a_mat = np.asarray(op.matrix())
     rho = 3.0 * 0.2**2 / float(SCH.sigma(t) / SCH.alpha(t)) ** 2
     ref = np.linalg.solve(a_mat.T @ a_mat + rho * np.eye(5), a_mat.T @ np.asarray(y) + rho * x0h)
@@ -218,15 +235,15 @@ def test_diffpir_prox_is_regularised_least_squares(x64):
 
 def test_dps_step_matches_autodiff_of_residual_norm(x64, key):
     g, den, op, y = _mixture_problem(d=4, m=2)
-    bb = DPS(den, SCH, op, 0.1, zeta=0.7, eta=1.0)
+    bb = DPS(op, 0.1, zeta=0.7, eta=1.0)
     x, t, t1 = jnp.array([0.3, -0.2, 1.0, 0.5]), 0.5, 0.45
-    out, _, _ = bb(x, t, t1, y, None, key, jnp.zeros((), jnp.int32))
+    out, _, _ = bb.transition(den, x, t, t1, y, None, key, jnp.zeros((), jnp.int32))
     x0_of = lambda z: (z - SCH.sigma(t) * g.eps(z, t, SCH)) / SCH.alpha(t)
     grad = jax.grad(lambda z: jnp.linalg.norm(y - op.matrix() @ x0_of(z)))(x)
     # DDPM step of the unconditional model, drawn with the same key, minus zeta * grad.
-    from jaxpapers.core.diffusion import DDIMStep
+    from jaxpapers.core.diffusion import DDIM
 
-    ddpm, _, _ = DDIMStep(den, SCH, 1.0)(x, t, t1, None, None, key, jnp.zeros((), jnp.int32))
+    ddpm, _, _ = DDIM(1.0).transition(den, x, t, t1, None, None, key, jnp.zeros((), jnp.int32))
     np.testing.assert_allclose(out, ddpm - 0.7 * grad, rtol=1e-8, atol=1e-10)
 
 
@@ -234,7 +251,7 @@ def test_ddrm_noiseless_is_data_consistent(key):
     g, den, op, _ = _mixture_problem(d=4, m=2, sigma_y=0.0)
     x_true = g.sample(jax.random.key(3), 1)[0]
     y = measure(op, x_true, 0.0, key=key)
-    out = fjit(lambda: sample_posterior(lamp(DDRM(den, SCH, op, 0.0)), y, key=key, num_steps=12))()
+    out = fjit(lambda: sample_posterior(den, lamp(DDRM(op, 0.0)), y, key=key, num_steps=12))()
     np.testing.assert_allclose(op(out.x), y, rtol=1e-4, atol=1e-4)
 
 
@@ -242,8 +259,8 @@ def test_jit_vmap_over_measurements(key):
     g, den, op, _ = _mixture_problem()
     xs = g.sample(jax.random.key(3), 3)
     ys = jax.vmap(lambda x, k: measure(op, x, 0.1, key=k))(xs, jax.random.split(key, 3))
-    sampler = lamp(DiffPIR(den, SCH, op, 0.1, zeta=0.2))
-    run = lambda y, k: sample_posterior(sampler, y, key=k, num_steps=6)
+    sampler = lamp(DiffPIR(op, 0.1, zeta=0.2))
+    run = lambda y, k: sample_posterior(den, sampler, y, key=k, num_steps=6)
     keys = jax.random.split(jax.random.key(7), 3)
     batched = fjit(jax.vmap(run))(ys, keys)
     single = fjit(run)
@@ -253,7 +270,9 @@ def test_jit_vmap_over_measurements(key):
     # The strength is a pytree leaf: vmap over it (strength 0 is the backbone).
     over_s = fjit(
         jax.vmap(
-            lambda s: sample_posterior(lamp(sampler.backbone, s), ys[0], key=keys[0], num_steps=6).x
+            lambda s: (
+                sample_posterior(den, lamp(sampler.backbone, s), ys[0], key=keys[0], num_steps=6).x
+            )
         )
     )(jnp.array([1.0, 0.0]))
     np.testing.assert_allclose(over_s[0], batched.x[0], rtol=1e-5, atol=1e-5)
@@ -265,14 +284,35 @@ def test_posterior_mean_close_on_gaussian_prior(key):
     from jaxpapers.core.diffusion import GaussianMixture
 
     g = GaussianMixture(jnp.zeros((1, 4)), jnp.ones(1), 1.0)
-    den = CountingDenoiser(lambda x, t: g.eps(x, t, SCH))
+    den = DenoiserTerm(lambda x, t: g.eps(x, t, SCH), SCH)
     op = MatrixOperator(jnp.array([[1.0, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, -0.5]]))
     y = jnp.array([1.0, -0.5])
     post_mean = g.posterior(op.matrix(), y, 0.1).mean()
     keys = jax.random.split(key, 2000)
-    bb = DDRM(den, SCH, op, 0.1)
+    bb = DDRM(op, 0.1)
     run = fjit(
-        lambda s: jax.vmap(lambda k: sample_posterior(lamp(bb, s), y, key=k, num_steps=30).x)(keys)
+        lambda s: jax.vmap(lambda k: sample_posterior(den, lamp(bb, s), y, key=k, num_steps=30).x)(
+            keys
+        )
     )
     for strength in (0.0, 1.0):
         np.testing.assert_allclose(run(strength).mean(0), post_mean, atol=0.08)
+
+
+def test_save_ts_trajectory_and_eager_calls_do_not_retrace(key):
+    _g, _, op, y = _mixture_problem()
+    traces = []
+
+    def eps(x, t):
+        traces.append(1)  # trace-time side effect only
+        return 0.1 * x
+
+    term = DenoiserTerm(eps, SCH)
+    sampler = lamp(DDRM(op, 0.1))
+    out = sample_posterior(term, sampler, y, key=key, num_steps=6, save_ts=jnp.array([0.5, 0.0]))
+    n = len(traces)
+    again = sample_posterior(term, sampler, y, key=key, num_steps=6, save_ts=jnp.array([0.5, 0.0]))
+    assert len(traces) == n  # the second eager call reuses the compiled sampler
+    np.testing.assert_array_equal(out.x, again.x)
+    assert out.ys.shape == (2, 4)
+    np.testing.assert_allclose(out.ys[-1], out.x, rtol=1e-6)

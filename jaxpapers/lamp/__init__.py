@@ -1,25 +1,41 @@
-"""P07 LAMP: lagged second-order diffusion posterior sampling over DPS, DiffPIR and DDRM.
+r"""P07 LAMP: lagged second-order diffusion posterior sampling over DPS, DiffPIR and DDRM.
 
 ``lamp(backbone)`` wraps a posterior-sampling step with LAMP's lagged correction; both run
 through :func:`sample_posterior` with the same number of denoiser evaluations. The derivation
 (first-order step + residual correction, the DPM-Solver++(2M)-style lagged term, the one-step
 bias-variance risk) is in the docstring of ``jaxpapers/lamp/_lamp.py``.
 
-What the miniature experiments measured (``results/RESULTS.md``, ``jaxpapers reproduce P07``):
-with no measurement the lagged term is DPM-Solver++(2M) and clearly helps (``unconditional_2m``);
-over the posterior backbones it mostly does not: on the exact mixture test bed (d = 8, 80, 800)
-it raises the distance to the posterior for every backbone, and on digits the sign depends on
-backbone and task (e.g. +0.5 dB over DDRM for deblurring, -3 dB over DPS for inpainting). The data
-steps make consecutive data-consistent estimates fluctuate, which the one-step risk analysis
-(``one_step_risk``) identifies as the regime where the correction hurts. ``strength`` < 1 and
-``lag="denoised"`` (difference the denoised predictions instead) shrink the harm on the mixture
-(``mixture_ablation_d80``: the excess distance grows monotonically with the strength) but turn
-no backbone into a win there.
+Design: the denoiser lives in a :class:`~jaxpapers.core.diffusion.DenoiserTerm` (the
+probability-flow vector field of the prior, a diffrax term); DPS, DiffPIR, DDRM and
+:class:`Lamp` are custom ``diffrax.AbstractSolver``s whose ``step`` evaluates that term and keeps
+LAMP's previous estimate, the PRNG key and the evaluation count in the solver state, so
+``SaveAt(ts=...)`` trajectories (``save_ts``), progress meters and adjoints come from diffrax. The
+refactor onto terms changed no sample: every backbone and LAMP variant reproduces the former
+implementation bit for bit at equal keys.
+
+Default lag (changed): LAMP now differences the *denoised* predictions (``lag="denoised"``): the
+second-order update of the unconditional flow plus the backbone's residual correction. Lagging
+the data-consistent estimates (``lag="data_consistent"``, the former default) turns DPS's
+guidance into :math:`-\zeta[(1+\kappa)g_t - \kappa(c_t/c_{\rm prev})g_{\rm prev}]`, dominated by
+the ratio of re-noising slopes rather than by the trajectory (derivation in ``_lamp.py``).
+
+What the miniature experiments measure (``jaxpapers reproduce P07``): two distances per sampler,
+to the exact posterior (``mixture_*``, ``gaussian_*``) and to the sampler's own output at
+``ref_nfe`` steps (``*_disc``: the discretisation error that a second-order correction targets),
+each with its own verdict; knobs tuned per sampler over widened grids, with grid-edge flags in the
+extras. Quick-mode results (d = 8, 3 seeds): to the exact posterior LAMP is worse over every
+backbone (DPS +0.10/+0.06, DiffPIR +0.05/+0.02, DDRM +0.15/+0.11 SW at NFE 10/20); to the
+sampler's own converged output LAMP is better over DiffPIR (-0.023/-0.012, every seed),
+inconclusive over DPS and worse over DDRM at its tuned eta = 1 (the end of its domain, where the
+DDRM step ignores x_t). With no measurement LAMP is DPM-Solver++(2M) and helps
+(``unconditional_2m``). Tuned knobs: DPS zeta = 0.3 (interior), DiffPIR lambda at the lowest
+grid value 0.01 and DDRM eta = 1 (edges; reported in the extras).
 
 Example::
 
-    bb = DDRM(CountingDenoiser(eps_fn), VPSchedule(), MatrixOperator(A), sigma_y=0.05)
-    out = sample_posterior(lamp(bb), y, key=key, num_steps=20)   # out.x, out.nfe == 20
+    term = DenoiserTerm(eps_fn, VPSchedule())          # the denoiser lives in a diffrax term
+    bb = DDRM(MatrixOperator(A), sigma_y=0.05)          # backbones are diffrax solvers
+    out = sample_posterior(term, lamp(bb), y, key=key, num_steps=20)   # out.nfe == 20
 """
 
 from jaxpapers.lamp._backbone import PosteriorBackbone, PosteriorSample, sample_posterior

@@ -23,27 +23,41 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, Float, PRNGKeyArray
 
+from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.lamp._backbone import PosteriorBackbone, scalar_field
+from jaxpapers.lamp._operators import LinearOperator
 
 
 class DDRM(PosteriorBackbone):
-    """DDRM step.
+    """DDRM step, as a diffrax solver.
 
     Attributes:
+      operator: the measurement operator.
+      sigma_y: measurement noise standard deviation.
       eta: null-space / low-SNR noise mixing :math:`\\eta` (paper default 0.85).
       eta_b: weight of the measurement in the high-SNR directions :math:`\\eta_b` (default 1).
+      key: PRNG key of the re-noising (set by :func:`sample_posterior`).
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxpapers.lamp import DDRM, MatrixOperator
+      >>> round(float(DDRM(MatrixOperator(jnp.eye(2, 3)), 0.05).eta), 2)
+      0.85
     """
 
-    eta: Array = scalar_field(default=0.85)
-    eta_b: Array = scalar_field(default=1.0)
+    operator: LinearOperator
+    sigma_y: Float[Array, ""] = scalar_field()
+    eta: Float[Array, ""] = scalar_field(default=0.85)
+    eta_b: Float[Array, ""] = scalar_field(default=1.0)
+    key: PRNGKeyArray | None = None
 
-    def _spectral(self, t_next: Array) -> tuple[Array, Array, Array]:
+    def _spectral(self, schedule: VPSchedule, t_next: Array) -> tuple[Array, Array, Array]:
         """(range mask, data weight w, range noise std) per singular direction."""
         s = self.operator.s
         pos = s > 0
-        sig1 = self.schedule.sigma(t_next) / self.schedule.alpha(t_next)
+        sig1 = schedule.sigma(t_next) / schedule.alpha(t_next)
         s_safe = jnp.where(pos, s, 1.0)
         noise_ratio = self.sigma_y / s_safe
         high = sig1 >= noise_ratio
@@ -53,20 +67,20 @@ class DDRM(PosteriorBackbone):
         std = jnp.where(pos, jnp.where(high, std_high, self.eta * sig1), 0.0)
         return pos, w, std
 
-    def estimate(self, x, t, t_next, y, nfe):
-        x0, _, nfe = self.denoiser.denoise(x, t, self.schedule, nfe)
+    def estimate(self, term, x, t, t_next, y, nfe):
+        x0, _, nfe = term.denoise(x, t, y, nfe)
         op = self.operator
-        pos, w, _ = self._spectral(t_next)
+        pos, w, _ = self._spectral(term.schedule, t_next)
         ybar = jnp.where(pos, op.u.T @ y.reshape(-1) / jnp.where(pos, op.s, 1.0), 0.0)
         flat = x0.reshape(-1)
         c0 = op.vt @ flat
         return (flat + op.vt.T @ (w * (ybar - c0))).reshape(x0.shape), x0, nfe
 
-    def transition(self, x, x0, t, t_next, y, key):
+    def renoise_step(self, schedule: VPSchedule, x, x0, t, t_next, y, key):
         op = self.operator
-        pos, _, std = self._spectral(t_next)
-        a, a1 = self.schedule.alpha(t), self.schedule.alpha(t_next)
-        sig, sig1 = self.schedule.sigma(t) / a, self.schedule.sigma(t_next) / a1
+        pos, _, std = self._spectral(schedule, t_next)
+        a, a1 = schedule.alpha(t), schedule.alpha(t_next)
+        sig, sig1 = schedule.sigma(t) / a, schedule.sigma(t_next) / a1
         vt = op.vt
 
         def null(v):

@@ -20,27 +20,40 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxpapers.core.diffusion import renoise
+from jaxpapers.core.diffusion import VPSchedule, renoise
 from jaxpapers.lamp._backbone import PosteriorBackbone, scalar_field
+from jaxpapers.lamp._operators import LinearOperator
 
 
 class DiffPIR(PosteriorBackbone):
-    """DiffPIR step.
+    """DiffPIR step, as a diffrax solver.
 
     Attributes:
+      operator: the measurement operator.
+      sigma_y: measurement noise standard deviation.
       lam: regularisation weight :math:`\\lambda` of the proximal step.
       zeta: noise mixing :math:`\\zeta \\in [0, 1]` (0: deterministic, 1: fresh noise).
+      key: PRNG key of the re-noising (set by :func:`sample_posterior`).
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxpapers.lamp import DiffPIR, MatrixOperator
+      >>> float(DiffPIR(MatrixOperator(jnp.eye(2, 3)), 0.05, lam=3.0).lam)
+      3.0
     """
 
-    lam: Array = scalar_field(default=1.0)
-    zeta: Array = scalar_field(default=0.3)
+    operator: LinearOperator
+    sigma_y: Float[Array, ""] = scalar_field()
+    lam: Float[Array, ""] = scalar_field(default=1.0)
+    zeta: Float[Array, ""] = scalar_field(default=0.3)
+    key: PRNGKeyArray | None = None
 
-    def estimate(self, x, t, t_next, y, nfe):
-        x0, _, nfe = self.denoiser.denoise(x, t, self.schedule, nfe)
+    def estimate(self, term, x, t, t_next, y, nfe):
+        x0, _, nfe = term.denoise(x, t, y, nfe)
         op = self.operator
-        sbar2 = (self.schedule.sigma(t) / self.schedule.alpha(t)) ** 2
+        sbar2 = (term.schedule.sigma(t) / term.schedule.alpha(t)) ** 2
         rho = self.lam * self.sigma_y**2 / sbar2
         s = op.s
         coef = jnp.where(s > 0, s / jnp.where(s > 0, s**2 + rho, 1.0), 0.0)
@@ -48,7 +61,7 @@ class DiffPIR(PosteriorBackbone):
         spec = coef * (op.u.T @ y.reshape(-1) - s * (op.vt @ flat))
         return (flat + op.vt.T @ spec).reshape(x0.shape), x0, nfe
 
-    def transition(self, x, x0, t, t_next, y, key):
+    def renoise_step(self, schedule: VPSchedule, x, x0, t, t_next, y, key):
         z = jax.random.normal(key, x.shape, x.dtype)
-        std = self.schedule.sigma(t_next) * jnp.sqrt(self.zeta)
-        return renoise(x, x0, z, self.schedule, t, t_next, std)
+        std = schedule.sigma(t_next) * jnp.sqrt(self.zeta)
+        return renoise(x, x0, z, schedule, t, t_next, std)

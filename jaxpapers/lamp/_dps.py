@@ -15,26 +15,40 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxpapers.core.diffusion import ddim_noise_std, renoise, renoise_x0_coefficient
+from jaxpapers.core.diffusion import VPSchedule, ddim_noise_std, renoise, renoise_x0_coefficient
 from jaxpapers.lamp._backbone import PosteriorBackbone, scalar_field
+from jaxpapers.lamp._operators import LinearOperator
 
 
 class DPS(PosteriorBackbone):
-    """DPS step over DDPM (``eta = 1``) or DDIM(``eta``) re-noising.
+    """DPS step over DDPM (``eta = 1``) or DDIM(``eta``) re-noising, as a diffrax solver.
 
     Attributes:
+      operator: the measurement operator.
+      sigma_y: measurement noise standard deviation (DPS does not use it; kept for the
+        interface).
       zeta: step size on the gradient of the residual norm.
       eta: re-noising stochasticity (1 = DDPM ancestral, the DPS default).
+      key: PRNG key of the re-noising (set by :func:`sample_posterior`).
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxpapers.lamp import DPS, MatrixOperator
+      >>> float(DPS(MatrixOperator(jnp.eye(2, 3)), 0.05, zeta=0.5).zeta)
+      0.5
     """
 
-    zeta: Array = scalar_field(default=1.0)
-    eta: Array = scalar_field(default=1.0)
+    operator: LinearOperator
+    sigma_y: Float[Array, ""] = scalar_field()
+    zeta: Float[Array, ""] = scalar_field(default=1.0)
+    eta: Float[Array, ""] = scalar_field(default=1.0)
+    key: PRNGKeyArray | None = None
 
-    def estimate(self, x, t, t_next, y, nfe):
+    def estimate(self, term, x, t, t_next, y, nfe):
         def x0_of(z):
-            x0, _, count = self.denoiser.denoise(z, t, self.schedule, nfe)
+            x0, _, count = term.denoise(z, t, y, nfe)
             return x0, count
 
         x0, vjp, nfe = jax.vjp(x0_of, x, has_aux=True)
@@ -42,12 +56,11 @@ class DPS(PosteriorBackbone):
         norm = jnp.sqrt(jnp.sum(resid**2))
         direction = self.operator.adjoint(-resid / jnp.maximum(norm, 1e-12))
         (grad,) = vjp(direction)
-        c = renoise_x0_coefficient(self.schedule, t, t_next, self._noise_std(t, t_next))
+        sch = term.schedule
+        c = renoise_x0_coefficient(sch, t, t_next, ddim_noise_std(sch, t, t_next, self.eta))
         return x0 - (self.zeta / c) * grad, x0, nfe
 
-    def _noise_std(self, t: Array, t_next: Array) -> Array:
-        return ddim_noise_std(self.schedule, t, t_next, self.eta)
-
-    def transition(self, x, x0, t, t_next, y, key):
+    def renoise_step(self, schedule: VPSchedule, x, x0, t, t_next, y, key):
         z = jax.random.normal(key, x.shape, x.dtype)
-        return renoise(x, x0, z, self.schedule, t, t_next, self._noise_std(t, t_next))
+        std = ddim_noise_std(schedule, t, t_next, self.eta)
+        return renoise(x, x0, z, schedule, t, t_next, std)

@@ -42,7 +42,34 @@ Derivation (our reading of the abstract; the paper text is not available to us).
    final step to :math:`\sigma_{t'} = 0` (:math:`h = \infty`) the step is first order
    (:math:`\kappa = 0`), as DPM-Solver++ does with ``lower_order_final``.
 
-3. *One-step risk (bias-variance).* Let :math:`x^\star_{t'}` be the ideal transition and
+3. *Which estimates to lag (the default: the denoised prediction).* Step 2 extrapolates the
+   data term in :math:`\lambda`; that is justified for a quantity that is a smooth function of
+   :math:`\lambda` along the trajectory. The denoised prediction :math:`\hat x_0(x_t)` is: it is
+   the data prediction of the probability-flow ODE, whose :math:`\lambda`-derivative is what
+   DPM-Solver++(2M) approximates. The data-consistent estimate is not, in general: for DPS,
+   :math:`\tilde x_0^{(t)} = \hat x_0^{(t)} - (\zeta/c_t)\,g_t` with :math:`g_t` the gradient of
+   the residual norm and :math:`c_t = \partial x_{t'}/\partial x_0` the re-noising slope of the
+   step, so after the re-noising (slope :math:`c_t`) the lagged guidance part is
+
+   .. math:: \kappa c_t\big(-\tfrac{\zeta}{c_t}g_t + \tfrac{\zeta}{c_{\rm prev}}g_{\rm prev}\big)
+             = -\kappa\zeta\big(g_t - \tfrac{c_t}{c_{\rm prev}}\,g_{\rm prev}\big),
+
+   i.e. DPS's guidance becomes :math:`-\zeta[(1+\kappa)g_t - \kappa (c_t/c_{\rm prev})
+   g_{\rm prev}]`. The ratio :math:`c_t/c_{\rm prev}` of step-size normalisations (1.2-2.3 on a
+   uniform grid) dominates the lagged difference, not the trajectory's curvature: the
+   "correction" amplifies the guidance by a schedule artefact. Lagging :math:`\hat x_0` instead
+   gives
+
+   .. math:: x_{t'}^{\rm LAMP} = T\big(x_t,\ \tilde x_0^{(t)} + \kappa(\hat x_0^{(t)} -
+             \hat x_0^{(t_{\rm prev})})\big),
+
+   which (for deterministic re-noising) is exactly the DPM-Solver++(2M) step of the unconditional
+   flow plus the backbone's residual correction :math:`\alpha_{t'}(1-e^{-h})(\tilde x_0 -
+   \hat x_0)`: the abstract's "second-order update plus the residual correction". With no
+   measurement (or ``A = 0``) both choices coincide. ``lag="data_consistent"`` keeps the other
+   reading available.
+
+4. *One-step risk (bias-variance).* Let :math:`x^\star_{t'}` be the ideal transition and
    :math:`e = T(x_t, \tilde x_0^{(t)}) - x^\star_{t'}` the backbone's one-step error, and
    :math:`g = \partial_{x_0}T\,\Delta` the lagged increment. Then
 
@@ -59,117 +86,129 @@ Derivation (our reading of the abstract; the paper text is not available to us).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Bool, Float
+from diffrax._custom_types import Args
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
-from jaxpapers.core.diffusion import AbstractReverseStep, VPSchedule
+from jaxpapers.core.diffusion import (
+    AbstractDiffusionSolver,
+    DenoiserTerm,
+    LaggedMemory,
+    VPSchedule,
+    lagged_coefficient,
+    lagged_estimate,
+)
 from jaxpapers.lamp._backbone import PosteriorBackbone, scalar_field
+from jaxpapers.lamp._operators import LinearOperator
 
 _LAGS = ("data_consistent", "denoised")
+DEFAULT_LAG = "denoised"
+
+LampMemory = LaggedMemory
+"""What LAMP carries between steps: the previous differenced estimate, its time, and whether it
+is set (:class:`jaxpapers.core.diffusion.LaggedMemory`)."""
+
+__all__ = ["Lamp", "LampMemory", "lagged_coefficient", "lamp"]
 
 
-class LampMemory(NamedTuple):
-    """What LAMP carries between steps.
-
-    Attributes:
-      prev_x0: previous data-consistent estimate (zeros before the first step).
-      prev_t: time of the previous step (``t_max`` placeholder before the first step).
-      has_prev: whether ``prev_x0`` is set.
-    """
-
-    prev_x0: Float[Array, ...]
-    prev_t: Float[Array, ""]
-    has_prev: Bool[Array, ""]
-
-
-def lagged_coefficient(
-    schedule: VPSchedule, t_prev: ArrayLike, t: ArrayLike, t_next: ArrayLike
-) -> Array:
-    r""":math:`\kappa/\gamma = h / (2 h_{\rm prev})` in log-SNR time; 0 when :math:`h = \infty`.
-
-    Args:
-      schedule: VP schedule.
-      t_prev, t, t_next: three consecutive decreasing times.
-
-    Returns:
-      Scalar coefficient of the lagged difference.
-    """
-    lam_prev, lam, lam_next = (
-        schedule.log_snr(t_prev),
-        schedule.log_snr(t),
-        schedule.log_snr(t_next),
-    )
-    h, h_prev = lam_next - lam, lam - lam_prev
-    ok = jnp.isfinite(h) & (h_prev > 0)
-    return jnp.where(ok, h / (2.0 * jnp.where(ok, h_prev, 1.0)), 0.0)
-
-
-class Lamp(AbstractReverseStep):
+class Lamp(AbstractDiffusionSolver):
     """LAMP over a backbone: same estimate, same re-noising, lagged second-order correction.
+
+    A diffrax solver: its step evaluates the :class:`~jaxpapers.core.diffusion.DenoiserTerm`
+    through the backbone's estimate and keeps the previous estimate in the solver state.
 
     Attributes:
       backbone: a :class:`PosteriorBackbone` (DPS, DiffPIR or DDRM).
       strength: :math:`\\gamma` (1: second order; 0: exactly the backbone).
-      lag: which consecutive estimates are differenced: ``"data_consistent"``
-        (:math:`\\tilde x_0`, the default) or ``"denoised"`` (:math:`\\hat x_0`: the second-order
-        step of the unconditional flow plus the backbone's residual correction).
+      lag: which consecutive estimates are differenced: ``"denoised"`` (:math:`\\hat x_0`,
+        the default: the second-order step of the unconditional flow plus the backbone's
+        residual correction) or ``"data_consistent"`` (:math:`\\tilde x_0`).
+
+    Examples:
+      >>> import jax.numpy as jnp
+      >>> from jaxpapers.lamp import DDRM, Lamp, MatrixOperator
+      >>> Lamp(DDRM(MatrixOperator(jnp.eye(2, 3)), 0.05)).lag
+      'denoised'
     """
 
     backbone: PosteriorBackbone
-    strength: Array = scalar_field(default=1.0)
-    lag: str = eqx.field(static=True, default="data_consistent")
+    strength: Float[Array, ""] = scalar_field(default=1.0)
+    lag: str = eqx.field(static=True, default=DEFAULT_LAG)
 
     def __check_init__(self) -> None:
+        if not isinstance(self.backbone, PosteriorBackbone):
+            raise TypeError(
+                f"backbone is a {type(self.backbone).__name__}; expected a PosteriorBackbone "
+                "(DPS, DiffPIR or DDRM)"
+            )
         if self.lag not in _LAGS:
             raise ValueError(f"lag={self.lag!r}; expected one of {_LAGS}")
 
     @property
-    def operator(self):
+    def operator(self) -> LinearOperator:
         return self.backbone.operator
 
     @property
-    def schedule(self) -> VPSchedule:
-        return self.backbone.schedule
+    def key(self) -> PRNGKeyArray | None:
+        return self.backbone.key
 
-    def init_memory(self, x: Array, args: Array) -> LampMemory:
-        return LampMemory(jnp.zeros_like(x), jnp.zeros((), x.dtype), jnp.zeros((), bool))
+    def with_key(self, key: PRNGKeyArray | None) -> Lamp:
+        """A copy whose backbone draws its re-noising from ``key``."""
+        return eqx.tree_at(lambda s: s.backbone, self, self.backbone.with_key(key))
+
+    def order(self, terms: DenoiserTerm) -> int | None:
+        return 2
+
+    def init_memory(self, terms: DenoiserTerm, y0: Float[Array, ...], args: Args) -> LampMemory:
+        return LampMemory.empty(y0)
 
     def corrected_estimate(
-        self, x0: Array, lagged: Array, t: Array, t_next: Array, memory: LampMemory
-    ) -> Array:
-        """:math:`\\tilde x_0 + \\kappa(e_t - e_{t_{\\rm prev}})`, where ``lagged`` is the
+        self,
+        schedule: VPSchedule,
+        x0: Float[Array, ...],
+        lagged: Float[Array, ...],
+        t: Float[Array, ""],
+        t_next: Float[Array, ""],
+        memory: LampMemory,
+    ) -> Float[Array, ...]:
+        """:math:`\\tilde x_0 + \\gamma\\kappa(e_t - e_{t_{\\rm prev}})`, where ``lagged`` is the
         current estimate :math:`e_t` that is differenced (see ``lag``)."""
-        kappa = self.strength * lagged_coefficient(self.schedule, memory.prev_t, t, t_next)
-        kappa = jnp.where(memory.has_prev, kappa, 0.0).astype(x0.dtype)
-        return x0 + kappa * (lagged - memory.prev_x0)
+        return lagged_estimate(schedule, x0, lagged, t, t_next, memory, self.strength)
 
-    def __call__(self, x, t, t_next, args, memory, key, nfe):
-        x0, x0_hat, nfe = self.backbone.estimate(x, t, t_next, args, nfe)
+    def transition(
+        self,
+        terms: DenoiserTerm,
+        x: Float[Array, ...],
+        t: Float[Array, ""],
+        t_next: Float[Array, ""],
+        args: Float[Array, ...],
+        memory: LampMemory,
+        key: PRNGKeyArray,
+        nfe: Int[Array, ""],
+    ) -> tuple[Float[Array, ...], LampMemory, Int[Array, ""]]:
+        """One LAMP step: the backbone's estimate, the lagged correction, the backbone's
+        re-noising (one evaluation of ``terms``)."""
+        bb, sch = self.backbone, terms.schedule
+        x0, x0_hat, nfe = bb.estimate(terms, x, t, t_next, args, nfe)
         lagged = x0 if self.lag == "data_consistent" else x0_hat
-        d = self.corrected_estimate(x0, lagged, t, t_next, memory)
-        x_next = self.backbone.transition(x, d, t, t_next, args, key)
+        d = self.corrected_estimate(sch, x0, lagged, t, t_next, memory)
+        x_next = bb.renoise_step(sch, x, d, t, t_next, args, key)
         return x_next, LampMemory(lagged, jnp.asarray(t, x.dtype), jnp.ones((), bool)), nfe
 
 
-def lamp(
-    backbone: PosteriorBackbone, strength: ArrayLike = 1.0, lag: str = "data_consistent"
-) -> Lamp:
+def lamp(backbone: PosteriorBackbone, strength: ArrayLike = 1.0, lag: str = DEFAULT_LAG) -> Lamp:
     """Wrap ``backbone`` with LAMP's lagged correction (a sampler usable wherever it is).
 
     Args:
-      backbone: DPS, DiffPIR or DDRM step.
+      backbone: DPS, DiffPIR or DDRM solver.
       strength: :math:`\\gamma`, 1 for the second-order method.
-      lag: ``"data_consistent"`` or ``"denoised"`` (see :class:`Lamp`).
+      lag: ``"denoised"`` or ``"data_consistent"`` (see :class:`Lamp`).
 
     Returns:
       :class:`Lamp`.
+
+    Raises:
+      TypeError: ``backbone`` is not a :class:`PosteriorBackbone`.
     """
-    if not isinstance(backbone, PosteriorBackbone):
-        raise ValueError(
-            f"backbone is a {type(backbone).__name__}; expected a PosteriorBackbone "
-            "(DPS, DiffPIR or DDRM)"
-        )
     return Lamp(backbone, strength, lag)

@@ -178,7 +178,8 @@ def check_sigma_y(sigma_y: ArrayLike) -> None:
         return
     arr = np.asarray(sigma_y)
     if arr.shape != () or not np.isfinite(arr) or arr < 0:
-        raise ValueError(f"sigma_y={sigma_y!r}; expected a finite scalar >= 0")
+        shown = arr.item() if arr.shape == () else f"array of shape {arr.shape}"
+        raise ValueError(f"sigma_y={shown}; expected a finite scalar >= 0")
 
 
 def measure(

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxpapers.core.diffusion import CountingDenoiser, GaussianMixture, VPSchedule, zero_count
+from jaxpapers.core.diffusion import DenoiserTerm, GaussianMixture, VPSchedule, zero_count
 from jaxpapers.lamp._diffpir import DiffPIR
 from jaxpapers.lamp._lamp import Lamp, LampMemory
 from jaxpapers.lamp._operators import MatrixOperator
@@ -58,10 +58,10 @@ class OneStepRisk(NamedTuple):
 
 def _problem(mean, var, matrix, y, sigma_y, schedule, lam):
     prior = GaussianMixture(mean[None, :], jnp.ones(1, mean.dtype), var)
-    den = CountingDenoiser(lambda x, t: prior.eps(x, t, schedule))
-    bb = DiffPIR(den, schedule, _DenseOperator(matrix), sigma_y, lam=lam, zeta=0.0)
+    term = DenoiserTerm(lambda x, t: prior.eps(x, t, schedule), schedule)
+    bb = DiffPIR(_DenseOperator(matrix), sigma_y, lam=lam, zeta=0.0)
     post = prior.posterior(matrix, y, sigma_y)
-    return bb, post.means[0], post.chol @ post.chol.T
+    return term, bb, post.means[0], post.chol @ post.chol.T
 
 
 class _DenseOperator(MatrixOperator):
@@ -75,8 +75,8 @@ class _DenseOperator(MatrixOperator):
 
 def _maps(mean, var, matrix, y, sigma_y, schedule, t_prev, t, t_next, lam):
     """The affine map x_prev -> (e, g) and the law of x_prev."""
-    bb, m, cov = _problem(mean, var, matrix, y, sigma_y, schedule, lam)
-    lamp1 = Lamp(bb, 1.0)
+    term, bb, m, cov = _problem(mean, var, matrix, y, sigma_y, schedule, lam)
+    lamp1 = Lamp(bb, 1.0, lag="data_consistent")
     key = jax.random.key(0)  # unused: zeta = 0 draws no noise into the state
     n0 = zero_count()
     a, s = schedule.alpha(t), schedule.sigma(t)
@@ -86,11 +86,11 @@ def _maps(mean, var, matrix, y, sigma_y, schedule, t_prev, t, t_next, lam):
     flow = (evecs * scale[None, :]) @ evecs.T
 
     def f(x_prev):
-        x0_prev, _, _ = bb.estimate(x_prev, t_prev, t, y, n0)
-        x_t = bb.transition(x_prev, x0_prev, t_prev, t, y, key)
-        x_b, _, _ = bb(x_t, t, t_next, y, None, key, n0)
+        x0_prev, _, _ = bb.estimate(term, x_prev, t_prev, t, y, n0)
+        x_t = bb.renoise_step(schedule, x_prev, x0_prev, t_prev, t, y, key)
+        x_b, _, _ = bb.transition(term, x_t, t, t_next, y, None, key, n0)
         mem = LampMemory(x0_prev, jnp.asarray(t_prev, x_t.dtype), jnp.ones((), bool))
-        x_l, _, _ = lamp1(x_t, t, t_next, y, mem, key, n0)
+        x_l, _, _ = lamp1.transition(term, x_t, t, t_next, y, mem, key, n0)
         target = a1 * m + flow @ (x_t - a * m)
         return x_b - target, x_l - x_b
 

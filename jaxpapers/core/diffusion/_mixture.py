@@ -140,9 +140,34 @@ class MixturePosterior(eqx.Module):
         z = jax.random.normal(kn, (n, self.means.shape[1]), self.means.dtype)
         return self.means[comp] + z @ self.chol.T
 
+    @property
+    def weights(self) -> Float[Array, " k"]:
+        """Normalised mixture weights :math:`\\tilde w_k`."""
+        return jnp.exp(self.log_weights)
+
+    @property
+    def component_covariance(self) -> Float[Array, "d d"]:
+        """The covariance :math:`C` shared by every component (``chol @ chol.T``)."""
+        return self.chol @ self.chol.T
+
     def mean(self) -> Float[Array, " d"]:
         """Posterior mean."""
-        return jnp.exp(self.log_weights) @ self.means
+        return self.weights @ self.means
+
+    def covariance(self) -> Float[Array, "d d"]:
+        r"""Total posterior covariance :math:`C + \sum_k \tilde w_k (m_k - \bar m)(m_k -
+        \bar m)^\top`.
+
+        Examples:
+          >>> import jax.numpy as jnp
+          >>> from jaxpapers.core.diffusion import GaussianMixture
+          >>> g = GaussianMixture(jnp.zeros((1, 2)), jnp.ones(1), 1.0)
+          >>> post = g.posterior(jnp.eye(1, 2), jnp.ones(1), 1.0)
+          >>> post.covariance().round(3).tolist(), post.weights.tolist()
+          ([[0.5, 0.0], [0.0, 1.0]], [1.0])
+        """
+        centred = self.means - self.mean()[None, :]
+        return self.component_covariance + (centred.T * self.weights) @ centred
 
 
 def grid_mixture(

@@ -28,7 +28,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxpapers.core.diffusion._nfe import CountingDenoiser
 from jaxpapers.core.diffusion._schedule import VPSchedule, time_grid
-from jaxpapers.core.diffusion._solver import AbstractReverseStep, solve_reverse
+from jaxpapers.core.diffusion._solver import AbstractReverseStep
 
 
 def ddim_noise_std(schedule: VPSchedule, t: ArrayLike, t_next: ArrayLike, eta: ArrayLike) -> Array:
@@ -146,10 +146,20 @@ def sample_ddim(
       :class:`SampleOutput`.
     """
     _check_steps(num_steps)
+    time_grid(num_steps, t_max=t_max)  # validates t_max
+    return _sample_ddim(denoiser, schedule, tuple(shape), key, int(num_steps), eta, t_max, dtype)
+
+
+@eqx.filter_jit
+def _sample_ddim(denoiser, schedule, shape, key, num_steps, eta, t_max, dtype):
+    from jaxpapers.core.diffusion._exponential import DDIM
+    from jaxpapers.core.diffusion._solver import solve_diffusion
+    from jaxpapers.core.diffusion._term import DenoiserTerm
+
     k0, k1 = jax.random.split(key)
     x_init = jax.random.normal(k0, shape, dtype)
     ts = time_grid(num_steps, t_max=t_max)
-    sol = solve_reverse(DDIMStep(denoiser, schedule, eta), x_init, ts, key=k1)
+    sol = solve_diffusion(DenoiserTerm(denoiser, schedule), DDIM(eta, key=k1), x_init, ts)
     return SampleOutput(sol.x, sol.nfe)
 
 

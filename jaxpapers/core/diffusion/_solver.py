@@ -1,4 +1,13 @@
-r"""A custom :class:`diffrax.AbstractSolver` that drives discrete reverse-diffusion steps.
+r"""Custom :class:`diffrax.AbstractSolver` bases for discrete reverse-diffusion samplers.
+
+:class:`AbstractDiffusionSolver` (the main interface): a solver whose ``step`` evaluates the
+:class:`~jaxpapers.core.diffusion.DenoiserTerm` passed to ``diffrax.diffeqsolve`` and keeps its
+multistep memory, its PRNG key and its evaluation count in the diffrax solver state.
+:func:`solve_diffusion` runs one on a grid of diffusion times with ``diffrax.StepTo``; diffrax's
+``SaveAt(ts=...)``, progress meters and adjoints apply unchanged.
+
+Legacy interface (kept for compatibility): :class:`ReverseDiffusionSolver` runs an
+:class:`AbstractReverseStep` that carries its own denoiser.
 
 Discrete samplers (DDPM, DDIM, and posterior samplers built on them) are not discretisations of
 one vector field: each step is a map :math:`x_{t} \mapsto x_{t'}` that calls the denoiser, may
@@ -11,6 +20,11 @@ Time convention: diffrax integrates forward in its own time :math:`\tau`; the di
 uses :math:`\tau = -t`, so the decreasing diffusion grid :math:`t_0 > t_1 > \dots` becomes the
 increasing diffrax grid :math:`-t_0 < -t_1 < \dots`. The term passed to ``diffeqsolve`` carries no
 dynamics (the step does); it only satisfies diffrax's interface.
+
+The PRNG key of a stochastic sampler is part of the solver state: it starts as the solver's
+``key`` field and step ``i`` draws from the ``i``-th split (a documented key in solver state,
+rather than a Brownian path: the discrete samplers draw fresh noise per step, not increments of
+one Wiener process).
 """
 
 from __future__ import annotations
@@ -23,9 +37,11 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int, PyTree
+from diffrax._custom_types import Args, BoolScalarLike, DenseInfo, RealScalarLike, Y
+from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree, UInt32
 
 from jaxpapers.core.diffusion._nfe import zero_count
+from jaxpapers.core.diffusion._term import DenoiserTerm
 
 
 class AbstractReverseStep(eqx.Module):
@@ -71,35 +87,45 @@ def _no_dynamics(t: Array, y: Array, args: Any) -> Array:
 class ReverseDiffusionSolver(diffrax.AbstractSolver):
     """Runs an :class:`AbstractReverseStep` inside ``diffrax.diffeqsolve`` (time ``tau = -t``).
 
+    Legacy adapter for steps that carry their own denoiser; new samplers subclass
+    :class:`AbstractDiffusionSolver` and evaluate the term instead.
+
     Attributes:
       transition: the reverse step.
       key: PRNG key; step ``i`` uses the ``i``-th split of it.
     """
 
     transition: AbstractReverseStep
-    key: Array
+    key: PRNGKeyArray
 
     term_structure: ClassVar = diffrax.AbstractTerm
     interpolation_cls: ClassVar[Callable[..., diffrax.LocalLinearInterpolation]] = (
         diffrax.LocalLinearInterpolation
     )
 
-    def order(self, terms: Any) -> int | None:
+    def order(self, terms: PyTree[diffrax.AbstractTerm]) -> int | None:
         return None
 
-    def init(self, terms: Any, t0: Any, t1: Any, y0: Any, args: Any) -> _SolverState:
+    def init(
+        self,
+        terms: PyTree[diffrax.AbstractTerm],
+        t0: RealScalarLike,
+        t1: RealScalarLike,
+        y0: Y,
+        args: Args,
+    ) -> _SolverState:
         return _SolverState(self.transition.init_memory(y0, args), self.key, zero_count())
 
     def step(
         self,
-        terms: Any,
-        t0: Any,
-        t1: Any,
-        y0: Any,
-        args: Any,
+        terms: PyTree[diffrax.AbstractTerm],
+        t0: RealScalarLike,
+        t1: RealScalarLike,
+        y0: Y,
+        args: Args,
         solver_state: _SolverState,
-        made_jump: Any,
-    ) -> tuple[Any, None, dict[str, Any], _SolverState, diffrax.RESULTS]:
+        made_jump: BoolScalarLike,
+    ) -> tuple[Y, None, DenseInfo, _SolverState, diffrax.RESULTS]:
         del terms, made_jump
         key, sub = jax.random.split(solver_state.key)
         y1, memory, nfe = self.transition(
@@ -108,7 +134,7 @@ class ReverseDiffusionSolver(diffrax.AbstractSolver):
         state = _SolverState(memory, key, nfe)
         return y1, None, {"y0": y0, "y1": y1}, state, diffrax.RESULTS.successful
 
-    def func(self, terms: Any, t0: Any, y0: Any, args: Any) -> Any:
+    def func(self, terms: PyTree[diffrax.AbstractTerm], t0: RealScalarLike, y0: Y, args: Args) -> Y:
         return terms.vf(t0, y0, args)
 
 
@@ -119,11 +145,13 @@ class ReverseSolution(NamedTuple):
       x: final state at the last grid time, same shape as the initial state.
       nfe: exact number of denoiser evaluations (``int32``).
       memory: the step's memory after the last step.
+      result: diffrax's ``RESULTS`` of the solve (``successful`` unless a step failed).
     """
 
     x: Float[Array, ...]
     nfe: Int[Array, ""]
     memory: PyTree
+    result: diffrax.RESULTS | None = None
 
 
 def solve_reverse(
@@ -163,7 +191,217 @@ def solve_reverse(
         saveat=diffrax.SaveAt(t1=True, solver_state=True),
         max_steps=int(ts.shape[0]) - 1,
         adjoint=diffrax.RecursiveCheckpointAdjoint(),
-        throw=False,
+        throw=False,  # typed PRNG keys in the state cannot pass diffrax's error check
     )
     state: _SolverState = sol.solver_state
-    return ReverseSolution(sol.ys[0], state.nfe, state.memory)
+    return ReverseSolution(sol.ys[0], state.nfe, state.memory, sol.result)
+
+
+def unwrap_term(terms: PyTree[diffrax.AbstractTerm]) -> DenoiserTerm:
+    """The :class:`DenoiserTerm` inside diffrax's wrappers (diffrax wraps terms to fix the
+    direction of time before a solver sees them)."""
+    term = terms
+    while not isinstance(term, DenoiserTerm):
+        inner = getattr(term, "term", None)
+        if inner is None:
+            raise TypeError(f"terms is a {type(terms).__name__}; expected a DenoiserTerm")
+        term = inner
+    return term
+
+
+class DiffusionSolverState(NamedTuple):
+    """Solver state of an :class:`AbstractDiffusionSolver` (diffrax carries it between steps).
+
+    Attributes:
+      memory: the solver's multistep memory (e.g. the previous data prediction), or ``None``.
+      key: raw PRNG key data (``jax.random.key_data``; raw so that diffrax's error check can
+        carry it); each step splits the key and draws from the second half.
+      nfe: exact number of denoiser evaluations so far (``int32``).
+    """
+
+    memory: PyTree
+    key: UInt32[Array, ...]
+    nfe: Int[Array, ""]
+
+
+def _raw_key(key: PRNGKeyArray) -> UInt32[Array, ...]:
+    key = jnp.asarray(key)
+    return jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+
+
+class AbstractDiffusionSolver(diffrax.AbstractSolver[DiffusionSolverState]):
+    r"""Base of the discrete reverse-diffusion solvers that evaluate a :class:`DenoiserTerm`.
+
+    A subclass implements :meth:`init_memory` and :meth:`transition` (one step from diffusion
+    time ``t`` to ``t_next < t``, evaluating the denoiser through ``terms.denoise``) and holds a
+    ``key`` field (``None`` for deterministic solvers). diffrax's time is :math:`\tau = -t`.
+    """
+
+    term_structure: ClassVar = DenoiserTerm
+    interpolation_cls: ClassVar[Callable[..., diffrax.LocalLinearInterpolation]] = (
+        diffrax.LocalLinearInterpolation
+    )
+
+    def order(self, terms: DenoiserTerm) -> int | None:
+        return 1
+
+    def init_memory(self, terms: DenoiserTerm, y0: Y, args: Args) -> PyTree:
+        """The multistep memory before the first step (default: ``None``)."""
+        return None
+
+    @abc.abstractmethod
+    def transition(
+        self,
+        terms: DenoiserTerm,
+        x: Float[Array, ...],
+        t: Float[Array, ""],
+        t_next: Float[Array, ""],
+        args: Args,
+        memory: PyTree,
+        key: PRNGKeyArray,
+        nfe: Int[Array, ""],
+    ) -> tuple[Float[Array, ...], PyTree, Int[Array, ""]]:
+        """Return ``(x_next, memory, nfe)`` after one step from ``t`` to ``t_next`` (diffusion
+        times), evaluating the denoiser through ``terms.denoise`` (which counts)."""
+
+    def init(
+        self, terms: DenoiserTerm, t0: RealScalarLike, t1: RealScalarLike, y0: Y, args: Args
+    ) -> DiffusionSolverState:
+        key = getattr(self, "key", None)
+        key = _raw_key(jax.random.key(0) if key is None else key)
+        return DiffusionSolverState(self.init_memory(terms, y0, args), key, zero_count())
+
+    def step(
+        self,
+        terms: DenoiserTerm,
+        t0: RealScalarLike,
+        t1: RealScalarLike,
+        y0: Y,
+        args: Args,
+        solver_state: DiffusionSolverState,
+        made_jump: BoolScalarLike,
+    ) -> tuple[Y, None, DenseInfo, DiffusionSolverState, diffrax.RESULTS]:
+        del made_jump
+        key, sub = jax.random.split(jax.random.wrap_key_data(solver_state.key))
+        t, t_next = -jnp.asarray(t0, y0.dtype), -jnp.asarray(t1, y0.dtype)
+        y1, memory, nfe = self.transition(
+            unwrap_term(terms), y0, t, t_next, args, solver_state.memory, sub, solver_state.nfe
+        )
+        finite = jnp.all(jnp.isfinite(y1))
+        result = diffrax.RESULTS.where(finite, diffrax.RESULTS.successful, _NONFINITE)
+        state = DiffusionSolverState(memory, jax.random.key_data(key), nfe)
+        return y1, None, {"y0": y0, "y1": y1}, state, result
+
+    def func(self, terms: DenoiserTerm, t0: RealScalarLike, y0: Y, args: Args) -> Y:
+        return terms.vf(t0, y0, args)
+
+
+# diffrax stops the solve at the first non-successful step (and raises with ``throw=True``).
+_NONFINITE = diffrax.RESULTS.nonfinite
+
+
+class DiffusionSolution(NamedTuple):
+    """Output of :func:`solve_diffusion`.
+
+    Attributes:
+      x: the state at the last grid time (shape of the initial state).
+      nfe: exact number of denoiser evaluations (``int32``).
+      memory: the solver's multistep memory after the last step.
+      ts: the diffusion times of ``ys`` (``None`` unless ``save_ts`` was given).
+      ys: the states at ``save_ts`` (``[len(save_ts), *x.shape]``) or ``None``.
+      result: diffrax's ``RESULTS`` (``successful``; ``throw=False`` callers must check it).
+    """
+
+    x: Float[Array, ...]
+    nfe: Int[Array, ""]
+    memory: PyTree
+    ts: Float[Array, " s"] | None
+    ys: Float[Array, "s ..."] | None
+    result: diffrax.RESULTS
+
+
+def check_time_grid(ts: Float[Array, " n"]) -> Float[Array, " n"]:
+    """Validate a decreasing diffusion-time grid (1-D, at least two times); returns it."""
+    ts = jnp.asarray(ts)
+    if ts.ndim != 1 or ts.shape[0] < 2:
+        raise ValueError(f"ts must be 1-D with at least 2 times (1 step); got shape {ts.shape}")
+    return ts
+
+
+def solve_diffusion(
+    term: DenoiserTerm,
+    solver: AbstractDiffusionSolver,
+    x_init: Float[Array, ...],
+    ts: Float[Array, " n"],
+    *,
+    args: Args = None,
+    save_ts: Float[Array, " s"] | None = None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    progress_meter: diffrax.AbstractProgressMeter | None = None,
+    throw: bool = True,
+) -> DiffusionSolution:
+    r"""Run a diffusion solver on the decreasing grid ``ts`` with one ``diffrax.diffeqsolve``.
+
+    Args:
+      term: the :class:`DenoiserTerm` (the denoiser and the schedule).
+      solver: an :class:`AbstractDiffusionSolver` (``DDIM``, ``DPMSolverPP2M``, a posterior
+        sampler).
+      x_init: state at ``ts[0]``, any shape.
+      ts: ``[n + 1]`` strictly decreasing diffusion times (``n >= 1`` steps).
+      args: passed to the term and every step (a measurement, class labels).
+      save_ts: optional decreasing diffusion times inside ``[ts[-1], ts[0]]`` to save the
+        trajectory at (``diffrax.SaveAt(ts=-save_ts)``; between grid times it is interpolated
+        linearly).
+      adjoint: diffrax adjoint (default ``RecursiveCheckpointAdjoint``).
+      progress_meter: e.g. ``diffrax.TqdmProgressMeter()``.
+      throw: raise on a failed solve (e.g. a non-finite state); with ``False`` check
+        ``result``.
+
+    Returns:
+      :class:`DiffusionSolution`.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxpapers.core.diffusion import DDIM, DenoiserTerm, VPSchedule, solve_diffusion
+      >>> term = DenoiserTerm(lambda x, t: 0.5 * x, VPSchedule())
+      >>> ts = jnp.linspace(1.0, 0.0, 11)
+      >>> sol = solve_diffusion(term, DDIM(), jnp.ones(3), ts)
+      >>> sol.x.shape, int(sol.nfe)
+      ((3,), 10)
+    """
+    if not isinstance(term, DenoiserTerm):
+        raise TypeError(f"term is a {type(term).__name__}; expected a DenoiserTerm")
+    if not isinstance(solver, AbstractDiffusionSolver):
+        raise TypeError(f"solver is a {type(solver).__name__}; expected an AbstractDiffusionSolver")
+    ts = check_time_grid(ts)
+    taus = -ts.astype(x_init.dtype)
+    if save_ts is None:
+        saveat = diffrax.SaveAt(t1=True, solver_state=True)
+    else:
+        saveat = diffrax.SaveAt(
+            subs=(
+                diffrax.SubSaveAt(t1=True),
+                diffrax.SubSaveAt(ts=-jnp.asarray(save_ts, x_init.dtype)),
+            ),
+            solver_state=True,
+        )
+    sol = diffrax.diffeqsolve(
+        term,
+        solver,
+        t0=taus[0],
+        t1=taus[-1],
+        dt0=None,
+        y0=x_init,
+        args=args,
+        stepsize_controller=diffrax.StepTo(ts=taus),
+        saveat=saveat,
+        max_steps=int(ts.shape[0]) - 1,
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
+        progress_meter=diffrax.NoProgressMeter() if progress_meter is None else progress_meter,
+        throw=throw,
+    )
+    state: DiffusionSolverState = sol.solver_state
+    if save_ts is None:
+        return DiffusionSolution(sol.ys[0], state.nfe, state.memory, None, None, sol.result)
+    final, traj = sol.ys
+    return DiffusionSolution(final[0], state.nfe, state.memory, -sol.ts[1], traj, sol.result)
