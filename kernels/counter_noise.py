@@ -5,7 +5,17 @@ Entry ``(i, j)`` of an ``m x n`` matrix under ``seed`` is ``bag(counter_hash(see
 perturbed forward passes and the update of a zeroth-order step regenerate the same ``z`` and never
 store it. Integer ops only: no Pallas TPU PRNG primitive, so it runs in interpret mode on CPU.
 
-Used by LQZO for the low-rank factors ``U`` (``m x r``) and ``V`` (``n x r``).
+LQZO's jnp path draws its low-rank factors ``U`` (``m x r``) and ``V`` (``n x r``) with
+:func:`counter_noise_reference` (the same values as this kernel); its fused path never forms them:
+:func:`jaxpapers_kernels.perturbed_quant_matmul` regenerates the entries it needs inside each tile.
+This kernel is for callers that want a dense matrix of such perturbations on an accelerator.
+
+Examples:
+    >>> import jax.numpy as jnp
+    >>> z = counter_noise(jnp.uint32(1), (3, 5), k=1, interpret=True)
+    >>> ref = counter_noise_reference(jnp.uint32(1), (3, 5))
+    >>> bool(jnp.all(jnp.abs(z) == 1.0)), bool(jnp.all(z == ref))
+    (True, True)
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
-from jaxpapers_kernels import default_interpret
+from jaxpapers_kernels._backend import default_interpret
 from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash
 
 

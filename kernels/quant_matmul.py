@@ -1,4 +1,4 @@
-"""Pallas kernel: ``x @ dequant(codes, scales + eps Z)``, the perturbation ``Z`` made in-kernel.
+"""Pallas kernel: ``x @ dequant(codes, scales + eps * mult * Z)``, ``Z`` made inside the kernel.
 
 Quantized weight layout (group-wise along the input dimension ``K``, ``G = K / group_size``):
 
@@ -7,28 +7,53 @@ Quantized weight layout (group-wise along the input dimension ``K``, ``G = K / g
 * ``scales``, ``zeros``: ``[G, N]`` float; the weight is
   ``W[k, n] = scales[k // group_size, n] * (code[k, n] - zeros[k // group_size, n])``.
 
-LQZO perturbs the scales with a low-rank matrix in an *isotropic* layout: the ``G N`` scale entries,
-flattened row-major, are viewed as an ``iso_shape = (m', n')`` matrix (``m' n' = G N``, near
-square) and perturbed by ``Z' = U V^T / sqrt(r)``; entry ``(g, n)`` of ``Z`` is entry
-``(f // n', f % n')`` of ``Z'`` with ``f = g N + n``. ``U[a, c]`` and ``V[b, c]`` are
-binary-aggregated Gaussian values of ``(seed_u, a r + c)`` and ``(seed_v, b r + c)`` from the
-counter hash, so the kernel computes every needed factor entry from integer ops and never reads or
-writes ``U``, ``V``, ``Z``, the perturbed scales or the dequantized weight in memory: per output
-tile it holds one ``[K, block_n]`` weight tile.
+The scales are perturbed by a low-rank matrix in an *isotropic* layout: the ``G N`` scale entries,
+flattened row-major, are viewed as an ``iso_shape = (m', n')`` matrix (``m' n' = G N``) and
+perturbed by ``Z' = U V^T / sqrt(r)``; entry ``(g, n)`` of ``Z`` is entry ``(f // n', f % n')`` of
+``Z'`` with ``f = g N + n``. ``U[a, c]`` and ``V[b, c]`` are binary-aggregated Gaussian values of
+``(seed_u, a r + c)`` and ``(seed_v, b r + c)`` from the counter hash
+(:mod:`jaxpapers_kernels.counter_hash`). An optional ``mult`` (``[G, N]``) rescales ``Z`` entry by
+entry (relative perturbations ``s (1 + delta + eps Z)`` are ``scales = s (1 + delta)``,
+``mult = s``).
+
+Grid ``(M / block_m, N / block_n, K / block_k)``: each program dequantizes one
+``[block_k, block_n]`` weight tile from its packed codes and its ``block_k / group_size`` rows of
+scales, adds ``eps * mult * Z`` for those rows computed from integer ops, multiplies by the
+``[block_m, block_k]`` activation tile and accumulates into the float32 ``[block_m, block_n]``
+output tile (the K axis is the last, sequential grid axis). ``U``, ``V``, ``Z``, the perturbed
+scales and the float weight never exist in memory.
 
 Dequantization is linear in the scales, so the ``-eps`` twin of a two-point estimate is the same
-call with ``-eps``.
+call with ``-eps``: ``jaxpapers.lqzo`` runs both forward passes of a zeroth-order step through
+this kernel when its layers are built with ``use_kernel=True`` (or ``"auto"`` on GPU/TPU).
+
+Examples:
+    >>> import jax.numpy as jnp
+    >>> from jaxpapers_kernels import LowRankSpec, perturbed_quant_matmul, quantize
+    >>> w = jnp.linspace(-1.0, 1.0, 64 * 32).reshape(64, 32)
+    >>> q = quantize(w, bits=4, group_size=16)
+    >>> x = jnp.ones((3, 64))
+    >>> y = perturbed_quant_matmul(x, q.codes, q.scales, q.zeros, bits=4, group_size=16)
+    >>> bool(jnp.allclose(y, x @ w, atol=0.5)), y.shape
+    (True, (3, 32))
+    >>> spec = LowRankSpec(rank=2, k=4, iso_shape=(8, 16))
+    >>> yp = perturbed_quant_matmul(x, q.codes, q.scales, q.zeros, jnp.asarray([1, 2], jnp.uint32),
+    ...                             0.01, bits=4, group_size=16, spec=spec)
+    >>> bool(jnp.abs(yp - y).max() > 0)
+    True
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
-from jaxpapers_kernels import default_interpret
+from jaxpapers_kernels._backend import default_interpret
 from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash
 
 BITS = (2, 4, 8)
@@ -49,6 +74,32 @@ class LowRankSpec(NamedTuple):
 
 
 NO_PERTURBATION = LowRankSpec(0, 1, (1, 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockSizes:
+    """Tile sizes of :func:`perturbed_quant_matmul` (static, hashable).
+
+    Attributes:
+      block_m: rows of ``x`` per tile (clipped to ``M`` rounded up to 8).
+      block_n: output columns per tile.
+      block_k: reduction rows per grid step; the kernel uses the largest multiple of
+        ``lcm(group_size, 8 / bits)`` that divides ``K`` and is ``<= block_k`` (``None``: all of
+        ``K`` in one step). Compiled on GPU the whole ``K`` is one step (Triton programs of one
+        grid run in parallel, so they cannot accumulate into a shared output tile).
+    """
+
+    block_m: int = 64
+    block_n: int = 128
+    block_k: int | None = 512
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n", "block_k"):
+            v = getattr(self, name)
+            if v is None and name == "block_k":
+                continue
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}={v!r}; expected a positive integer tile size")
 
 
 def pack_codes(codes: jax.Array, bits: int) -> jax.Array:
@@ -97,6 +148,17 @@ def lowrank_scale_noise(
     return z * (1.0 / spec.rank**0.5)
 
 
+def lowrank_factors(seeds: jax.Array, spec: LowRankSpec) -> tuple[jax.Array, jax.Array]:
+    """The factors ``U [m', r]`` and ``V [n', r]`` of :func:`lowrank_scale_noise` (jnp)."""
+    m, n = spec.iso_shape
+
+    def factor(seed, rows):
+        index = jnp.arange(rows * spec.rank, dtype=jnp.uint32).reshape(rows, spec.rank)
+        return bag_from_bits(counter_hash(seed, index), spec.k)
+
+    return factor(seeds[0], m), factor(seeds[1], n)
+
+
 def _dequantize(codes, scales, zeros, bits, group_size):
     q = unpack_codes(codes, bits).astype(scales.dtype)
     k_in = q.shape[0]
@@ -108,16 +170,20 @@ def _dequantize(codes, scales, zeros, bits, group_size):
 
 
 def perturbed_scales_reference(
-    scales: jax.Array, seeds: jax.Array, eps: jax.Array, spec: LowRankSpec
+    scales: jax.Array,
+    seeds: jax.Array,
+    eps: jax.Array,
+    spec: LowRankSpec,
+    mult: jax.Array | None = None,
 ) -> jax.Array:
-    """``scales + eps * Z`` (materialised; the reference path)."""
+    """``scales + eps * mult * Z`` materialised from the factors (the reference path)."""
     if spec.rank == 0:
         return scales
-    g, n = scales.shape
-    rows = jax.lax.broadcasted_iota(jnp.int32, (g, n), 0)
-    cols = jax.lax.broadcasted_iota(jnp.int32, (g, n), 1)
-    z = lowrank_scale_noise(seeds, rows, cols, n, spec)
-    return scales + jnp.asarray(eps, scales.dtype).reshape(()) * z.astype(scales.dtype)
+    u, v = lowrank_factors(jnp.asarray(seeds, jnp.uint32), spec)
+    z = (u @ v.T * (1.0 / math.sqrt(spec.rank))).reshape(scales.shape).astype(scales.dtype)
+    if mult is not None:
+        z = mult.astype(scales.dtype) * z
+    return scales + jnp.asarray(eps, scales.dtype).reshape(()) * z
 
 
 def perturbed_quant_matmul_reference(
@@ -131,9 +197,10 @@ def perturbed_quant_matmul_reference(
     bits: int,
     group_size: int,
     spec: LowRankSpec,
+    mult: jax.Array | None = None,
 ) -> jax.Array:
-    """Plain-jnp reference: materialise ``scales + eps Z``, dequantize, multiply. ``[M, N]``."""
-    s = perturbed_scales_reference(scales, seeds, eps, spec)
+    """jnp reference: materialise ``scales + eps mult Z``, dequantize, multiply. ``[M, N]``."""
+    s = perturbed_scales_reference(scales, seeds, eps, spec, mult)
     w = _dequantize(codes, s, zeros, bits, group_size)
     return jnp.dot(x, w.astype(x.dtype), preferred_element_type=jnp.float32).astype(x.dtype)
 
@@ -143,105 +210,140 @@ def perturbed_quant_matmul_kernel(
     codes_ref,
     scales_ref,
     zeros_ref,
-    seeds_ref,
-    eps_ref,
-    o_ref,
-    *,
+    *refs,
     bits: int,
     group_size: int,
     n_total: int,
     spec: LowRankSpec,
+    has_mult: bool,
     block_n: int,
 ):
-    """One ``[block_m, block_n]`` output tile: dequantize a ``[K, block_n]`` weight tile in
-    registers (scales perturbed in place from the hash) and multiply."""
-    j = pl.program_id(1)
+    """Accumulate ``x_tile @ dequant(codes_tile, scales_tile + eps mult Z)`` into ``o_ref``.
+
+    ``refs`` are ``(mult_ref, seeds_ref, eps_ref, o_ref)`` (``mult_ref`` only when ``has_mult``).
+    """
+    o_ref = refs[-1]
+    j, kk = pl.program_id(1), pl.program_id(2)
+
+    @pl.when(kk == 0)
+    def _init():
+        o_ref[...] = jnp.zeros(o_ref.shape, o_ref.dtype)
+
     scales = scales_ref[...].astype(jnp.float32)
     if spec.rank:
-        g = scales.shape[0]
-        rows = jax.lax.broadcasted_iota(jnp.int32, (g, block_n), 0)
-        cols = j * block_n + jax.lax.broadcasted_iota(jnp.int32, (g, block_n), 1)
+        seeds_ref, eps_ref = refs[-3], refs[-2]
+        gb = scales.shape[0]
+        rows = kk * gb + jax.lax.broadcasted_iota(jnp.int32, (gb, block_n), 0)
+        cols = j * block_n + jax.lax.broadcasted_iota(jnp.int32, (gb, block_n), 1)
         z = lowrank_scale_noise(seeds_ref[...], rows, cols, n_total, spec)
+        if has_mult:
+            z = refs[0][...].astype(jnp.float32) * z
         scales = scales + eps_ref[0] * z
     w = _dequantize(codes_ref[...], scales, zeros_ref[...].astype(jnp.float32), bits, group_size)
     x = x_ref[...]
-    o_ref[...] = jnp.dot(x, w.astype(x.dtype), preferred_element_type=jnp.float32).astype(
-        o_ref.dtype
-    )
+    o_ref[...] += jnp.dot(x, w.astype(x.dtype), preferred_element_type=jnp.float32)
 
 
-def _pallas_forward(x, codes, scales, zeros, seeds, eps, cfg):
-    bits, group_size, spec, block_m, block_n, interpret = cfg
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    """The static (hashable) arguments of one kernel call."""
+
+    bits: int
+    group_size: int
+    spec: LowRankSpec
+    block_sizes: BlockSizes
+    interpret: bool
+
+
+def _block_k(k_in: int, cfg: _Static) -> int:
+    bk = cfg.block_sizes.block_k
+    if bk is None or (not cfg.interpret and jax.default_backend() == "gpu"):
+        return k_in
+    step = math.lcm(cfg.group_size, 8 // cfg.bits)
+    best = k_in
+    for cand in range(step, min(bk, k_in) + 1, step):
+        if k_in % cand == 0:
+            best = cand
+    return best if best <= bk else k_in
+
+
+def _pallas_forward(x, codes, scales, zeros, mult, seeds, eps, cfg: _Static):
     m, k_in = x.shape
     n = scales.shape[1]
-    bm = min(block_m, pl.cdiv(m, 8) * 8)
-    gm, gn = pl.cdiv(m, bm), pl.cdiv(n, block_n)
-    pad_m, pad_n = gm * bm - m, gn * block_n - n
-    xp = jnp.pad(x, ((0, pad_m), (0, 0)))
-    cp = jnp.pad(codes, ((0, 0), (0, pad_n)))
-    sp = jnp.pad(scales, ((0, 0), (0, pad_n)))
-    zp = jnp.pad(zeros, ((0, 0), (0, pad_n)))
-    g = scales.shape[0]
+    bn = cfg.block_sizes.block_n
+    bm = min(cfg.block_sizes.block_m, pl.cdiv(m, 8) * 8)
+    bk = _block_k(k_in, cfg)
+    gm, gn, gk = pl.cdiv(m, bm), pl.cdiv(n, bn), k_in // bk
+    pad_m, pad_n = gm * bm - m, gn * bn - n
+    pad_cols = lambda a: jnp.pad(a, ((0, 0), (0, pad_n)))
+    gb, cb = bk // cfg.group_size, bk * cfg.bits // 8
+    operands = [jnp.pad(x, ((0, pad_m), (0, 0))), pad_cols(codes), pad_cols(scales)]
+    operands.append(pad_cols(zeros))
+    specs = [
+        pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),
+        pl.BlockSpec((cb, bn), lambda i, j, k: (k, j)),
+        pl.BlockSpec((gb, bn), lambda i, j, k: (k, j)),
+        pl.BlockSpec((gb, bn), lambda i, j, k: (k, j)),
+    ]
+    has_mult = bool(cfg.spec.rank) and mult is not None
+    if has_mult:
+        operands.append(pad_cols(mult))
+        specs.append(pl.BlockSpec((gb, bn), lambda i, j, k: (k, j)))
+    if cfg.spec.rank:
+        operands += [seeds, eps]
+        specs += [
+            pl.BlockSpec((2,), lambda i, j, k: (0,)),
+            pl.BlockSpec((1,), lambda i, j, k: (0,)),
+        ]
     kernel = functools.partial(
         perturbed_quant_matmul_kernel,
-        bits=bits,
-        group_size=group_size,
+        bits=cfg.bits,
+        group_size=cfg.group_size,
         n_total=n,
-        spec=spec,
-        block_n=block_n,
+        spec=cfg.spec,
+        has_mult=has_mult,
+        block_n=bn,
     )
     out = pl.pallas_call(
         kernel,
-        out_shape=jax.ShapeDtypeStruct((gm * bm, gn * block_n), x.dtype),
-        grid=(gm, gn),
-        in_specs=[
-            pl.BlockSpec((bm, k_in), lambda i, j: (i, 0)),
-            pl.BlockSpec((codes.shape[0], block_n), lambda i, j: (0, j)),
-            pl.BlockSpec((g, block_n), lambda i, j: (0, j)),
-            pl.BlockSpec((g, block_n), lambda i, j: (0, j)),
-            pl.BlockSpec((2,), lambda i, j: (0,)),
-            pl.BlockSpec((1,), lambda i, j: (0,)),
-        ],
-        out_specs=pl.BlockSpec((bm, block_n), lambda i, j: (i, j)),
-        interpret=interpret,
+        out_shape=jax.ShapeDtypeStruct((gm * bm, gn * bn), jnp.float32),
+        grid=(gm, gn, gk),
+        in_specs=specs,
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),
+        interpret=cfg.interpret,
         name="perturbed_quant_matmul",
-    )(xp, cp, sp, zp, seeds, eps)
-    return out[:m, :n]
+    )(*operands)
+    return out[:m, :n].astype(x.dtype)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(6,))
-def _qmm(x, codes, scales, zeros, seeds, eps, cfg):
-    return _pallas_forward(x, codes, scales, zeros, seeds, eps, cfg)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(7,))
+def _fused(x, codes, scales, zeros, mult, seeds, eps, cfg):
+    return _pallas_forward(x, codes, scales, zeros, mult, seeds, eps, cfg)
 
 
-def _qmm_fwd(x, codes, scales, zeros, seeds, eps, cfg):
-    return _pallas_forward(x, codes, scales, zeros, seeds, eps, cfg), (
-        x,
-        codes,
-        scales,
-        zeros,
-        seeds,
-        eps,
-    )
+def _fused_fwd(x, codes, scales, zeros, mult, seeds, eps, cfg):
+    out = _pallas_forward(x, codes, scales, zeros, mult, seeds, eps, cfg)
+    return out, (x, codes, scales, zeros, mult, seeds, eps)
 
 
-def _qmm_bwd(cfg, res, dy):
+def _fused_bwd(cfg, res, dy):
     # Backward in plain jnp: dx = dy W^T, dscales[g, n] = sum_{k in g} (x^T dy)[k, n] (q - zero).
-    x, codes, scales, zeros, seeds, eps = res
-    bits, group_size, spec = cfg[0], cfg[1], cfg[2]
-    s = perturbed_scales_reference(scales.astype(jnp.float32), seeds, eps[0], spec)
-    w = _dequantize(codes, s, zeros.astype(jnp.float32), bits, group_size)
+    # Not differentiated: codes, zeros, mult, seeds, eps (zero cotangents).
+    x, codes, scales, zeros, mult, seeds, eps = res
+    s = perturbed_scales_reference(scales.astype(jnp.float32), seeds, eps[0], cfg.spec, mult)
+    w = _dequantize(codes, s, zeros.astype(jnp.float32), cfg.bits, cfg.group_size)
     dyf = dy.astype(jnp.float32)
     dx = jnp.dot(dyf, w.T).astype(x.dtype)
     dw = jnp.dot(x.astype(jnp.float32).T, dyf)
-    q = unpack_codes(codes, bits).astype(jnp.float32)
+    q = unpack_codes(codes, cfg.bits).astype(jnp.float32)
     g, n = scales.shape
-    zf = jnp.broadcast_to(zeros[:, None, :], (g, group_size, n)).reshape(q.shape)
-    ds = jnp.sum((dw * (q - zf)).reshape(g, group_size, n), axis=1).astype(scales.dtype)
-    return dx, None, ds, None, None, None
+    zf = jnp.broadcast_to(zeros[:, None, :], (g, cfg.group_size, n)).reshape(q.shape)
+    ds = jnp.sum((dw * (q - zf)).reshape(g, cfg.group_size, n), axis=1).astype(scales.dtype)
+    zero = lambda a: None if a is None else jnp.zeros_like(a)
+    return dx, None, ds, zero(zeros), zero(mult), None, jnp.zeros_like(eps)
 
 
-_qmm.defvjp(_qmm_fwd, _qmm_bwd)
+_fused.defvjp(_fused_fwd, _fused_bwd)
 
 
 def check_quant_shapes(
@@ -279,6 +381,22 @@ def check_quant_shapes(
         )
 
 
+def check_spec(spec: LowRankSpec, scales_shape: tuple[int, ...]) -> None:
+    """``ValueError`` when a rank-``r`` :class:`LowRankSpec` does not fit ``[G, N]`` scales."""
+    if spec.rank == 0:
+        return
+    g, n = scales_shape
+    if spec.iso_shape[0] * spec.iso_shape[1] != g * n:
+        raise ValueError(f"spec.iso_shape={spec.iso_shape} must hold the {g}x{n} scales")
+    if spec.rank > min(spec.iso_shape):
+        raise ValueError(f"rank={spec.rank} exceeds min(iso_shape)={min(spec.iso_shape)}")
+    if not 1 <= spec.k <= 32:
+        raise ValueError(f"spec.k={spec.k}; expected 1 <= k <= 32 aggregated signs")
+
+
+@functools.partial(
+    jax.jit, static_argnames=("bits", "group_size", "spec", "block_sizes", "interpret")
+)
 def perturbed_quant_matmul(
     x: jax.Array,
     codes: jax.Array,
@@ -286,15 +404,18 @@ def perturbed_quant_matmul(
     zeros: jax.Array,
     seeds: jax.Array | None = None,
     eps: jax.Array | float = 0.0,
+    mult: jax.Array | None = None,
     *,
     bits: int,
     group_size: int,
     spec: LowRankSpec = NO_PERTURBATION,
-    block_m: int = 64,
-    block_n: int = 128,
+    block_sizes: BlockSizes = BlockSizes(),
     interpret: bool | None = None,
 ) -> jax.Array:
-    """Fused ``x @ dequant(codes, scales + eps * Z)``; ``Z`` generated in-kernel from ``seeds``.
+    """Fused ``x @ dequant(codes, scales + eps * mult * Z)``, ``Z`` made in-kernel from ``seeds``.
+
+    Jitted (static: ``bits``, ``group_size``, ``spec``, ``block_sizes``, ``interpret``) with a
+    custom VJP: the forward is the Pallas kernel, the backward plain jnp.
 
     Args:
       x: ``[M, K]`` activations.
@@ -302,46 +423,101 @@ def perturbed_quant_matmul(
       scales, zeros: ``[K / group_size, N]`` per-group scales and zero points.
       seeds: ``[2]`` uint32 ``(seed_u, seed_v)`` (ignored when ``spec.rank == 0``).
       eps: perturbation size (scalar; negative for the twin pass). Not differentiated.
+      mult: optional ``[K / group_size, N]`` entrywise factor of ``Z`` (default 1).
       bits: 2, 4 or 8. group_size: codes per scale along ``K``.
       spec: low-rank perturbation (:class:`LowRankSpec`); rank 0 = plain quantized matmul.
-      block_m, block_n: output tile sizes (static); ``M`` and ``N`` need not be multiples.
+      block_sizes: :class:`BlockSizes`; ``M`` and ``N`` need not be multiples of the tiles.
       interpret: Pallas interpret mode (default: on when no GPU/TPU is present).
 
     Returns:
-      ``[M, N]`` in ``x.dtype``. Differentiable in ``x`` and ``scales`` (custom VJP).
+      ``[M, N]`` in ``x.dtype``. Differentiable in ``x`` and ``scales``.
+
+    References:
+      Pallas: https://docs.jax.dev/en/latest/pallas/index.html
     """
     check_quant_shapes(tuple(x.shape), codes, scales, zeros, bits=bits, group_size=group_size)
-    if spec.rank:
-        g, n = scales.shape
-        if spec.iso_shape[0] * spec.iso_shape[1] != g * n:
-            raise ValueError(f"spec.iso_shape={spec.iso_shape} must hold the {g}x{n} scales")
-        if spec.rank > min(spec.iso_shape):
-            raise ValueError(f"rank={spec.rank} exceeds min(iso_shape)={min(spec.iso_shape)}")
-    if block_m < 1 or block_n < 1:
-        raise ValueError(f"block_m={block_m}, block_n={block_n}; expected positive tile sizes")
+    check_spec(spec, tuple(scales.shape))
+    if not isinstance(block_sizes, BlockSizes):
+        raise TypeError(f"block_sizes={block_sizes!r}; expected a BlockSizes")
+    if mult is not None and mult.shape != scales.shape:
+        raise ValueError(f"mult has shape {mult.shape}; expected the scales' shape {scales.shape}")
     seeds = jnp.zeros((2,), jnp.uint32) if seeds is None else jnp.asarray(seeds, jnp.uint32)
     if seeds.shape != (2,):
         raise ValueError(f"seeds has shape {seeds.shape}; expected [2] (seed_u, seed_v)")
     interpret = default_interpret() if interpret is None else bool(interpret)
     eps = jnp.reshape(jnp.asarray(eps, jnp.float32), (1,))
-    cfg = (int(bits), int(group_size), spec, int(block_m), int(block_n), interpret)
-    return _qmm_jit(x, codes, scales, zeros, seeds, eps, cfg)
+    cfg = _Static(int(bits), int(group_size), spec, block_sizes, interpret)
+    return _fused(x, codes, scales, zeros, mult, seeds, eps, cfg)
 
 
-@functools.partial(jax.jit, static_argnums=(6,))
-def _qmm_jit(x, codes, scales, zeros, seeds, eps, cfg):
-    return _qmm(x, codes, scales, zeros, seeds, eps, cfg)
+def quantize(
+    w: jax.Array, *, bits: int, group_size: int, symmetric: bool = False
+) -> QuantizedWeight:
+    """Group-wise quantization of a ``[K, N]`` weight along ``K`` into packed codes.
+
+    Asymmetric (default): ``s = (max - min) / (2^b - 1)``, ``z = round(-min / s)`` per group and
+    column (range widened to contain 0). Symmetric: ``s = max|w| / max(2^{b-1} - 1, 1)``,
+    ``z = 2^{b-1}``. ``W ~ s (q - z)`` with ``|W - s (q - z)| <= s / 2`` inside the range.
+
+    Args:
+      w: ``[K, N]`` weight, input dimension first.
+      bits: 2, 4 or 8.
+      group_size: rows of ``K`` per scale; divides ``K`` and is a multiple of ``8 / bits``.
+      symmetric: symmetric or asymmetric grid.
+
+    Returns:
+      :class:`QuantizedWeight` ``(codes, scales, zeros)`` in this module's layout.
+    """
+    if bits not in BITS:
+        raise ValueError(f"bits={bits}; expected one of {BITS}")
+    if jnp.ndim(w) != 2:
+        raise ValueError(f"w has shape {jnp.shape(w)}; expected a [K, N] matrix")
+    k_in, n = jnp.shape(w)
+    if group_size < 1 or k_in % group_size or group_size % (8 // bits):
+        raise ValueError(
+            f"group_size={group_size} must divide the input dimension K={k_in} of w and be a "
+            f"multiple of {8 // bits} ({bits}-bit packing)"
+        )
+    w = jnp.asarray(w, jnp.float32)
+    groups = w.reshape(k_in // group_size, group_size, n)
+    qmax = 2**bits - 1
+    tiny = jnp.float32(1e-8)
+    if symmetric:
+        absmax = jnp.max(jnp.abs(groups), axis=1)
+        scales = jnp.maximum(absmax / max(2 ** (bits - 1) - 1, 1), tiny)
+        zeros = jnp.full_like(scales, 2 ** (bits - 1))
+    else:
+        lo = jnp.minimum(jnp.min(groups, axis=1), 0.0)
+        hi = jnp.maximum(jnp.max(groups, axis=1), 0.0)
+        scales = jnp.maximum((hi - lo) / qmax, tiny)
+        zeros = jnp.clip(jnp.round(-lo / scales), 0, qmax)
+    q = jnp.round(groups / scales[:, None, :]) + zeros[:, None, :]
+    codes = jnp.clip(q, 0, qmax).astype(jnp.int32).reshape(k_in, n)
+    return QuantizedWeight(pack_codes(codes, bits), scales, zeros)
+
+
+class QuantizedWeight(NamedTuple):
+    """Output of :func:`quantize`: ``codes [K b / 8, N]`` int8, ``scales``/``zeros [K / g, N]``."""
+
+    codes: jax.Array
+    scales: jax.Array
+    zeros: jax.Array
 
 
 __all__ = [
     "BITS",
     "NO_PERTURBATION",
+    "BlockSizes",
     "LowRankSpec",
+    "QuantizedWeight",
     "check_quant_shapes",
+    "check_spec",
+    "lowrank_factors",
     "pack_codes",
     "perturbed_quant_matmul",
     "perturbed_quant_matmul_kernel",
     "perturbed_quant_matmul_reference",
     "perturbed_scales_reference",
+    "quantize",
     "unpack_codes",
 ]

@@ -10,6 +10,7 @@ import pytest
 from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash, popcount32
 from jaxpapers_kernels.counter_noise import counter_noise, counter_noise_reference
 from jaxpapers_kernels.quant_matmul import (
+    BlockSizes,
     LowRankSpec,
     pack_codes,
     perturbed_quant_matmul,
@@ -176,7 +177,8 @@ def test_quant_matmul_matches_numpy(case, interpret, rng):
         eps,
     )
     kw = dict(bits=bits, group_size=g, spec=spec)
-    got = perturbed_quant_matmul(*args, **kw, block_m=16, block_n=64, interpret=interpret)
+    blocks = BlockSizes(16, 64, 32)  # several K steps where the groups allow it
+    got = perturbed_quant_matmul(*args, **kw, block_sizes=blocks, interpret=interpret)
     ref = perturbed_quant_matmul_reference(*args, **kw)
     scale = np.abs(want).max()
     assert got.shape == (m, n) and got.dtype == dtype
@@ -248,10 +250,52 @@ def test_quant_matmul_bad_input(rng):
         perturbed_quant_matmul(
             x, packed, s, z, bits=4, group_size=16, spec=LowRankSpec(5, 1, (4, 32))
         )
+    with pytest.raises(ValueError, match="mult has shape"):
+        perturbed_quant_matmul(x, packed, s, z, None, 0.1, s[:, :-1], bits=4, group_size=16)
     with pytest.raises(ValueError, match="iso_shape"):
         perturbed_quant_matmul(
             x, packed, s, z, bits=4, group_size=16, spec=LowRankSpec(1, 1, (3, 32))
         )
+
+
+@pytest.mark.parametrize("interpret", MODES)
+def test_quant_matmul_mult_and_k_steps(interpret, rng):
+    # scales + eps * mult * Z with K = 128 split into 4 accumulated steps of 32 rows
+    codes, scales, zeros = make_quant(rng, 128, 40, 4, 16)
+    mult = rng.uniform(0.5, 2.0, scales.shape)
+    spec = LowRankSpec(3, 4, (16, 20))
+    seeds = np.array([9, 10], np.uint32)
+    x = rng.normal(size=(5, 128))
+    s = scales + 0.07 * mult * np_lowrank_z(seeds, 8, 40, spec)
+    want = x @ np_dequant(codes, s, zeros, 16)
+    args = [jnp.asarray(x, jnp.float32), pack_codes(jnp.asarray(codes), 4)]
+    args += [jnp.asarray(a, jnp.float32) for a in (scales, zeros)]
+    args += [jnp.asarray(seeds), 0.07, jnp.asarray(mult, jnp.float32)]
+    kw = dict(bits=4, group_size=16, spec=spec)
+    for blocks in (BlockSizes(8, 32, 32), BlockSizes(8, 128, None)):
+        got = perturbed_quant_matmul(*args, **kw, block_sizes=blocks, interpret=interpret)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-4)
+    ref = perturbed_quant_matmul_reference(*args[:6], **kw, mult=args[6])
+    np.testing.assert_allclose(np.asarray(ref), want, rtol=1e-4, atol=1e-4)
+
+
+def test_top_level_exports_and_quantize(rng):
+    import jaxpapers_kernels as jk
+
+    w = jnp.asarray(rng.normal(size=(64, 24)), jnp.float32)
+    q = jk.quantize(w, bits=4, group_size=16)
+    back = np_dequant(
+        np.asarray(jk.unpack_codes(q.codes, 4)), np.asarray(q.scales), np.asarray(q.zeros), 16
+    )
+    # round-to-nearest on the grid: error at most half a step
+    assert np.all(np.abs(back - np.asarray(w)) <= np.repeat(np.asarray(q.scales), 16, 0) / 2 + 1e-6)
+    y = jk.perturbed_quant_matmul(jnp.ones((2, 64)), *q, bits=4, group_size=16)
+    np.testing.assert_allclose(np.asarray(y), np.ones((2, 64)) @ back, rtol=1e-5, atol=1e-4)
+    assert int(jk.counter_hash(jnp.uint32(1), jnp.uint32(2))) == int(np_hash(1, np.array([2]))[0])
+    with pytest.raises(ValueError, match="block_k=0"):
+        jk.BlockSizes(block_k=0)
+    with pytest.raises(ValueError, match="group_size=12"):
+        jk.quantize(w, bits=4, group_size=12)
 
 
 def test_kernels_package_imports_only_jax():
@@ -259,7 +303,7 @@ def test_kernels_package_imports_only_jax():
     import sys
 
     code = (
-        "import sys, jaxpapers_kernels.quant_matmul, jaxpapers_kernels.counter_noise; "
+        "import sys, jaxpapers_kernels; "
         "bad = [m for m in ('flax', 'ott', 'diffrax', 'jaxpapers') if m in sys.modules]; "
         "sys.exit(1 if bad else 0)"
     )

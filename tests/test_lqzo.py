@@ -287,3 +287,14 @@ def test_zo_bad_input():
         opt.init({"s": jnp.zeros((6, 384))})
     opt = lqzo(1e-3, key=jax.random.key(0), rank=7, isotropic=True)
     assert opt.init({"s": jnp.zeros((6, 384))}) is not None  # 48 x 48 view allows rank 7
+
+
+def test_dense_z_is_drawn_tensor_by_tensor():
+    """MeZO's z of a leaf depends only on the step seed and the leaf's index (Algorithm 1)."""
+    cfg = make_config()
+    seeds = jnp.asarray([7, 8], jnp.uint32)
+    one = perturbation_tree({"a": jnp.zeros((5, 3))}, seeds, cfg)
+    two = perturbation_tree({"a": jnp.zeros((5, 3)), "b": jnp.zeros((40,))}, seeds, cfg)
+    np.testing.assert_array_equal(np.asarray(one["a"]), np.asarray(two["a"]))
+    want = jax.random.normal(jax.random.fold_in(jax.random.key(jnp.uint32(7)), 1), (40,))
+    np.testing.assert_array_equal(np.asarray(two["b"]), np.asarray(want))

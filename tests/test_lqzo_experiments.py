@@ -41,10 +41,35 @@ def test_reproduce_p02_smoke(tmp_path):
 
     run_paper("P02", tmp_path, size="smoke", seeds=2, log=lambda s: None)
     rec = json.loads((tmp_path / "P02" / "result.json").read_text())
-    assert {e["id"] for e in rec["experiments"]} == {"minilm_vader", "vit_digits"}
+    exps = {e["id"]: e for e in rec["experiments"]}
+    assert set(exps) == {"minilm_vader", "vit_digits", "estimator_quality"}
     for e in rec["experiments"]:
         assert e["verdict"] in {"holds", "does not hold", "inconclusive"}
         assert len(e["rows"]) == 6
         for r in e["rows"]:
             assert len(r["seeds"]) == 2
-            assert all(math.isfinite(v) and 0.0 <= v <= 100.0 for v in r["seeds"])
+            assert all(math.isfinite(v) and v >= 0.0 for v in r["seeds"])
+    for name in ("minilm_vader", "vit_digits"):
+        assert all(v <= 100.0 for r in exps[name]["rows"] for v in r["seeds"])
+        # each ZO row chose its learning rate on validation data from the grid
+        assert set(exps[name]["extras"]["learning_rate"]) == {
+            "MeZO full precision",
+            "QZO-style INT4",
+            "LQZO INT4",
+            "QZO-style INT2",
+            "LQZO INT2",
+        }
+    est = exps["estimator_quality"]["extras"]
+    for bits in ("INT4", "INT2"):
+        rank = est["gradient_effective_rank"][bits]
+        assert 1.0 <= rank["natural_view_mean"] and 1.0 <= rank["isotropic_view_mean"]
+        assert -1.0 <= est["mean_cosine_to_true_gradient"][f"LQZO {bits}"][0] <= 1.0
+
+
+def test_effective_rank_closed_form():
+    from jaxpapers.lqzo.experiments._estimator import effective_rank
+
+    # equal singular values: the effective rank is the rank
+    q = np.linalg.qr(np.random.default_rng(0).normal(size=(20, 20)))[0]
+    np.testing.assert_allclose(effective_rank(q[:, :3] @ np.diag([2.0, 2.0, 2.0]) @ q[:3]), 3.0)
+    np.testing.assert_allclose(effective_rank(np.eye(5)), 5.0)

@@ -27,11 +27,43 @@ not available):
    instead (:func:`near_square_shape`), so ``U`` and ``V`` have equally many rows and the
    perturbations cover the scale entries more evenly ("more isotropic").
 
-Memory: the two forward passes use ``s +- eps Z`` built from ``(m + n) r`` factor entries (or
-inside the Pallas kernel, from the hash, without forming anything); weights are dequantized per
-layer on the fly; no weight-sized perturbation exists.
+Memory and the kernel path: LQZO's two forward passes receive lazy :class:`PerturbedScales` (the
+scales, the per-leaf seeds, ``+-eps`` and the low-rank spec) instead of ``s +- eps Z``. A
+:class:`QuantizedLinear` with ``use_kernel="auto"`` hands them to the Pallas kernel
+:func:`jaxpapers_kernels.perturbed_quant_matmul` on GPU/TPU, which dequantizes the packed codes
+tile by tile, regenerates ``U V^T`` from the counter hash inside the tile and multiplies: neither
+the perturbation nor a float weight exists in memory. On CPU the same description goes through
+the jnp reference (the layer's perturbed scales and float weight formed per layer and freed);
+both paths give the same losses for the same seeds. Only the update ``g Z`` forms a scale-sized
+tensor. The MeZO baseline follows MeZO's Algorithm 1: ``z`` regenerated tensor by tensor from the
+step seed in each pass and in the update, never one vector for the whole model.
 
 Experiments (``jaxpapers reproduce P02``): :mod:`jaxpapers.lqzo.experiments`.
+
+Examples:
+    >>> import jax, jax.numpy as jnp, optax
+    >>> from jaxpapers.lqzo import lqzo
+    >>> target = jnp.ones((8, 8))
+    >>> loss = lambda p: jnp.sum((p["s"] - target) ** 2)
+    >>> opt = lqzo(5e-3, key=jax.random.key(0), rank=2, eps=1e-3)
+    >>> @jax.jit
+    ... def step(params, state):
+    ...     updates, state = opt.update(None, state, params, value_fn=loss)
+    ...     return optax.apply_updates(params, updates), state
+    >>> params = {"s": jnp.zeros((8, 8))}
+    >>> state = opt.init(params)
+    >>> for _ in range(300):
+    ...     params, state = step(params, state)
+    >>> bool(loss(params) < 0.5 * 64.0)
+    True
+
+References:
+    Malladi et al. 2023, Fine-Tuning Language Models with Just Forward Passes (MeZO),
+    https://arxiv.org/abs/2305.17333.
+    Chen et al. 2024, Enhancing Zeroth-order Fine-tuning for Language Models with Low-rank
+    Structures (LOZO), https://arxiv.org/abs/2410.07698.
+    Shang et al. 2025, Fine-tuning Quantized Neural Networks with Zeroth-order Optimization
+    (QZO), https://arxiv.org/abs/2505.13430.
 """
 
 from jaxpapers.lqzo._finetune import (
@@ -50,6 +82,7 @@ from jaxpapers.lqzo._perturbation import (
     make_config,
     perturbation_tree,
 )
+from jaxpapers.lqzo._perturbed_scales import PerturbedScales, materialize
 from jaxpapers.lqzo._qlinear import QuantCodes, QuantizedLinear, QuantScale, quantize_linears
 from jaxpapers.lqzo._quantize import QuantizedTensor, dequantize, quantize
 from jaxpapers.lqzo._zo import (
@@ -68,6 +101,7 @@ from jaxpapers.lqzo._zo import (
 __all__ = [
     "FinetuneResult",
     "LowRankDirection",
+    "PerturbedScales",
     "QuantCodes",
     "QuantScale",
     "QuantizedLinear",
@@ -81,6 +115,7 @@ __all__ = [
     "low_rank_direction",
     "lqzo",
     "make_config",
+    "materialize",
     "matrix_view_shape",
     "merge_scaled",
     "mezo",

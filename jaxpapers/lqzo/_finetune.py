@@ -40,6 +40,7 @@ def zo_finetune(
     steps: int,
     batch_size: int,
     seeds: Sequence[int],
+    learning_rates: Sequence[float] | None = None,
     compiler_options: dict[str, Any] | None = None,
 ) -> FinetuneResult:
     """Run ``steps`` ZO steps for every seed, seeds vectorised with ``jax.vmap`` (one compile).
@@ -56,11 +57,14 @@ def zo_finetune(
       data: pytree of ``[N, ...]`` arrays.
       steps, batch_size: budget per seed.
       seeds: integer seeds.
+      learning_rates: optional grid; then ``make_optimizer(key, learning_rate)`` is called and
+        every (seed, learning rate) pair runs, vectorised (a learning-rate sweep in one compile).
       compiler_options: XLA options for this program (the smoke tests pass
         ``{"xla_backend_optimization_level": 0}``: compile time dominates tiny runs).
 
     Returns:
-      :class:`FinetuneResult` with parameters stacked ``[S, ...]`` and losses ``[S, steps]``.
+      :class:`FinetuneResult` with parameters stacked ``[S, ...]`` and losses ``[S, steps]``
+      (``[S, H, ...]`` and ``[S, H, steps]`` with ``H`` learning rates).
     """
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps={steps}, batch_size={batch_size}; expected positive integers")
@@ -69,8 +73,9 @@ def zo_finetune(
     n = jax.tree.leaves(data)[0].shape[0]
     seeds_arr = jnp.asarray(list(seeds), jnp.uint32)
 
-    def one(seed, params, aux, data):
-        optimizer = make_optimizer(jax.random.key(seed))
+    def one(seed, lr, params, aux, data):
+        key = jax.random.key(seed)
+        optimizer = make_optimizer(key) if lr is None else make_optimizer(key, lr)
         idx = jax.random.randint(
             jax.random.key(seed + jnp.uint32(10_000)), (steps, batch_size), 0, n
         )
@@ -84,8 +89,15 @@ def zo_finetune(
         (p, _), losses = jax.lax.scan(body, (params, optimizer.init(params)), idx)
         return p, losses
 
-    args = (seeds_arr, params, aux, data)
-    run = jax.jit(jax.vmap(one, in_axes=(0, None, None, None))).lower(*args)
+    fn = jax.vmap(one, in_axes=(0, None, None, None, None))
+    lrs = None
+    if learning_rates is not None:
+        if len(learning_rates) < 1:
+            raise ValueError("learning_rates is empty; expected at least one value")
+        lrs = jnp.asarray(list(learning_rates), jnp.float32)
+        fn = jax.vmap(fn, in_axes=(None, 0, None, None, None), out_axes=1)
+    args = (seeds_arr, lrs, params, aux, data)
+    run = jax.jit(fn).lower(*args)
     p, losses = run.compile(compiler_options)(*args)
     return FinetuneResult(p, np.asarray(losses, np.float64))
 
@@ -96,8 +108,12 @@ def split_scales(module: nnx.Module) -> tuple[Any, PyTree, PyTree]:
 
 
 def merge_scaled(graphdef: Any, scales0: PyTree, delta: PyTree, rest: PyTree) -> nnx.Module:
-    """Rebuild the module with ``scales = scales_0 * (1 + delta)``."""
-    scales = jax.tree.map(lambda s, d: s * (1.0 + d), scales0, delta)
+    """Rebuild the module with ``scales = scales_0 * (1 + delta)``.
+
+    ``delta`` leaves may be lazy :class:`~jaxpapers.lqzo.PerturbedScales` (fused ZO passes): the
+    product keeps them lazy, so the quantized layers receive the perturbation as seeds.
+    """
+    scales = jax.tree.map(lambda s, d: (1.0 + d) * s, scales0, delta)
     return nnx.merge(graphdef, scales, rest)
 
 

@@ -13,21 +13,30 @@ dense Gaussian. Entries of ``U`` and ``V`` are binary-aggregated Gaussian (BAG) 
 ``U`` gets a fresh seed every step, ``V`` every ``nu`` steps (lazy sampling, LOZO).
 Only ``(m + n) r`` numbers are ever drawn; no weight-sized perturbation exists.
 
-Dense: ``z ~ N(0, I)`` of the parameter's shape from ``jax.random.key(seed)``, regenerated
-for each of the two forward passes and the update and never stored between steps.
+Dense (MeZO's Algorithm 1): tensor by tensor, ``z_i ~ N(0, I)`` of leaf ``i``'s shape from
+``fold_in(key(seed), i)`` (or counter-hash Rademacher/BAG entries of the leaf's own seed),
+regenerated for each of the two forward passes and for the update and never one vector for the
+whole model.
+
+Fused (``fused=True``, low-rank counter-hash noise only): the forward passes receive
+:class:`~jaxpapers.lqzo.PerturbedScales` leaves instead of ``theta + eps Z``, so a
+:class:`~jaxpapers.lqzo.QuantizedLinear` on the kernel path regenerates ``Z`` inside the Pallas
+kernel (:func:`leaf_spec` is the kernel's description of leaf ``i``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, Literal, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxpapers_kernels.counter_hash import counter_hash
 from jaxpapers_kernels.counter_noise import counter_noise_reference
+from jaxpapers_kernels.quant_matmul import LowRankSpec
 
+from jaxpapers.core.checks import is_concrete
 from jaxpapers.lqzo._isotropy import matrix_view_shape
 
 Noise = Literal["gaussian", "rademacher", "bag"]
@@ -35,9 +44,7 @@ NOISES: tuple[str, ...] = ("gaussian", "rademacher", "bag")
 PyTree = Any
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class ZOConfig:
+class ZOConfig(eqx.Module):
     """Configuration of a two-point zeroth-order estimator (a pytree: arrays vs static fields).
 
     Attributes:
@@ -48,15 +55,34 @@ class ZOConfig:
       noise: ``"gaussian"``, ``"rademacher"`` or ``"bag"`` entries (static).
       bag_k: Rademacher signs aggregated per BAG entry (static).
       isotropic: near-square view of each leaf before the factorisation (static).
+      fused: the forward passes get lazy :class:`~jaxpapers.lqzo.PerturbedScales` leaves
+        (kernel path of quantized layers) instead of dense ``theta +- eps Z`` (static).
     """
 
     eps: jax.Array
     clip: jax.Array
-    rank: int = dataclasses.field(default=0, metadata={"static": True})
-    nu: int = dataclasses.field(default=1, metadata={"static": True})
-    noise: str = dataclasses.field(default="gaussian", metadata={"static": True})
-    bag_k: int = dataclasses.field(default=4, metadata={"static": True})
-    isotropic: bool = dataclasses.field(default=False, metadata={"static": True})
+    rank: int = eqx.field(default=0, static=True)
+    nu: int = eqx.field(default=1, static=True)
+    noise: str = eqx.field(default="gaussian", static=True)
+    bag_k: int = eqx.field(default=4, static=True)
+    isotropic: bool = eqx.field(default=False, static=True)
+    fused: bool = eqx.field(default=False, static=True)
+
+    def __check_init__(self) -> None:
+        rank, noise = self.rank, self.noise
+        if rank < 0:
+            raise ValueError(f"rank={rank}; expected rank >= 0 (0: dense perturbation)")
+        if self.nu < 1:
+            raise ValueError(f"nu={self.nu}; expected nu >= 1 steps between redraws of V")
+        if noise not in NOISES:
+            raise ValueError(f"noise={noise!r}; expected one of {NOISES}")
+        if not 1 <= self.bag_k <= 32:
+            raise ValueError(f"bag_k={self.bag_k}; expected 1 <= bag_k <= 32")
+        if self.fused and (rank == 0 or noise == "gaussian"):
+            raise ValueError(
+                f"fused=True with rank={rank}, noise={noise!r}; the fused path needs a low-rank "
+                "counter-hash direction (rank >= 1, noise 'rademacher' or 'bag')"
+            )
 
 
 def make_config(
@@ -68,20 +94,13 @@ def make_config(
     noise: Noise = "gaussian",
     bag_k: int = 4,
     isotropic: bool = False,
+    fused: bool = False,
 ) -> ZOConfig:
     """Validated :class:`ZOConfig` (``ValueError`` naming the argument on bad values)."""
-    if not (isinstance(eps, jax.core.Tracer) or float(eps) > 0):
+    if is_concrete(eps) and not float(eps) > 0:
         raise ValueError(f"eps={eps}; expected eps > 0")
-    if not (isinstance(clip, jax.core.Tracer) or float(clip) > 0):
+    if is_concrete(clip) and not float(clip) > 0:
         raise ValueError(f"clip={clip}; expected clip > 0 (math.inf for no clipping)")
-    if rank < 0:
-        raise ValueError(f"rank={rank}; expected rank >= 0 (0: dense perturbation)")
-    if nu < 1:
-        raise ValueError(f"nu={nu}; expected nu >= 1 steps between redraws of V")
-    if noise not in NOISES:
-        raise ValueError(f"noise={noise!r}; expected one of {NOISES}")
-    if not 1 <= bag_k <= 32:
-        raise ValueError(f"bag_k={bag_k}; expected 1 <= bag_k <= 32")
     return ZOConfig(
         jnp.asarray(eps, jnp.float32),
         jnp.asarray(clip, jnp.float32),
@@ -90,6 +109,7 @@ def make_config(
         noise,
         bag_k,
         isotropic,
+        fused,
     )
 
 
@@ -109,6 +129,11 @@ def check_rank(params: PyTree, config: ZOConfig) -> None:
     if config.rank == 0:
         return
     for path, leaf in jax.tree_util.tree_leaves_with_path(params):
+        if config.fused and jnp.ndim(leaf) != 2:
+            raise ValueError(
+                f"parameter {jax.tree_util.keystr(path)} has shape {jnp.shape(leaf)}; fused=True "
+                "perturbs [G, N] scale matrices only"
+            )
         m, n = matrix_view_shape(tuple(jnp.shape(leaf)), config.isotropic)
         if config.rank > min(m, n):
             raise ValueError(
@@ -152,32 +177,52 @@ def direction_tree(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree
     )
 
 
+def leaf_spec(shape: tuple[int, ...], config: ZOConfig) -> LowRankSpec:
+    """The kernel's :class:`~jaxpapers_kernels.LowRankSpec` of a leaf (low-rank hash noise)."""
+    k = 1 if config.noise == "rademacher" else config.bag_k
+    return LowRankSpec(config.rank, k, matrix_view_shape(shape, config.isotropic))
+
+
+def dense_leaf(seeds: jax.Array, index: int, like: jax.Array, config: ZOConfig) -> jax.Array:
+    """Dense ``z`` of leaf ``index`` (shape and dtype of ``like``), drawn from that leaf's seed.
+
+    Gaussian: ``normal(fold_in(key(seeds[0]), index))``; Rademacher/BAG: counter-hash entries of
+    the leaf seed. One tensor at a time, as in MeZO's Algorithm 1.
+    """
+    shape = tuple(jnp.shape(like))
+    size = math.prod(shape)
+    if config.noise == "gaussian":
+        key = jax.random.fold_in(jax.random.key(seeds[0]), index)
+        z = jax.random.normal(key, shape, jnp.float32)
+    else:
+        k = 1 if config.noise == "rademacher" else config.bag_k
+        z = counter_noise_reference(leaf_seeds(seeds, index)[0], (size, 1), k=k).reshape(shape)
+    return z.astype(jnp.result_type(like))
+
+
+def low_rank_leaf(seeds: jax.Array, index: int, like: jax.Array, config: ZOConfig) -> jax.Array:
+    """Dense ``reshape(U V^T / sqrt(r))`` of leaf ``index`` (shape and dtype of ``like``)."""
+    shape = tuple(jnp.shape(like))
+    d = low_rank_direction(leaf_seeds(seeds, index), shape, config)
+    z = (d.u @ d.v.T * (1.0 / math.sqrt(config.rank))).reshape(shape)
+    return z.astype(jnp.result_type(like))
+
+
+def perturbation_leaf(seeds: jax.Array, index: int, like: jax.Array, config: ZOConfig) -> jax.Array:
+    """``Z`` of leaf ``index``: dense (rank 0) or low-rank, regenerated from the step seeds."""
+    if config.rank == 0:
+        return dense_leaf(seeds, index, like, config)
+    return low_rank_leaf(seeds, index, like, config)
+
+
 def perturbation_tree(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree:
     """The perturbation ``Z`` (same structure and shapes as ``params``) for step ``seeds``.
 
-    Dense: one draw of ``sum(sizes)`` entries from ``seeds[0]``, split over the leaves (one
-    generator call keeps compile time flat in the number of leaves). Low-rank: per leaf,
-    ``U V^T / sqrt(r)`` from the leaf's own seeds (:func:`leaf_seeds`).
+    Leaf by leaf (:func:`perturbation_leaf`): each leaf's ``z`` comes from its own seed, so a
+    caller that maps over leaves never holds more than one tensor's ``z`` at a time.
     """
     leaves, treedef = jax.tree.flatten(params)
-    shapes = [tuple(jnp.shape(x)) for x in leaves]
-    if config.rank == 0:
-        sizes = [math.prod(s) for s in shapes]
-        flat = _entries(seeds[0], (sum(sizes), 1), config)[:, 0]
-        offsets = [0]
-        for size in sizes:
-            offsets.append(offsets[-1] + size)
-        out = [
-            flat[a:b].reshape(s).astype(jnp.result_type(x))
-            for a, b, s, x in zip(offsets[:-1], offsets[1:], shapes, leaves, strict=True)
-        ]
-        return treedef.unflatten(out)
-    out = []
-    for i, (x, shape) in enumerate(zip(leaves, shapes, strict=True)):
-        d = low_rank_direction(leaf_seeds(seeds, i), shape, config)
-        z = (d.u @ d.v.T * (1.0 / math.sqrt(config.rank))).reshape(shape)
-        out.append(z.astype(jnp.result_type(x)))
-    return treedef.unflatten(out)
+    return treedef.unflatten([perturbation_leaf(seeds, i, x, config) for i, x in enumerate(leaves)])
 
 
 __all__ = [
@@ -185,9 +230,13 @@ __all__ = [
     "LowRankDirection",
     "ZOConfig",
     "check_rank",
+    "dense_leaf",
     "direction_tree",
     "leaf_seeds",
+    "leaf_spec",
     "low_rank_direction",
+    "low_rank_leaf",
     "make_config",
+    "perturbation_leaf",
     "perturbation_tree",
 ]

@@ -8,9 +8,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jaxpapers_kernels.quant_matmul import perturbed_quant_matmul
+from jaxpapers_kernels import has_accelerator, perturbed_quant_matmul
 
+from jaxpapers.lqzo._perturbed_scales import PerturbedScales
 from jaxpapers.lqzo._quantize import QuantizedTensor, check_quant_args, dequantize, quantize
+
+KERNEL_MODES = ("auto", True, False, "interpret")
 
 _quantize_jit = jax.jit(quantize, static_argnames=("bits", "group_size", "symmetric"))
 
@@ -29,13 +32,24 @@ class QuantCodes(nnx.Variable):
 class QuantizedLinear(nnx.Module):
     """``y = x @ dequant(codes, scales, zeros) + b`` with the weight dequantized on the fly.
 
-    The weight exists only inside the forward (per layer, freed after use); with
-    ``use_kernel=True`` the Pallas kernel dequantizes tile by tile and never forms it.
+    ``use_kernel`` picks the path: ``True`` the Pallas kernel (compiled on GPU/TPU, interpret
+    mode elsewhere), ``"interpret"`` the kernel in interpret mode (tests), ``False`` the jnp
+    reference, ``"auto"`` (default) the compiled kernel on GPU/TPU and the jnp reference on CPU.
+    The kernel dequantizes tile by tile and, given lazy :class:`PerturbedScales` (fused ZO
+    passes), regenerates the scale perturbation in-kernel: neither the float weight nor the
+    perturbation is ever formed. The reference path forms the perturbed scales and this layer's
+    float weight (freed after use). Both give the same values up to float rounding.
     """
 
     def __init__(
-        self, qt: QuantizedTensor, bias: jax.Array | None = None, *, use_kernel: bool = False
+        self,
+        qt: QuantizedTensor,
+        bias: jax.Array | None = None,
+        *,
+        use_kernel: bool | str = "auto",
     ):
+        if use_kernel not in KERNEL_MODES:
+            raise ValueError(f"use_kernel={use_kernel!r}; expected one of {KERNEL_MODES}")
         self.codes = QuantCodes(qt.codes)
         self.zeros = QuantCodes(qt.zeros)
         self.scales = QuantScale(qt.scales)
@@ -50,21 +64,35 @@ class QuantizedLinear(nnx.Module):
             self.codes[...], self.scales[...], self.zeros[...], self.bits, self.group_size
         )
 
+    def kernel_mode(self) -> bool | None:
+        """``None`` for the jnp path, else the kernel's ``interpret`` flag."""
+        if self.use_kernel == "interpret":
+            return True
+        if self.use_kernel is True:
+            return not has_accelerator()
+        if self.use_kernel == "auto" and has_accelerator():
+            return False
+        return None
+
     def __call__(self, x: jax.Array) -> jax.Array:
-        k_in, n = self.tensor.shape
+        s = self.scales.get_value()
+        lazy = isinstance(s, PerturbedScales)
+        base = s.base if lazy else s
+        k_in, n = base.shape[0] * self.group_size, base.shape[1]
         if x.shape[-1] != k_in:
             raise ValueError(f"x has shape {x.shape}; expected last dimension {k_in}")
         lead = x.shape[:-1]
         x2 = x.reshape(-1, k_in)
-        if self.use_kernel:
-            y = perturbed_quant_matmul(
-                x2,
-                self.codes[...],
-                self.scales[...],
-                self.zeros[...],
-                bits=self.bits,
-                group_size=self.group_size,
-            )
+        interpret = self.kernel_mode()
+        if interpret is not None:
+            codes, zeros = self.codes[...], self.zeros[...]
+            kw = dict(bits=self.bits, group_size=self.group_size, interpret=interpret)
+            if lazy:
+                y = perturbed_quant_matmul(
+                    x2, codes, base, zeros, s.seeds, s.eps, s.mult, spec=s.spec, **kw
+                )
+            else:
+                y = perturbed_quant_matmul(x2, codes, base, zeros, **kw)
         else:
             # Make the unpacking and dequantization depend on this layer's input (x * 0 is not
             # folded for floats). Otherwise XLA hoists every layer's unpacked codes to the start
@@ -72,8 +100,10 @@ class QuantizedLinear(nnx.Module):
             # keeps all layers' weight-sized buffers alive at once: measured 11 MB -> 54 MB of
             # temporaries for a MiniLM INT4 ZO step.
             tie = (x2[0, 0] * 0).astype(jnp.int8)
-            qt = self.tensor
-            qt = QuantizedTensor(qt.codes + tie, qt.scales, qt.zeros, qt.bits, qt.group_size)
+            scales = s.materialize() if lazy else s
+            qt = QuantizedTensor(
+                self.codes[...] + tie, scales, self.zeros[...], self.bits, self.group_size
+            )
             y = x2 @ dequantize(qt).astype(x.dtype)
         if self.bias is not None:
             y = y + self.bias[...][None, :]
@@ -87,7 +117,7 @@ def quantize_linears(
     group_size: int,
     symmetric: bool = False,
     where: Callable[[tuple[Any, ...], nnx.Linear], bool] | None = None,
-    use_kernel: bool = False,
+    use_kernel: bool | str = "auto",
 ) -> nnx.Module:
     """Replace (in place) every ``nnx.Linear`` of ``model`` selected by ``where`` by a
     :class:`QuantizedLinear` holding its group-wise quantized kernel; biases stay float.
@@ -96,7 +126,8 @@ def quantize_linears(
       model: a flax.nnx model (attention projections and MLPs are ``nnx.Linear``).
       bits, group_size, symmetric: as in :func:`jaxpapers.lqzo.quantize`.
       where: ``where(path, linear) -> bool`` (default: all); path as in ``nnx.iter_modules``.
-      use_kernel: forward through the Pallas kernel instead of jnp dequantization.
+      use_kernel: ``"auto"`` (compiled Pallas on GPU/TPU, jnp on CPU), ``True``,
+        ``"interpret"`` or ``False`` (see :class:`QuantizedLinear`).
 
     Returns:
       ``model`` (mutated).

@@ -14,17 +14,15 @@ Codes are packed ``8 / b`` per byte along ``K`` (:func:`jaxpapers_kernels.quant_
 
 from __future__ import annotations
 
-import dataclasses
-
+import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxpapers_kernels.quant_matmul import BITS, check_quant_shapes, pack_codes, unpack_codes
+from jaxpapers_kernels.quant_matmul import BITS, check_quant_shapes, unpack_codes
+from jaxpapers_kernels.quant_matmul import quantize as quantize_packed
 from jaxtyping import Array, Float, Int8
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class QuantizedTensor:
+class QuantizedTensor(eqx.Module):
     """A group-wise quantized ``[K, N]`` weight.
 
     Attributes:
@@ -38,8 +36,14 @@ class QuantizedTensor:
     codes: Int8[Array, "kp n"]
     scales: Float[Array, "groups n"]
     zeros: Float[Array, "groups n"]
-    bits: int = dataclasses.field(metadata={"static": True})
-    group_size: int = dataclasses.field(metadata={"static": True})
+    bits: int = eqx.field(static=True)
+    group_size: int = eqx.field(static=True)
+
+    def __check_init__(self) -> None:
+        if self.bits not in BITS:
+            raise ValueError(f"bits={self.bits}; expected one of {BITS}")
+        if self.group_size < 1:
+            raise ValueError(f"group_size={self.group_size}; expected a positive group size")
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -80,23 +84,8 @@ def quantize(
       ``|W - W_hat| <= s / 2`` inside each group's range.
     """
     check_quant_args(tuple(jnp.shape(w)), bits, group_size)
-    w = jnp.asarray(w, jnp.float32)
-    k_in, n = w.shape
-    groups = w.reshape(k_in // group_size, group_size, n)
-    qmax = 2**bits - 1
-    tiny = jnp.float32(1e-8)
-    if symmetric:
-        absmax = jnp.max(jnp.abs(groups), axis=1)
-        scales = jnp.maximum(absmax / max(2 ** (bits - 1) - 1, 1), tiny)
-        zeros = jnp.full_like(scales, 2 ** (bits - 1))
-    else:
-        lo = jnp.minimum(jnp.min(groups, axis=1), 0.0)
-        hi = jnp.maximum(jnp.max(groups, axis=1), 0.0)
-        scales = jnp.maximum((hi - lo) / qmax, tiny)
-        zeros = jnp.clip(jnp.round(-lo / scales), 0, qmax)
-    q = jnp.round(groups / scales[:, None, :]) + zeros[:, None, :]
-    codes = jnp.clip(q, 0, qmax).astype(jnp.int32).reshape(k_in, n)
-    return QuantizedTensor(pack_codes(codes, bits), scales, zeros, bits, group_size)
+    codes, scales, zeros = quantize_packed(w, bits=bits, group_size=group_size, symmetric=symmetric)
+    return QuantizedTensor(codes, scales, zeros, bits, group_size)
 
 
 def dequantize(qt: QuantizedTensor, scales: Float[Array, "groups n"] | None = None) -> jax.Array:

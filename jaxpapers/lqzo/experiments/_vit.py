@@ -1,0 +1,131 @@
+"""P02 cross-modality experiment: a small ViT pretrained in-repo on centred digits, quantized to
+INT4 / INT2 (patch embedding kept in float) and fine-tuned on the other digits shifted by one
+pixel right and down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.core.train import train
+from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales, zeros_like_tree
+from jaxpapers.lqzo.experiments._data import digits_transfer
+from jaxpapers.lqzo.experiments._train import (
+    LQZO,
+    ZO,
+    Problem,
+    Quantized,
+    accuracy,
+    run_rows,
+    xent,
+)
+
+
+def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+    """Rows of the ViT / shifted-digits experiment (see the package docstring)."""
+    from jaxpapers.core.nn.vit import ViT, ViTConfig
+
+    sz = ctx.pick(**sizes)
+    src, tgt = digits_transfer(0)
+    n = len(tgt.y) // 2
+    # Validation: the last n_val of the target's training half (tuning only); test: other half.
+    n_fit = n - sz.n_val
+    data = (tgt.x[:n_fit], tgt.y[:n_fit])
+    splits = {
+        "val": (jnp.asarray(tgt.x[n_fit:n]), tgt.y[n_fit:n]),
+        "test": (jnp.asarray(tgt.x[n:]), tgt.y[n:]),
+    }
+    model = ViT(ViTConfig(), rngs=nnx.Rngs(0))
+    graphdef, params0, rest = nnx.split(model, nnx.Param, ...)
+
+    def loss(p, aux, b):
+        return xent(nnx.merge(graphdef, p, aux)(b[0]), b[1])
+
+    idx = np.random.default_rng(0).integers(0, len(src.y), (sz.pretrain_steps, 64))
+    pre = train(
+        lambda p, b, k: loss(p, rest, b),
+        params0,
+        optax.adam(1e-3),
+        lambda i: (src.x[idx[i]], src.y[idx[i]]),
+        steps=sz.pretrain_steps,
+        key=jax.random.key(0),
+        checkpoint_dir=ctx.checkpoint_dir("vit_pretrain"),
+        checkpoint_every=sz.pretrain_steps,
+    )
+    params = pre.params
+    n_seeds = len(ctx.seed_list)
+
+    def stack(tree):
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (n_seeds, *x.shape)), tree)
+
+    # Evaluators take stacked parameters; "before" reuses the same compiled function.
+    @jax.jit
+    def fp_logits(p, x):
+        return jax.vmap(lambda q: nnx.merge(graphdef, q, rest)(x))(p)
+
+    def fp_eval(p, name: str) -> list[float]:
+        x, y = splits[name]
+        return [accuracy(lg, y) for lg in np.asarray(fp_logits(p, x))]
+
+    pretrained = nnx.merge(graphdef, params, rest)
+    before = {
+        "pretraining loss, last step (centred digits)": float(pre.losses[-1]),
+        "full precision": fp_eval(stack(params), "test")[0],
+    }
+    quantized = {}
+    for bits in sz.bits:
+        qmodel = nnx.clone(pretrained)
+        quantize_linears(qmodel, bits=bits, group_size=16, where=lambda path, m: path != ("embed",))
+        gd, s0, qrest = split_scales(qmodel)
+
+        def q_loss(d, aux, b, gd=gd):
+            return xent(merge_scaled(gd, aux[0], d, aux[1])(b[0]), b[1])
+
+        q_logits = jax.jit(
+            jax.vmap(
+                lambda e, x, gd=gd, s0=s0, qrest=qrest: merge_scaled(gd, s0, e, qrest)(x),
+                in_axes=(0, None),
+            )
+        )
+
+        def q_eval(d, name: str, q_logits=q_logits) -> list[float]:
+            x, y = splits[name]
+            return [accuracy(lg, y) for lg in np.asarray(q_logits(d, x))]
+
+        before[f"INT{bits}"] = q_eval(stack(zeros_like_tree(s0)), "test")[0]
+        quantized[bits] = Quantized(q_loss, s0, (s0, qrest), q_eval, data)
+
+    prob = Problem(loss, params, rest, fp_eval, quantized, data)
+    values, extras = run_rows(
+        ctx,
+        prob,
+        steps=sz.steps,
+        fo_steps=sz.fo_steps,
+        batch=sz.batch,
+        lr=sz.lr,
+        grid=sz.lr_grid,
+        tune_steps=sz.tune_steps,
+    )
+    extras["accuracy_before_finetuning"] = before
+    extras["setting"] = {
+        "model": "ViT 8x8, patch 2, dim 64, depth 2, pretrained in-repo (Adam) on centred "
+        "digits; patch embedding kept in float",
+        "task": "the other half of sklearn digits, shifted one pixel right and down",
+        "n_train": n_fit,
+        "n_val": sz.n_val,
+        "n_test": len(splits["test"][1]),
+        "sizes": sz._asdict(),
+        "zo": ZO,
+        "lqzo": LQZO,
+        "group_size": 16,
+    }
+    return Outcome(values, extras)
+
+
+__all__ = ["run_vit"]
