@@ -4,6 +4,11 @@ Two resolution levels by default: ``conv_in -> [ResBlock, down] x L -> ResBlock 
 [up, concat skip, ResBlock] x L -> conv_out``, residual blocks with GroupNorm, SiLU and an additive
 projection of the sinusoidal time embedding (Ho et al. 2020, scaled down). Height and width must be
 divisible by ``2 ** len(channels[1:])``.
+
+Optional class conditioning (``num_classes=K``): a learned label embedding with a null row ``K``
+(for classifier-free guidance) is added to the time embedding; optional ``scalar_cond=True`` adds
+an embedded per-sample scalar the same way. Both are off by default and leave the unconditional
+model unchanged.
 """
 
 from __future__ import annotations
@@ -14,9 +19,9 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.nn.mlp import sinusoidal_embedding
+from jaxpapers.core.nn.mlp import _labels_or_null, _scalar_or_one, sinusoidal_embedding
 
 
 def _groups(c: int) -> int:
@@ -48,6 +53,8 @@ class UNet(nnx.Module):
       in_channels: image channels.
       channels: widths per level, e.g. ``(32, 64)``; each extra level halves the resolution.
       emb: time-embedding width.
+      num_classes: if given, a label embedding of ``num_classes + 1`` rows (the last is null).
+      scalar_cond: if True, an extra embedded scalar per sample (``scalar=None`` means 1).
       rngs: flax RNG streams.
     """
 
@@ -57,8 +64,12 @@ class UNet(nnx.Module):
         channels: Sequence[int] = (32, 64),
         emb: int = 64,
         *,
+        num_classes: int | None = None,
+        scalar_cond: bool = False,
         rngs: nnx.Rngs,
     ):
+        if num_classes is not None and num_classes < 1:
+            raise ValueError(f"num_classes={num_classes}; expected None or an integer >= 1")
         channels = tuple(int(c) for c in channels)
         if not channels:
             raise ValueError("channels must name at least one width")
@@ -66,6 +77,11 @@ class UNet(nnx.Module):
         self.levels = len(channels) - 1
         self.emb = emb
         self.time_mlp = nnx.Linear(emb, emb, rngs=rngs)
+        self.num_classes = num_classes
+        self.label_emb = (
+            nnx.Embed(num_classes + 1, emb, rngs=rngs) if num_classes is not None else None
+        )
+        self.scalar_mlp = nnx.Linear(emb, emb, rngs=rngs) if scalar_cond else None
         self.conv_in = nnx.Conv(in_channels, channels[0], (3, 3), rngs=rngs)
         self.down = nnx.List(
             [ResBlock(a, b, emb, rngs=rngs) for a, b in itertools.pairwise(channels)]
@@ -81,7 +97,11 @@ class UNet(nnx.Module):
         self.conv_out = nnx.Conv(channels[0], in_channels, (3, 3), rngs=rngs)
 
     def __call__(
-        self, x: Float[Array, "b h w c"], t: Float[Array, " b"]
+        self,
+        x: Float[Array, "b h w c"],
+        t: Float[Array, " b"],
+        labels: Int[Array, " b"] | None = None,
+        scalar: Float[Array, " b"] | None = None,
     ) -> Float[Array, "b h w c"]:
         div = 2**self.levels
         if x.ndim != 4 or x.shape[-1] != self.in_channels or t.shape != x.shape[:1]:
@@ -90,7 +110,20 @@ class UNet(nnx.Module):
             )
         if x.shape[1] % div or x.shape[2] % div:
             raise ValueError(f"image size {x.shape[1:3]} must be divisible by {div}")
-        emb = jax.nn.silu(self.time_mlp(sinusoidal_embedding(t, self.emb)))
+        if self.label_emb is not None:
+            labels = _labels_or_null(labels, x.shape[0], self.num_classes)
+        elif labels is not None:
+            raise ValueError("labels given to a U-Net built without num_classes")
+        if self.scalar_mlp is not None:
+            scalar = _scalar_or_one(scalar, x)
+        elif scalar is not None:
+            raise ValueError("scalar given to a U-Net built without scalar_cond=True")
+        emb = self.time_mlp(sinusoidal_embedding(t, self.emb))
+        if self.label_emb is not None:
+            emb = emb + self.label_emb(labels)
+        if self.scalar_mlp is not None:
+            emb = emb + self.scalar_mlp(sinusoidal_embedding(scalar, self.emb, scale=100.0))
+        emb = jax.nn.silu(emb)
         h = self.conv_in(x)
         skips = []
         for block in self.down:

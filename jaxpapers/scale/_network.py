@@ -1,0 +1,115 @@
+"""A split flax.nnx denoiser: static graph definition plus a parameter pytree passed explicitly.
+
+Jitting a bound nnx module would bake its weights into the executable as constants; keeping the
+graph definition static and the parameters as an argument lets one compiled function serve every
+seed (``vmap`` over parameters) and every training step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jaxtyping import Array, Float, Int, PyTree
+
+from jaxpapers.core.diffusion import VPSchedule
+from jaxpapers.core.nn.mlp import MLPDenoiser
+from jaxpapers.core.nn.unet import UNet
+
+#: The default variance-preserving schedule of every sampler and loop here.
+DEFAULT_SCHEDULE = VPSchedule()
+
+#: The network's scalar input for every model but GFT (whose scalar is its beta).
+GUIDED = 1.0
+
+
+class Denoiser(eqx.Module):
+    """``eps = net(params, x [b, ...], t [b], labels [b] | None, scalar [b] | None)``.
+
+    Attributes:
+      graphdef: the nnx graph definition (static).
+      num_classes: ``C``; label ``C`` is the null label.
+      event_shape: shape of one sample (static).
+    """
+
+    graphdef: Any = eqx.field(static=True)
+    num_classes: int = eqx.field(static=True)
+    event_shape: tuple[int, ...] = eqx.field(static=True)
+
+    def __call__(
+        self,
+        params: PyTree,
+        x: Float[Array, "b ..."],
+        t: Float[Array, " b"],
+        labels: Int[Array, " b"] | None = None,
+        scalar: Float[Array, " b"] | None = None,
+    ) -> Float[Array, "b ..."]:
+        return nnx.merge(self.graphdef, params)(x, t, labels, scalar)
+
+
+def _split(make: Callable[[], nnx.Module], seed_keys: Array) -> tuple[Any, PyTree]:
+    graphdef = nnx.split(nnx.eval_shape(lambda: make(jax.random.key(0))), nnx.Param)[0]
+
+    def init(seed):
+        return nnx.split(make(jax.random.key(seed)), nnx.Param)[1]
+
+    return graphdef, jax.jit(jax.vmap(init))(seed_keys)
+
+
+def mlp_denoiser(
+    dim: int,
+    num_classes: int,
+    *,
+    seeds: Int[Array, " s"],
+    hidden: int = 128,
+    depth: int = 3,
+    emb: int = 32,
+) -> tuple[Denoiser, PyTree]:
+    """A class-conditional MLP denoiser with a scalar input, initialised once per seed.
+
+    Args:
+      dim: data dimension.
+      num_classes: number of classes (the null label is ``num_classes``).
+      seeds: ``[s]`` integer seeds; the parameters carry a leading seed axis.
+      hidden, depth, emb: MLP width, hidden layers and embedding width.
+
+    Returns:
+      ``(denoiser, params)`` with ``params`` stacked over seeds.
+    """
+
+    def make(seed):
+        return MLPDenoiser(
+            dim,
+            hidden=hidden,
+            depth=depth,
+            emb=emb,
+            num_classes=num_classes,
+            scalar_cond=True,
+            rngs=nnx.Rngs(seed),
+        )
+
+    graphdef, params = _split(make, jnp.asarray(seeds))
+    return Denoiser(graphdef, num_classes, (dim,)), params
+
+
+def unet_denoiser(
+    size: int,
+    num_classes: int,
+    *,
+    seeds: Int[Array, " s"],
+    channels: tuple[int, ...] = (16, 32),
+    emb: int = 32,
+) -> tuple[Denoiser, PyTree]:
+    """A class-conditional U-Net denoiser on ``[size, size, 1]`` images, one per seed."""
+
+    def make(seed):
+        return UNet(
+            1, channels, emb, num_classes=num_classes, scalar_cond=True, rngs=nnx.Rngs(seed)
+        )
+
+    graphdef, params = _split(make, jnp.asarray(seeds))
+    return Denoiser(graphdef, num_classes, (size, size, 1)), params

@@ -1,0 +1,307 @@
+r"""One jitted training loop for every method (conditional + CFG, GFT, MG, SCALE), vmappable
+over seeds.
+
+Where SCALE's self-generated samples come from (its whole extra training cost): every
+``refresh`` optimiser steps, the current parameters (under ``stop_gradient``) draw ``self_batch``
+samples with deterministic DDIM of ``self_steps`` steps from the model's own *likelihood model*,
+the prediction its real-data loss fits, :math:`(\epsilon_\theta(x, c) + (w-1)\,
+\epsilon_\psi(x, c)) / w` (guided and self network, two passes a step), for labels drawn
+from the data's label distribution, and clipped to ``[-clip, clip]``; they fill a buffer that the
+next ``refresh`` steps use for the self-network term. No gradient flows through the sampler.
+The amortised extra cost per step is ``2 * self_steps * self_batch / (refresh * batch)`` forward
+passes of a real batch, plus the self network's forward/backward pass on the self samples and
+its stop-gradient pass on real data.
+
+Why the likelihood model and not the guided branch: if the guided branch generated its own
+contrast samples, its fixed point would be reached through :math:`g_{n+1} = w\,d - (w-1)\,g_n`,
+which oscillates for ``w >= 2``; the likelihood model fits the data independently of the
+guidance, so the loop has no such feedback.
+
+The loop is a scan over blocks of ``refresh`` steps (the buffer is refreshed at the start of each
+block), so the refresh is not turned into a ``select`` under ``vmap``. A non-finite loss freezes
+the parameters from that step on and clears ``finite``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Protocol
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
+
+from jaxpapers.core.checks import check_positive
+from jaxpapers.core.diffusion import VPSchedule
+from jaxpapers.scale._losses import conditional_loss, gft_loss, mg_loss, scale_loss
+from jaxpapers.scale._network import DEFAULT_SCHEDULE, Denoiser
+from jaxpapers.scale._sampling import _likelihood_model
+
+KINDS = ("conditional", "gft", "mg", "scale")
+
+
+class DataSource(Protocol):
+    """Anything with ``draw(key, n) -> (x0 [n, ...], labels [n])`` (a pytree, passed traced)."""
+
+    def draw(self, key: Array, n: int) -> tuple[Array, Array]: ...
+
+
+class ArrayData(eqx.Module):
+    """A labelled data set held in arrays; ``draw`` samples a minibatch with replacement.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> d = ArrayData(jnp.zeros((10, 2)), jnp.arange(10) % 3)
+        >>> [a.shape for a in d.draw(jax.random.key(0), 4)]
+        [(4, 2), (4,)]
+    """
+
+    x: Float[Array, "n ..."]
+    labels: Int[Array, " n"]
+
+    def draw(self, key: Array, n: int) -> tuple[Array, Array]:
+        idx = jax.random.randint(key, (n,), 0, self.labels.shape[0])
+        return self.x[idx], self.labels[idx]
+
+
+class Method(eqx.Module):
+    r"""A training method and its knobs (all static: one compile per method).
+
+    Attributes:
+      kind: ``"conditional"`` (label dropout, for CFG), ``"gft"``, ``"mg"`` or ``"scale"``.
+      w: guidance scale trained into MG and SCALE (``>= 1``; 1 = none).
+      p_uncond: label-dropout probability (conditional, GFT, MG).
+      beta_min: GFT's lower end of :math:`\beta \sim U[\beta_{\min}, 1]`.
+      self_weight: SCALE's weight on the self-branch term.
+      refresh: SCALE: optimiser steps between refreshes of the self-generated buffer.
+      self_steps: SCALE: DDIM steps used to generate the self samples.
+      self_batch: SCALE: number of self samples per refresh.
+      warmup: MG and SCALE: steps over which the trained guidance scale ramps from 1 to ``w``.
+      clip: SCALE: self samples are clipped to ``[-clip, clip]`` (the data range; ``0`` = off).
+        Early in training the model's own samples contain far outliers whose large inputs
+        would otherwise dominate the shared gradient.
+      ema: decay of the EMA weights (MG's teacher; also returned for every method).
+    """
+
+    kind: str = eqx.field(static=True)
+    w: float = eqx.field(static=True, default=1.0)
+    p_uncond: float = eqx.field(static=True, default=0.1)
+    beta_min: float = eqx.field(static=True, default=0.2)
+    self_weight: float = eqx.field(static=True, default=1.0)
+    refresh: int = eqx.field(static=True, default=10)
+    self_steps: int = eqx.field(static=True, default=8)
+    self_batch: int = eqx.field(static=True, default=256)
+    warmup: int = eqx.field(static=True, default=0)
+    clip: float = eqx.field(static=True, default=0.0)
+    ema: float = eqx.field(static=True, default=0.99)
+
+    def __check_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind={self.kind!r}; expected one of {KINDS}")
+        if self.w < 1.0:
+            raise ValueError(f"w={self.w}; expected a trained guidance scale >= 1")
+        if not 0.0 <= self.p_uncond < 1.0:
+            raise ValueError(f"p_uncond={self.p_uncond}; expected a value in [0, 1)")
+        if not 0.0 < self.beta_min <= 1.0:
+            raise ValueError(f"beta_min={self.beta_min}; expected a value in (0, 1]")
+        for name in ("refresh", "self_steps", "self_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)}; expected an integer >= 1")
+        if not 0.0 <= self.ema < 1.0:
+            raise ValueError(f"ema={self.ema}; expected a value in [0, 1)")
+
+
+class FitResult(NamedTuple):
+    """Output of :func:`fit`.
+
+    Attributes:
+      params: final parameters.
+      ema_params: EMA of the parameters.
+      losses: ``[steps]`` training loss of every step.
+      finite: False when a non-finite loss stopped the updates.
+    """
+
+    params: PyTree
+    ema_params: PyTree
+    losses: Float[Array, " steps"]
+    finite: Bool[Array, ""]
+
+
+def _ramped_w(method: Method, step: Array) -> Array:
+    return 1.0 + (method.w - 1.0) * jnp.minimum(1.0, (step + 1.0) / max(method.warmup, 1))
+
+
+def _loss(net, method, params, ema, data, buf, key, step, schedule, batch):
+    kd, kl = jax.random.split(key)
+    x0, labels = data.draw(kd, batch)
+    w = _ramped_w(method, step)
+    if method.kind == "conditional":
+        return conditional_loss(
+            net, params, x0, labels, key=kl, schedule=schedule, p_uncond=method.p_uncond
+        )
+    if method.kind == "gft":
+        return gft_loss(
+            net,
+            params,
+            x0,
+            labels,
+            key=kl,
+            schedule=schedule,
+            p_uncond=method.p_uncond,
+            beta_min=method.beta_min,
+        )
+    if method.kind == "mg":
+        return mg_loss(
+            net, params, ema, x0, labels, key=kl, schedule=schedule, w=w, p_uncond=method.p_uncond
+        )
+    return scale_loss(
+        net,
+        params,
+        x0,
+        labels,
+        buf[0],
+        buf[1],
+        key=kl,
+        schedule=schedule,
+        w=w,
+        self_weight=method.self_weight,
+    )
+
+
+def self_samples(
+    net: Denoiser,
+    method: Method,
+    params: PyTree,
+    data: DataSource,
+    key: Array,
+    w: ArrayLike,
+    schedule: VPSchedule = DEFAULT_SCHEDULE,
+) -> tuple[Array, Array]:
+    """SCALE's self-generated buffer: ``self_batch`` DDIM samples of ``self_steps`` steps from the
+    likelihood model of ``stop_gradient(params)`` at scale ``w``, labels from the data."""
+    kl, ks = jax.random.split(key)
+    labels = data.draw(kl, method.self_batch)[1]
+    params = jax.lax.stop_gradient(params)
+    out = _likelihood_model(net, params, labels, w, ks, method.self_steps, schedule)
+    x = jnp.clip(out.x, -method.clip, method.clip) if method.clip > 0 else out.x
+    return x, labels
+
+
+def train_loop(loss_fn, make_buffer, params, *, key, lr, n_blocks, block, ema_decay):
+    """The shared Adam loop: ``n_blocks`` blocks of ``block`` steps; each block starts with
+    ``buf = make_buffer(params, key, first_step)`` and every step minimises
+    ``loss_fn(params, ema, buf, key, step)``. Returns ``(params, ema, losses, finite)``; a
+    non-finite loss freezes the parameters from that step on."""
+    opt = optax.adam(lr)
+
+    def step_fn(carry, inp):
+        params, opt_state, ema, ok = carry
+        k, step, buf = inp
+        val, grads = jax.value_and_grad(lambda p: loss_fn(p, ema, buf, k, step))(params)
+        upd, new_state = opt.update(grads, opt_state, params)
+        ok = ok & jnp.isfinite(val)
+        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+        params = keep(optax.apply_updates(params, upd), params)
+        opt_state = keep(new_state, opt_state)
+        ema = jax.tree.map(lambda e, p: ema_decay * e + (1 - ema_decay) * p, ema, params)
+        return (params, opt_state, ema, ok), val
+
+    def block_fn(carry, inp):
+        kb, first = inp
+        kbuf, ksteps = jax.random.split(kb)
+        buf = make_buffer(carry[0], kbuf, first)
+        bufs = jax.tree.map(lambda a: jnp.broadcast_to(a, (block, *a.shape)), buf)
+        xs = (jax.random.split(ksteps, block), first + jnp.arange(block), bufs)
+        return jax.lax.scan(step_fn, carry, xs)
+
+    carry = (params, opt.init(params), params, jnp.asarray(True))
+    inputs = (jax.random.split(key, n_blocks), jnp.arange(n_blocks) * block)
+    (params, _, ema, ok), losses = jax.lax.scan(block_fn, carry, inputs)
+    return params, ema, losses.reshape(-1), ok
+
+
+@functools.partial(jax.jit, static_argnames=("net", "method", "steps", "batch", "schedule"))
+def _fit(net, method, params, data, key, lr, steps, batch, schedule):
+    if method.kind == "scale":
+        params = (params, params)  # guided and self network start from the same weights
+
+        def make_buffer(p, k, first):
+            return self_samples(net, method, p, data, k, _ramped_w(method, first), schedule)
+
+        block = method.refresh
+    else:
+
+        def make_buffer(p, k, first):
+            return (jnp.zeros(()), jnp.zeros((), jnp.int32))
+
+        block = 1
+
+    def loss_fn(p, ema, buf, k, step):
+        return _loss(net, method, p, ema, data, buf, k, step, schedule, batch)
+
+    out = train_loop(
+        loss_fn,
+        make_buffer,
+        params,
+        key=key,
+        lr=lr,
+        n_blocks=steps // block,
+        block=block,
+        ema_decay=method.ema,
+    )
+    return FitResult(*out)
+
+
+def fit(
+    net: Denoiser,
+    method: Method,
+    params: PyTree,
+    data: DataSource,
+    *,
+    key: Array,
+    steps: int,
+    batch: int,
+    lr: float = 2e-3,
+    schedule: VPSchedule = DEFAULT_SCHEDULE,
+) -> FitResult:
+    """Train ``params`` with ``method`` for ``steps`` Adam steps on minibatches from ``data``.
+
+    Jitted inside (one compile per network, method, steps and batch); ``jax.vmap`` it over
+    ``params`` and ``key`` for several seeds.
+
+    Args:
+      net: the denoiser.
+      method: :class:`Method`.
+      params: initial parameters.
+      data: a :class:`DataSource` (e.g. :class:`ArrayData` or a ``ClassMixture``).
+      key: PRNG key.
+      steps: optimiser steps (a multiple of ``method.refresh`` for SCALE).
+      batch: real-data batch size.
+      lr: Adam learning rate.
+      schedule: VP schedule.
+
+    Returns:
+      :class:`FitResult`; for SCALE its ``params`` are the pair ``(guided, self)``, both
+      initialised from ``params``, and only ``params[0]`` is used for sampling.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxpapers.scale import Method, checkerboard_mixture, fit, mlp_denoiser
+        >>> mix = checkerboard_mixture(2)
+        >>> net, ps = mlp_denoiser(2, 4, seeds=jnp.arange(1), hidden=16, depth=1, emb=8)
+        >>> p0 = jax.tree.map(lambda a: a[0], ps)
+        >>> res = fit(net, Method("scale", w=1.5, refresh=5, self_steps=4, self_batch=16), p0,
+        ...           mix, key=jax.random.key(0), steps=10, batch=16)
+        >>> res.losses.shape, bool(res.finite), len(res.params)
+        ((10,), True, 2)
+    """
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps={steps!r}; expected an integer >= 1")
+    if method.kind == "scale" and steps % method.refresh:
+        raise ValueError(f"steps={steps} must be a multiple of refresh={method.refresh}")
+    if not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch={batch!r}; expected an integer >= 1")
+    check_positive("lr", lr)
+    return _fit(net, method, params, data, key, lr, steps, batch, schedule)

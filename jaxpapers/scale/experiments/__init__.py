@@ -1,0 +1,264 @@
+"""P04 SCALE experiments, registered for ``jaxpapers reproduce P04`` (sizes and registrations only;
+the studies live in ``_sanity``, ``_mixture``, ``_digits``, ``_ar``, plots in ``_plots``).
+
+Every headline row trains for the same number of Adam steps; the tables' NFE column lives in the
+extras. SCALE's self-generated samples: every ``refresh`` steps, ``self_batch`` deterministic DDIM
+samples of ``sample_steps`` steps (the evaluation sampler) from the stop-gradient likelihood model
+(see ``jaxpapers.scale._train``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from jaxpapers.core.experiment import AllOf, Better, Context, Experiment, Outcome, Threshold
+from jaxpapers.core.experiment import register as _register
+from jaxpapers.scale.experiments import _plots
+from jaxpapers.scale.experiments._ar import ar_study
+from jaxpapers.scale.experiments._digits import digits_study
+from jaxpapers.scale.experiments._mixture import mixture_study
+from jaxpapers.scale.experiments._sanity import sanity_study
+
+
+class Sizes(NamedTuple):
+    steps: int  # Adam steps per mixture model
+    batch: int
+    hidden: int  # MLP width (mixtures)
+    depth: int
+    n_eval: int  # labelled samples scored per seed
+    sample_steps: int  # DDIM steps at evaluation (SCALE's NFE)
+    refresh: int
+    self_batch: int
+    mg_w: float
+    scale_w: float
+    dpo_pairs: int
+    dpo_steps: int
+    dpo_beta: float
+    digits_steps: int
+    digits_hidden: int
+    digits_eval: int
+    classifier_steps: int
+    ar_steps: int
+    ar_finetune: int
+    ar_width: int
+    cca_beta: float
+
+
+SIZES = {
+    "smoke": Sizes(
+        steps=40, batch=64, hidden=32, depth=2, n_eval=64, sample_steps=4, refresh=10,
+        self_batch=64, mg_w=2.0, scale_w=1.5, dpo_pairs=64, dpo_steps=10, dpo_beta=1.0,
+        digits_steps=40, digits_hidden=32, digits_eval=40, classifier_steps=20, ar_steps=20,
+        ar_finetune=20, ar_width=16, cca_beta=1.0,
+    ),
+    "quick": Sizes(
+        steps=1500, batch=256, hidden=128, depth=3, n_eval=512, sample_steps=10, refresh=10,
+        self_batch=256, mg_w=2.0, scale_w=1.5, dpo_pairs=512, dpo_steps=200, dpo_beta=1.0,
+        digits_steps=1000, digits_hidden=256, digits_eval=500, classifier_steps=500,
+        ar_steps=600, ar_finetune=300, ar_width=32, cca_beta=1.0,
+    ),
+    "full": Sizes(
+        steps=20000, batch=512, hidden=256, depth=4, n_eval=2048, sample_steps=10, refresh=10,
+        self_batch=512, mg_w=2.0, scale_w=1.5, dpo_pairs=4096, dpo_steps=2000, dpo_beta=1.0,
+        digits_steps=20000, digits_hidden=512, digits_eval=2000, classifier_steps=3000,
+        ar_steps=10000, ar_finetune=5000, ar_width=64, cca_beta=1.0,
+    ),
+}  # fmt: skip
+
+
+def _sizes(ctx: Context) -> Sizes:
+    return ctx.pick(smoke=SIZES["smoke"], quick=SIZES["quick"], full=SIZES["full"])
+
+
+def _mixture(ctx: Context, dim: int) -> dict[str, Any]:
+    return ctx.cached(
+        f"mixture{dim}d_{ctx.size}_{ctx.seeds}",
+        lambda: mixture_study(_sizes(ctx), dim, ctx.seed_list, with_dpo=dim == 2),
+        shared=True,
+    )
+
+
+def _run_sanity(ctx: Context) -> Outcome:
+    r = ctx.cached("sanity", lambda: sanity_study(_sizes(ctx), ctx.seed_list))
+    values = {
+        "|CFG(w=1) - conditional| (samples, max)": r["cfg"],
+        "|GFT(beta=1) - conditional| (loss)": r["gft"],
+        "|MG(w=1) - conditional| (loss)": r["mg"],
+        "|SCALE(w=1, no self term) - conditional| (loss)": r["scale"],
+        "CFG(w=3) error to exact guided eps": r["to_guided"],
+        "CFG(w=3) error to exact unguided eps": r["to_conditional"],
+    }
+    return Outcome(values, {"note": "limits at equal keys; eps errors are mean squared norms"})
+
+
+LIMIT_ROWS = (
+    "|CFG(w=1) - conditional| (samples, max)",
+    "|GFT(beta=1) - conditional| (loss)",
+    "|MG(w=1) - conditional| (loss)",
+    "|SCALE(w=1, no self term) - conditional| (loss)",
+)
+
+_register(
+    Experiment(
+        paper="P04",
+        id="sanity_limits",
+        claim="CFG at w=1, GFT at beta=1, MG at w=1 and SCALE at w=1 without its self term are "
+        "plain conditional training/sampling; on the mixture, CFG of a trained model is closer "
+        "to the exact guided prediction than to the unguided one",
+        metric="absolute differences (limits); mean squared eps error (guided target)",
+        lower_is_better=True,
+        baselines=("CFG(w=3) error to exact unguided eps",),
+        methods=(*LIMIT_ROWS, "CFG(w=3) error to exact guided eps"),
+        rule=AllOf(
+            (
+                *(Threshold(r, 1e-5) for r in LIMIT_ROWS),
+                Better(
+                    "CFG(w=3) error to exact guided eps", "CFG(w=3) error to exact unguided eps"
+                ),
+            )
+        ),
+        run=_run_sanity,
+    )
+)
+
+
+def _mixture_outcome(ctx: Context, dim: int, rows: tuple[str, ...], metric: str) -> Outcome:
+    r = _mixture(ctx, dim)
+    values = {row: r["rows"][row][metric] for row in rows}
+    return Outcome(values, r)
+
+
+HEADLINE = ("CFG", "GFT", "MG", "SCALE")
+
+for _dim in (2, 8):
+    _register(
+        Experiment(
+            paper="P04",
+            id=f"mixture{_dim}d_guidance_free",
+            claim=f"at equal training steps, one-pass SCALE matches or beats the CFG-mimicking "
+            f"one-pass baselines GFT and MG on the {_dim}-D class-conditional mixture (CFG with "
+            "two passes a step is reported for reference)",
+            metric="class-conditional log-likelihood of samples under the true density "
+            "(floored at -20; precision, recall, SW in extras)",
+            lower_is_better=False,
+            baselines=("CFG", "GFT", "MG"),
+            methods=("SCALE",),
+            rule=AllOf(
+                (Better("SCALE", "GFT", at_least=True), Better("SCALE", "MG", at_least=True))
+            ),
+            run=lambda ctx, d=_dim: _mixture_outcome(ctx, d, HEADLINE, "log_lik"),
+            plot=_plots.plot_mixture_table,
+        )
+    )
+    _register(
+        Experiment(
+            paper="P04",
+            id=f"mixture{_dim}d_half_nfe",
+            claim=f"SCALE at half of CFG's evaluations (one pass a step) matches two-pass CFG at "
+            f"the same number of steps, on the {_dim}-D mixture (CFG cut to SCALE's evaluation "
+            "count, i.e. half the steps, is reported too)",
+            metric="class-conditional log-likelihood of samples (floored at -20)",
+            lower_is_better=False,
+            baselines=("CFG", "CFG at SCALE's NFE"),
+            methods=("SCALE",),
+            rule=Better("SCALE", "CFG", at_least=True),
+            run=lambda ctx, d=_dim: _mixture_outcome(
+                ctx, d, ("CFG at SCALE's NFE", "CFG", "SCALE"), "log_lik"
+            ),
+        )
+    )
+
+_register(
+    Experiment(
+        paper="P04",
+        id="mixture2d_precision",
+        claim="SCALE's samples fall inside the true class support at least as often as GFT's "
+        "and MG's (2-D mixture)",
+        metric="precision: fraction of samples above the 1% log-density quantile of their class",
+        lower_is_better=False,
+        baselines=("CFG", "GFT", "MG"),
+        methods=("SCALE",),
+        rule=AllOf((Better("SCALE", "GFT", at_least=True), Better("SCALE", "MG", at_least=True))),
+        run=lambda ctx: _mixture_outcome(ctx, 2, HEADLINE, "precision"),
+    )
+)
+
+_register(
+    Experiment(
+        paper="P04",
+        id="mixture2d_dpo",
+        claim="Diffusion-DPO on SCALE's own samples (pairs ranked by the true class "
+        "log-likelihood) improves SCALE further",
+        metric="class-conditional log-likelihood of samples (floored at -20)",
+        lower_is_better=False,
+        baselines=("SCALE",),
+        methods=("SCALE+DPO",),
+        rule=Better("SCALE+DPO", "SCALE"),
+        run=lambda ctx: _mixture_outcome(ctx, 2, ("SCALE", "SCALE+DPO"), "log_lik"),
+    )
+)
+
+
+def _digits(ctx: Context) -> dict[str, Any]:
+    return ctx.cached(
+        f"digits_{ctx.size}_{ctx.seeds}",
+        lambda: digits_study(_sizes(ctx), ctx.seed_list),
+        shared=True,
+    )
+
+
+def _digits_outcome(ctx: Context, metric: str) -> Outcome:
+    r = _digits(ctx)
+    return Outcome({row: r["rows"][row][metric] for row in HEADLINE}, r)
+
+
+_register(
+    Experiment(
+        paper="P04",
+        id="digits_accuracy",
+        claim="on class-conditional digits, SCALE's samples are classified as their intended "
+        "class at least as often as GFT's and MG's (equal training steps, one pass a step)",
+        metric="held-out classifier accuracy on generated digits",
+        lower_is_better=False,
+        baselines=("CFG", "GFT", "MG"),
+        methods=("SCALE",),
+        rule=AllOf((Better("SCALE", "GFT", at_least=True), Better("SCALE", "MG", at_least=True))),
+        run=lambda ctx: _digits_outcome(ctx, "accuracy"),
+        plot=_plots.plot_digits_grid,
+    )
+)
+_register(
+    Experiment(
+        paper="P04",
+        id="digits_frechet",
+        claim="on digits, SCALE's Frechet distance in the held-out classifier's features is no "
+        "worse than GFT's and MG's",
+        metric="Frechet distance to held-out real digits (classifier features)",
+        lower_is_better=True,
+        baselines=("CFG", "GFT", "MG"),
+        methods=("SCALE",),
+        rule=AllOf((Better("SCALE", "GFT", at_least=True), Better("SCALE", "MG", at_least=True))),
+        run=lambda ctx: _digits_outcome(ctx, "frechet"),
+    )
+)
+
+
+def _run_ar(ctx: Context) -> Outcome:
+    r = ctx.cached("ar", lambda: ar_study(_sizes(ctx), ctx.seed_list))
+    return Outcome({row: v["log_lik"] for row, v in r["rows"].items()}, r)
+
+
+_register(
+    Experiment(
+        paper="P04",
+        id="ar_cca",
+        claim="on a token model of the 2-D mixture, SCALE on next-token logits matches or beats "
+        "CCA at equal training steps (one pass a token for both)",
+        metric="class-conditional log-likelihood of dequantised samples (floored at -20)",
+        lower_is_better=False,
+        baselines=("conditional (AR)", "CFG on logits (2 passes/token)", "CCA"),
+        methods=("SCALE (AR)",),
+        rule=Better("SCALE (AR)", "CCA", at_least=True),
+        run=_run_ar,
+    )
+)

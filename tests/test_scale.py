@@ -1,0 +1,318 @@
+"""Tests of P04 SCALE: exact mixture scores, loss limits and stop-gradients, samplers (NFE,
+determinism, jit/vmap), DPO, the autoregressive variant, metrics and bad inputs."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+from flax import nnx
+from helpers import FAST_COMPILE, tolerance
+
+from jaxpapers.core.diffusion import VPSchedule
+from jaxpapers.core.nn.mlp import MLPDenoiser
+from jaxpapers.core.nn.unet import UNet
+from jaxpapers.scale import (
+    Method,
+    PreferencePairs,
+    ar_conditional_loss,
+    ar_sample,
+    ar_scale_loss,
+    cca_loss,
+    checkerboard_mixture,
+    conditional_loss,
+    dpo_loss,
+    fit,
+    frechet_distance,
+    gft_loss,
+    mg_loss,
+    mixture_metrics,
+    mlp_denoiser,
+    sample_cfg,
+    sample_one_pass,
+    scale_loss,
+    token_model,
+)
+
+SCH = VPSchedule()
+
+
+@functools.cache
+def _net(seeds: int = 2):
+    return mlp_denoiser(2, 4, seeds=jnp.arange(seeds), hidden=16, depth=1, emb=8)
+
+
+def _p(params, i=0):
+    return jax.tree.map(lambda a: a[i], params)
+
+
+# ------------------------------------------------------------------ exact mixture
+
+
+def _eps_numpy(means, classes, var, x, t, label, num_classes):
+    """Float64 loop: -sigma * grad log p_t(x | c) with p_t a Gaussian mixture."""
+    log_ab = -0.1 * t - 0.5 * (20.0 - 0.1) * t**2
+    a, s = np.exp(0.5 * log_ab), np.sqrt(1 - np.exp(log_ab))
+    v = a * a * var + s * s
+    logw, grads = [], []
+    for mu, c in zip(means, classes, strict=True):
+        if label != num_classes and c != label:
+            continue
+        logw.append(-0.5 * np.sum((x - a * mu) ** 2) / v)
+        grads.append((a * mu - x) / v)
+    r = np.exp(np.array(logw) - max(logw))
+    r /= r.sum()
+    return -s * (r[:, None] * np.array(grads)).sum(0)
+
+
+def test_mixture_eps_and_guided_eps_match_float64_loop(rng):
+    mix = checkerboard_mixture(2)
+    means, classes = np.asarray(mix.means, np.float64), np.asarray(mix.classes)
+    var = float(mix.var)
+    for _ in range(5):
+        x = rng.normal(size=2) * 1.5
+        t = float(rng.uniform(0.05, 0.9))
+        lab = int(rng.integers(0, 4))
+        e_c = _eps_numpy(means, classes, var, x, t, lab, 4)
+        e_u = _eps_numpy(means, classes, var, x, t, 4, 4)
+        got = mix.guided_eps(jnp.asarray(x, jnp.float32), t, lab, 2.5, SCH)
+        np.testing.assert_allclose(got, e_u + 2.5 * (e_c - e_u), **tolerance(np.float32, 10.0))
+        np.testing.assert_allclose(
+            mix.eps(jnp.asarray(x, jnp.float32), t, lab, SCH), e_c, **tolerance(np.float32, 10.0)
+        )
+
+
+def test_mixture_log_prob_normalised_and_samples_in_class():
+    mix = checkerboard_mixture(2, std=0.3)
+
+    @jax.jit
+    def check(mix):
+        g = jnp.linspace(-4, 4, 161)
+        xx = jnp.stack(jnp.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
+        mass = jnp.exp(jax.vmap(lambda x: mix.log_prob(x, 2))(xx)).sum() * (g[1] - g[0]) ** 2
+        lab = jnp.arange(400) % 4
+        x = mix.sample(jax.random.key(0), lab)
+        own = jax.vmap(mix.log_prob)(x, lab) > jax.vmap(mix.log_prob)(x, (lab + 1) % 4)
+        return mass, jnp.mean(own)
+
+    mass, own = check(mix)
+    np.testing.assert_allclose(float(mass), 1.0, rtol=1e-3)
+    # Class c's samples are likelier under c than under c + 1 (the modes interleave; with
+    # std 0.3 about 5% fall nearer a neighbouring class's mode).
+    assert float(own) > 0.9
+
+
+# ------------------------------------------------------------------ losses: limits and sg
+
+
+def _batch(key, n=32):
+    return checkerboard_mixture(2).draw(key, n)
+
+
+def test_losses_reduce_to_conditional_in_their_limits(key):
+    net, ps = _net()
+    p, q = _p(ps, 0), _p(ps, 1)
+    x0, lab = _batch(key)
+    k = jax.random.key(3)
+    cond = lambda p_: conditional_loss(net, p_, x0, lab, key=k, schedule=SCH)
+    cond0 = lambda p_: conditional_loss(net, p_, x0, lab, key=k, schedule=SCH, p_uncond=0.0)
+    gft = lambda p_: gft_loss(net, p_, x0, lab, key=k, schedule=SCH, beta_min=1.0)
+    mg = lambda p_: mg_loss(net, p_, q, x0, lab, key=k, schedule=SCH, w=1.0)
+    sc = lambda p_: scale_loss(
+        net, (p_, q), x0, lab, x0, lab, key=k, schedule=SCH, w=1.0, self_weight=0.0
+    )
+    tol = tolerance(np.float32, 10.0)
+    for other, ref in ((gft, cond), (mg, cond), (sc, cond0)):
+        np.testing.assert_allclose(other(p), ref(p), **tol)
+        for a, b in zip(
+            jax.tree.leaves(jax.grad(other)(p)), jax.tree.leaves(jax.grad(ref)(p)), strict=True
+        ):
+            np.testing.assert_allclose(a, b, **tol)
+
+
+def test_stop_gradients_where_the_formulas_put_them(key):
+    net, ps = _net()
+    p, q = _p(ps, 0), _p(ps, 1)
+    x0, lab = _batch(key)
+    k = jax.random.key(4)
+    zero = lambda tree: max(float(jnp.abs(a).max()) for a in jax.tree.leaves(tree))
+    # MG: no gradient reaches the EMA teacher.
+    g_ema = jax.grad(lambda e: mg_loss(net, p, e, x0, lab, key=k, schedule=SCH, w=3.0))(q)
+    assert zero(g_ema) == 0.0
+    # SCALE: the real-data term sends nothing to the self network, and nothing flows into the
+    # self-generated samples; the self term does train the self network.
+    g = jax.grad(
+        lambda pair: scale_loss(
+            net, pair, x0, lab, x0, lab, key=k, schedule=SCH, w=2.0, self_weight=0.0
+        )
+    )((p, q))
+    assert zero(g[1]) == 0.0 and zero(g[0]) > 0.0
+    g_x = jax.grad(
+        lambda xs: scale_loss(net, (p, q), x0, lab, xs, lab, key=k, schedule=SCH, w=2.0)
+    )(x0)
+    assert float(jnp.abs(g_x).max()) == 0.0
+
+    # GFT: the null pass is a constant: the gradient equals that of the formula with the null
+    # prediction computed outside.
+    def gft_manual(p_):
+        kn, kd, kb = jax.random.split(k, 3)
+        from jaxpapers.scale import drop_labels, noise_batch
+
+        n = noise_batch(x0, kn, SCH)
+        lab_ = drop_labels(lab, 0.1, kd, 4)
+        beta = jnp.where(lab_ == 4, 1.0, jax.random.uniform(kb, n.t.shape, minval=0.2))
+        e_null = net(p, n.x_t, n.t, jnp.full_like(lab_, 4), jnp.ones_like(beta))
+        pred = beta[:, None] * net(p_, n.x_t, n.t, lab_, beta) + (1 - beta[:, None]) * e_null
+        return jnp.mean(jnp.sum((pred - n.eps) ** 2, -1))
+
+    g1 = jax.grad(lambda p_: gft_loss(net, p_, x0, lab, key=k, schedule=SCH))(p)
+    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(jax.grad(gft_manual)(p)), strict=True):
+        np.testing.assert_allclose(a, b, **tolerance(np.float32, 10.0))
+
+
+# ------------------------------------------------------------------ samplers
+
+
+def test_cfg_at_w1_is_the_conditional_model_and_nfe_is_exact(key):
+    net, ps = _net()
+    p = _p(ps)
+    lab = jnp.array([0, 1, 2, 3, 4])
+    one = sample_one_pass(net, p, lab, key=key, num_steps=6)
+    cfg = sample_cfg(net, p, lab, key=key, num_steps=6, w=1.0)
+    np.testing.assert_allclose(cfg.x, one.x, **tolerance(np.float32, 10.0))
+    assert int(one.nfe) == 6 and int(cfg.nfe) == 12
+    again = sample_one_pass(net, p, lab, key=key, num_steps=6)
+    np.testing.assert_array_equal(again.x, one.x)
+    other = sample_one_pass(net, p, lab, key=jax.random.key(99), num_steps=6)
+    assert float(jnp.abs(other.x - one.x).max()) > 1e-3
+    # vmap over seeds' parameters equals the per-seed loop.
+    xs = jax.vmap(lambda q: sample_one_pass(net, q, lab, key=key, num_steps=6).x)(ps)
+    np.testing.assert_allclose(
+        xs[1],
+        sample_one_pass(net, _p(ps, 1), lab, key=key, num_steps=6).x,
+        **tolerance(np.float32, 10.0),
+    )
+
+
+def test_fit_vmap_over_seeds_matches_single_runs_and_scale_runs():
+    net, ps = _net()
+    mix = checkerboard_mixture(2)
+    keys = jax.random.split(jax.random.key(0), 2)
+    method = Method("scale", w=1.5, refresh=5, self_steps=3, self_batch=16)
+    res = jax.vmap(lambda p, k: fit(net, method, p, mix, key=k, steps=10, batch=16))(ps, keys)
+    single = fit(net, method, _p(ps, 1), mix, key=keys[1], steps=10, batch=16)
+    np.testing.assert_allclose(res.losses[1], single.losses, rtol=1e-4, atol=1e-5)
+    assert bool(jnp.all(res.finite)) and res.losses.shape == (2, 10)
+
+
+# ------------------------------------------------------------------ DPO, AR, metrics
+
+
+def test_dpo_tied_pairs_give_log2_and_no_gradient(key):
+    net, ps = _net()
+    p, q = _p(ps, 0), _p(ps, 1)
+    x0, lab = _batch(key, 8)
+    pairs = PreferencePairs(x0, x0, lab)
+    f = lambda p_: dpo_loss(net, p_, q, pairs, key=key, schedule=SCH, beta=2.0)
+    np.testing.assert_allclose(f(p), np.log(2.0), rtol=1e-6)
+    assert max(float(jnp.abs(g).max()) for g in jax.tree.leaves(jax.grad(f)(p))) < 1e-6
+    swapped = PreferencePairs(x0, x0[::-1], lab)
+    assert float(dpo_loss(net, p, q, swapped, key=key, schedule=SCH, beta=2.0)) != np.log(2.0)
+
+
+@functools.cache
+def _tokens():
+    return token_model(4, seeds=jnp.arange(2), d_model=16, num_heads=2, num_layers=1, bins=8)
+
+
+def test_ar_limits_cca_at_reference_and_sampler_nfe(key):
+    tm, ps = _tokens()
+    p, q = _p(ps, 0), _p(ps, 1)
+    x, lab = _batch(key, 16)
+    tok = tm.quantise(x)
+    k = jax.random.key(2)
+    ref = ar_conditional_loss(tm, p, tok, lab, key=k, p_uncond=0.0)
+    np.testing.assert_allclose(
+        ar_scale_loss(tm, (p, q), tok, lab, tok, lab, w=1.0, self_weight=0.0), ref, rtol=1e-5
+    )
+    # CCA at the reference: Delta = 0, the loss is (1 + lambda) log 2.
+    np.testing.assert_allclose(
+        cca_loss(tm, p, p, tok, lab, key=k, lam=0.5), 1.5 * np.log(2), rtol=1e-6
+    )
+    one = ar_sample(tm, p, lab, key=key)
+    cfg1 = ar_sample(tm, p, lab, key=key, mode="cfg", w=1.0)
+    np.testing.assert_array_equal(one.tokens, cfg1.tokens)
+    assert int(one.nfe) == 2 and int(cfg1.nfe) == 4
+    assert one.tokens.shape == (16, 2) and int(one.tokens.max()) < 8
+
+
+def test_frechet_matches_scipy_and_mixture_metrics_on_exact_samples(rng, key):
+    a = rng.normal(size=(300, 4))
+    b = rng.normal(size=(300, 4)) @ np.diag([1.0, 2.0, 0.5, 1.0]) + 0.3
+    s1, s2 = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
+    ref = np.sum((a.mean(0) - b.mean(0)) ** 2) + np.trace(
+        s1 + s2 - 2 * scipy.linalg.sqrtm(s1 @ s2).real
+    )
+    np.testing.assert_allclose(frechet_distance(jnp.asarray(a), jnp.asarray(b)), ref, rtol=1e-3)
+    mix = checkerboard_mixture(2)
+    lab = jnp.arange(512) % 4
+    x, y = mix.sample(key, lab), mix.sample(jax.random.key(5), lab)
+    m = mixture_metrics(mix, x, lab, y)
+    assert float(m.precision) > 0.95 and float(m.recall) > 0.9
+    # Samples of the neighbouring class, scored as the intended one, fall outside its support.
+    wrong = mixture_metrics(mix, mix.sample(key, (lab + 1) % 4), lab, y)
+    assert float(wrong.precision) < 0.1
+
+
+# ------------------------------------------------------------------ bad inputs
+
+
+def test_bad_inputs_raise_value_errors_naming_the_argument(key):
+    net, ps = _net()
+    p = _p(ps)
+    with pytest.raises(ValueError, match="labels holds values"):
+        sample_one_pass(net, p, jnp.array([0, 5]), key=key, num_steps=2)
+    with pytest.raises(ValueError, match="labels has dtype"):
+        sample_one_pass(net, p, jnp.array([0.0, 1.0]), key=key, num_steps=2)
+    with pytest.raises(ValueError, match="w="):
+        sample_cfg(net, p, jnp.array([0, 1]), key=key, num_steps=2, w=-0.5)
+    with pytest.raises(ValueError, match="w="):
+        mg_loss(net, p, p, *_batch(key), key=key, schedule=SCH, w=-1.0)
+    with pytest.raises(ValueError, match="kind="):
+        Method("cfg++")
+    with pytest.raises(ValueError, match="w="):
+        Method("scale", w=0.5)
+    with pytest.raises(ValueError, match=r"labels must be integer \[b=3\]"):
+        MLPDenoiser(2, hidden=4, depth=1, emb=4, num_classes=4, rngs=nnx.Rngs(0))(
+            jnp.zeros((3, 2)), jnp.ones(3), jnp.zeros(2, jnp.int32)
+        )
+    unet = nnx.eval_shape(lambda: UNet(1, (8, 16), emb=16, num_classes=10, rngs=nnx.Rngs(0)))
+    with pytest.raises(ValueError, match=r"x must be \[b, h, w, 1\]"):
+        unet(jnp.zeros((2, 8, 8, 3)), jnp.ones(2), jnp.zeros(2, jnp.int32))
+    with pytest.raises(ValueError, match="labels holds values"):
+        unet(jnp.zeros((2, 8, 8, 1)), jnp.ones(2), jnp.array([3, 11]))
+    tm, tps = _tokens()
+    with pytest.raises(ValueError, match="mode="):
+        ar_sample(tm, _p(tps), jnp.array([0]), key=key, mode="beam")
+    with pytest.raises(ValueError, match="steps=10 must be a multiple of refresh=3"):
+        fit(net, Method("scale", refresh=3), p, checkerboard_mixture(2), key=key, steps=10, batch=4)
+
+
+def test_conditioned_unet_uses_its_label_and_stays_jittable(key):
+    make = lambda: UNet(1, (8, 16), emb=16, num_classes=10, scalar_cond=True, rngs=nnx.Rngs(0))
+    graphdef, params = nnx.split(nnx.eval_shape(make), nnx.Param)[0], None
+    params = jax.jit(lambda: nnx.split(make(), nnx.Param)[1], compiler_options=FAST_COMPILE)()
+    x = jax.random.normal(key, (2, 8, 8, 1))
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    def run(p):
+        m = nnx.merge(graphdef, p)
+        t = jnp.full((2,), 0.5)
+        return m(x, t, jnp.array([1, 2])), m(x, t, jnp.array([3, 4])), m(x, t)
+
+    a, b, null = run(params)
+    assert float(jnp.abs(a - b).max()) > 1e-5 and float(jnp.abs(a - null).max()) > 1e-5
