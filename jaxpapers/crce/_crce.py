@@ -1,0 +1,124 @@
+"""Context-Regularized Cross-Entropy: cross-entropy plus the attribution share on context cells.
+
+``L = CE(y, label) + beta * sum_ij |M_ij| r_ij / sum_ij |M_ij|`` where ``M`` is the attribution map
+of the true class (ContrastiveCAM by default; Grad-CAM for the baseline regulariser) and ``r`` in
+``[0, 1]`` marks context cells: either known (the background fraction of each cell, from object
+masks) or estimated from the map itself (cells below the map's mean magnitude, held fixed).
+The attribution is a gradient of the head, so training differentiates through it (one extra
+backward through the head; the head of a GAP CNN is linear, so the second-order term is cheap).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Float, Int
+
+from jaxpapers.core.checks import check_labels, check_shape
+from jaxpapers.crce._cams import Head, contrastive_cam, grad_cam
+
+ATTRIBUTIONS = ("contrastive", "gradcam")
+CONTEXTS = ("mask", "estimated")
+
+
+class CRCE(eqx.Module):
+    """Settings of the context regulariser.
+
+    Attributes:
+      beta: weight of the context penalty (0 = plain cross-entropy).
+      attribution: ``"contrastive"`` (CR-CE) or ``"gradcam"`` (Grad-CAM-regularised CE).
+      context: ``"mask"`` (known context cells) or ``"estimated"`` (from the map itself).
+    """
+
+    beta: float | jax.Array = 1.0
+    attribution: str = eqx.field(static=True, default="contrastive")
+    context: str = eqx.field(static=True, default="mask")
+
+    def __check_init__(self) -> None:
+        if self.attribution not in ATTRIBUTIONS:
+            raise ValueError(f"attribution={self.attribution!r}; expected one of {ATTRIBUTIONS}")
+        if self.context not in CONTEXTS:
+            raise ValueError(f"context={self.context!r}; expected one of {CONTEXTS}")
+        if not isinstance(self.beta, jax.core.Tracer) and float(self.beta) < 0:
+            raise ValueError(f"beta={self.beta!r}; expected >= 0")
+
+
+class CRCELoss(NamedTuple):
+    """``loss = ce + beta * penalty`` (means over the batch) and the attribution maps."""
+
+    loss: Float[Array, ""]
+    ce: Float[Array, ""]
+    penalty: Float[Array, ""]
+    maps: Float[Array, "b h w"]
+
+
+def context_share(
+    saliency: Float[Array, "b h w"], context: Float[Array, "b h w"]
+) -> Float[Array, " b"]:
+    """``sum |M| r / sum |M|``: the share of attribution magnitude on context cells."""
+    mag = jnp.abs(saliency)
+    return jnp.sum(mag * context, (1, 2)) / (jnp.sum(mag, (1, 2)) + 1e-8)
+
+
+def estimated_context(saliency: Float[Array, "b h w"]) -> Float[Array, "b h w"]:
+    """Cells whose magnitude is below the image's mean magnitude (a fixed, non-learned mask)."""
+    mag = jax.lax.stop_gradient(jnp.abs(saliency))
+    return (mag < jnp.mean(mag, axis=(1, 2), keepdims=True)).astype(saliency.dtype)
+
+
+def cr_ce_loss(
+    head: Head,
+    features: Float[Array, "b h w k"],
+    labels: Int[Array, " b"],
+    context: Float[Array, "b h w"] | None = None,
+    *,
+    config: CRCE,
+) -> CRCELoss:
+    """CR-CE (or its Grad-CAM variant) for a network split into features and ``head``.
+
+    Args:
+      head: maps features ``[B, h, w, K]`` to logits ``[B, C]``.
+      features: the last feature map of the images.
+      labels: ``[B]`` true classes.
+      context: ``[B, h, w]`` context fraction of each cell (:func:`cell_fractions` of the
+        background mask); required when ``config.context == "mask"``.
+      config: :class:`CRCE`.
+
+    Returns:
+      :class:`CRCELoss` (differentiable w.r.t. the features and the head's parameters).
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxpapers.crce import CRCE, cr_ce_loss
+        >>> w = jax.random.normal(jax.random.key(0), (3, 2))
+        >>> head = lambda a: jnp.mean(a, axis=(1, 2)) @ w
+        >>> a = jax.random.uniform(jax.random.key(1), (4, 2, 2, 3))
+        >>> ctx = jnp.zeros((4, 2, 2)).at[:, 0].set(1.0)
+        >>> out = cr_ce_loss(head, a, jnp.array([0, 1, 0, 1]), ctx, config=CRCE(beta=0.5))
+        >>> bool(jnp.isclose(out.loss, out.ce + 0.5 * out.penalty))
+        True
+    """
+    if features.ndim != 4:
+        raise ValueError(f"features has shape {features.shape}; expected [B, h, w, K]")
+    b, h, w, _ = features.shape
+    check_shape("labels", labels, (b,))
+    logits = head(features)
+    check_labels("labels", labels, logits.shape[1])
+    if config.context == "mask":
+        if context is None:
+            raise ValueError("context is required with config.context='mask'")
+        check_shape("context", context, (b, h, w))
+    attribute = contrastive_cam if config.attribution == "contrastive" else grad_cam
+    kwargs = {} if config.attribution == "contrastive" else {"relu": False}
+    maps = attribute(head, features, labels, **kwargs)
+    region = estimated_context(maps) if config.context == "estimated" else context
+    penalty = jnp.mean(context_share(maps, region))
+    ce = jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+    return CRCELoss(ce + config.beta * penalty, ce, penalty, maps)
+
+
+__all__ = ["CRCE", "CRCELoss", "context_share", "cr_ce_loss", "estimated_context"]

@@ -1,0 +1,129 @@
+"""P01 CODI: target mixing, distillation gradient, EMA/centring, analysis, probes, bad inputs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from helpers import FAST_COMPILE, tolerance
+
+from jaxpapers.codi import (
+    SSLConfig,
+    binned_error,
+    codi_targets,
+    distillation_loss,
+    ema_update,
+    knn_classify,
+    linear_probe,
+    mean_iou,
+    readout_gradients,
+    teacher_momentum,
+    teacher_targets,
+    teacher_temperature,
+    update_center,
+)
+from jaxpapers.core.nn.vit import ViT, ViTConfig
+
+
+def _dist(key, shape):
+    return jax.nn.softmax(jax.random.normal(key, shape) * 2, axis=-1)
+
+
+def test_codi_loss_is_linear_in_the_target_and_lambda_zero_is_identity():
+    k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+    tp, tc = _dist(k1, (2, 5, 7)), _dist(k2, (2, 7))
+    s = jax.random.normal(k3, (2, 5, 7))
+    w = jnp.array([[1.0, 0, 1, 1, 0], [0, 1, 1, 0, 0]])
+    lam = 0.15
+    mixed = distillation_loss(s, codi_targets(tp, tc, lam), 0.1, w)
+    parts = (1 - lam) * distillation_loss(s, tp, 0.1, w) + lam * distillation_loss(
+        s, jnp.broadcast_to(tc[:, None], tp.shape), 0.1, w
+    )
+    np.testing.assert_allclose(mixed, parts, **tolerance(np.float32, 10.0))
+    np.testing.assert_array_equal(codi_targets(tp, tc, 0.0), tp)  # bit for bit
+
+
+def test_distillation_gradient_closed_form():
+    k1, k2 = jax.random.split(jax.random.key(1))
+    z, t = jax.random.normal(k1, (1, 6)), _dist(k2, (1, 6))
+    g = jax.grad(distillation_loss)(z, t, 0.1)
+    want = (jax.nn.softmax(np.asarray(z, np.float64) / 0.1) - np.asarray(t)) / 0.1
+    np.testing.assert_allclose(g, want, **tolerance(np.float32, 10.0))
+
+
+def test_teacher_targets_centre_ema_and_schedules():
+    z = jax.random.normal(jax.random.key(2), (3, 4, 5))
+    c = jnp.arange(5.0) / 10
+    t = teacher_targets(z, c, 0.04)
+    zz = (np.asarray(z, np.float64) - np.asarray(c)) / 0.04
+    ref = np.exp(zz - zz.max(-1, keepdims=True))
+    np.testing.assert_allclose(t, ref / ref.sum(-1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(
+        update_center(c, z, 0.9),
+        0.9 * np.asarray(c) + 0.1 * np.asarray(z).reshape(-1, 5).mean(0),
+        **tolerance(np.float32),
+    )
+    tree_t, tree_s = {"a": jnp.ones(3)}, {"a": jnp.zeros(3)}
+    np.testing.assert_allclose(ema_update(tree_t, tree_s, 0.99)["a"], 0.99)
+    assert float(teacher_temperature(0, 10)) == pytest.approx(0.04)
+    assert float(teacher_temperature(5, 10)) == pytest.approx(0.055)
+    assert float(teacher_temperature(50, 10)) == pytest.approx(0.07)
+    assert float(teacher_momentum(0, 100, 0.99)) == pytest.approx(0.99)
+    assert float(teacher_momentum(100, 100, 0.99)) == pytest.approx(1.0)
+
+
+def test_readout_gradient_matches_closed_form_and_scales_with_attention():
+    cfg = ViTConfig(image_size=8, channels=3, patch=2, dim=16, depth=2, heads=1, mlp=32)
+    gdef, state = nnx.split(ViT(cfg, rngs=nnx.Rngs(0)))
+    x = jax.random.normal(jax.random.key(3), (2, 8, 8, 3))
+
+    def run(state, x):
+        vit = nnx.merge(gdef, state)
+        return readout_gradients(vit, x, lambda c: jnp.sum(jnp.sin(c), -1))
+
+    g = jax.jit(run, compiler_options=FAST_COMPILE)(state, x)
+    scale = float(jnp.max(jnp.abs(g.autodiff)))
+    np.testing.assert_allclose(g.predicted, g.autodiff, rtol=1e-4, atol=1e-5 * scale)
+    norms = np.log(np.linalg.norm(np.asarray(g.autodiff), axis=-1).ravel())
+    slope = np.polyfit(np.log(np.asarray(g.mass).ravel()), norms, 1)[0]
+    assert 0.7 < slope < 1.3  # one head: proportional up to the LayerNorm Jacobian
+
+
+def test_probe_miou_knn_and_bins_against_references():
+    from sklearn.metrics import jaccard_score
+
+    rng = np.random.default_rng(0)
+    pred, lab = rng.integers(0, 4, 200), rng.integers(0, 4, 200)
+    np.testing.assert_allclose(
+        mean_iou(jnp.asarray(pred), jnp.asarray(lab), 4),
+        jaccard_score(lab, pred, average="macro"),
+        rtol=1e-5,
+    )
+    x = rng.normal(size=(60, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    probe = linear_probe(jnp.asarray(x), jnp.asarray(y), jnp.asarray(x), 2, steps=200)
+    assert float(np.mean(np.asarray(probe.predictions) == y)) > 0.95
+    knn = knn_classify(jnp.asarray(x), jnp.asarray(y), jnp.asarray(x), 2, k=1)
+    np.testing.assert_array_equal(knn, y)
+    mass, err = rng.random(40), rng.random(40)
+    order = np.argsort(mass)
+    want = err[order].reshape(4, 10).mean(1)
+    np.testing.assert_allclose(binned_error(jnp.asarray(mass), jnp.asarray(err), 4), want, 1e-5)
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="not divisible by vit.patch"):
+        SSLConfig(vit=ViTConfig(image_size=32, patch=5))
+    with pytest.raises(ValueError, match="lam"):
+        codi_targets(jnp.ones((1, 2, 3)) / 3, jnp.ones((1, 3)) / 3, 1.5)
+    with pytest.raises(ValueError, match="lam"):
+        codi_targets(jnp.ones((1, 2, 3)) / 3, jnp.ones((1, 3)) / 3, -0.1)
+    vit = ViT(ViTConfig(image_size=8, patch=4, dim=16, heads=2, mask_token=True), rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match="mask has shape"):
+        vit.tokens(jnp.zeros((2, 8, 8, 1)), jnp.zeros((2, 5), bool))
+    with pytest.raises(ValueError, match="train_labels"):
+        linear_probe(jnp.zeros((4, 2)), jnp.array([0, 1, 2, 5]), jnp.zeros((3, 2)), 3)
+    with pytest.raises(ValueError, match="labels"):
+        mean_iou(jnp.array([0, 1]), jnp.array([0, 4]), 3)
+    with pytest.raises(ValueError, match="center"):
+        teacher_targets(jnp.zeros((2, 4)), jnp.zeros(3), 0.04)
