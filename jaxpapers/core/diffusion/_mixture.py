@@ -167,7 +167,7 @@ class MixturePosterior(eqx.Module):
           ([[0.5, 0.0], [0.0, 1.0]], [1.0])
         """
         centred = self.means - self.mean()[None, :]
-        return self.component_covariance + (centred.T * self.weights) @ centred
+        return self.component_covariance + (centred.T * self.weights[None, :]) @ centred
 
 
 def grid_mixture(
