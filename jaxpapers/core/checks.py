@@ -2,7 +2,10 @@
 
 A public function checks what it can while its arguments are concrete (outside ``jax.jit``) and
 skips value checks on tracers (shape and dtype checks still run, shapes being static). Each error
-names the argument, what it got and what was expected.
+names the argument, what it got and what was expected. Where values are only known inside a
+compiled program (a measurement computed under ``jax.jit``, a NaN born mid-loop), wrap the call in
+:func:`checked`: ``jax.experimental.checkify`` then reports the first NaN/inf, division by zero
+or out-of-bounds index with the primitive that made it.
 
 Examples:
     >>> import jax.numpy as jnp
@@ -22,6 +25,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import checkify
 
 
 def is_concrete(x: Any) -> bool:
@@ -74,3 +78,26 @@ def check_labels(name: str, labels: Any, num_classes: int) -> None:
         raise ValueError(
             f"{name} holds values in [{arr.min()}, {arr.max()}]; expected [0, {num_classes})"
         )
+
+
+def checked(fn: Any, *, errors: Any = None) -> Any:
+    """``fn`` functionalised by ``checkify``: it returns ``(error, out)`` instead of ``out``.
+
+    The default ``errors`` are ``checkify.float_checks | checkify.index_checks`` (NaN and inf
+    creation, division by zero, out-of-bounds gathers), which need no change to ``fn``. Works
+    around jitted code: ``checked(jax.jit(f))`` and ``jax.jit(checked(f))`` both do. Call
+    ``error.throw()`` to raise, or read ``error.get()`` (``None`` when nothing went wrong).
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxpapers.core.checks import checked
+        >>> err, out = checked(jax.jit(lambda x: jnp.log(x) * 2.0))(jnp.array([1.0, -1.0]))
+        >>> err.get() is not None
+        True
+        >>> err, out = checked(jax.jit(lambda x: jnp.log(x) * 2.0))(jnp.array([1.0, 2.0]))
+        >>> print(err.get())
+        None
+    """
+    if errors is None:
+        errors = checkify.float_checks | checkify.index_checks
+    return checkify.checkify(fn, errors=errors)
