@@ -76,10 +76,27 @@ def test_smoke_run_writes_finite_rows_and_verdicts(tmp_path):
     run_paper("P13", tmp_path, size="smoke", seeds=2, log=lambda _: None)
     record = json.loads((tmp_path / "P13" / "result.json").read_text())
     ids = {e["id"] for e in record["experiments"]}
-    assert ids == {f"tracking_{t}" for t in TASKS} | {"char_lm"}
+    tracking = {f"{kind}_{t}" for t in TASKS for kind in ("tracking", "generalisation")}
+    assert ids == tracking | {"handset_bdlru8", "char_lm"}
     for exp in record["experiments"]:
         assert exp["verdict"] in {"holds", "does not hold", "inconclusive"}
-        assert len(exp["rows"]) >= 3
+        assert len(exp["rows"]) >= (2 if exp["id"] == "handset_bdlru8" else 3)
         for row in exp["rows"]:
             assert len(row["seeds"]) == 2
             assert all(math.isfinite(v) for v in row["seeds"])
+
+
+def test_handset_bdlru8_tracks_z5_and_s5_exactly():
+    """The hand-set permutation transitions (inside the L1 ball) give the task labels at every
+    position up to 128 through the associative scan."""
+    from jaxpapers.lrnn.experiments._handset import handset_accuracy, handset_gates
+
+    for task in ("mod5", "s5"):
+        acc = handset_accuracy(task, batch=8, length=128, split=40, seed=3)
+        assert acc["train_lengths"] == 1.0 and acc["longer"] == 1.0
+        assert acc["max_deviation_from_one_hot"] == 0.0
+    gates = handset_gates("s5")
+    rows = np.abs(gates[..., :-1]).sum(-1)
+    assert set(np.unique(rows)) <= {0.0, 1.0}  # every row on (or inside) the unit L1 sphere
+    with pytest.raises(ValueError, match="task='parity'"):
+        handset_gates("parity")

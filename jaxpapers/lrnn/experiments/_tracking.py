@@ -1,0 +1,116 @@
+"""State tracking: data batches, one compiled training per mixer (all tasks and seeds), accuracy.
+
+Every mixer is trained on all four tasks and all seeds in one compiled step (one model per task
+and seed, parameters stacked, ``jax.vmap``; see :mod:`jaxpapers.lrnn._fit`); embeddings and heads
+are padded to the largest task so the stacked models share shapes. The result is cached per
+mixer (``ctx.cached``) and shared by the training-length and length-generalisation experiments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core.experiment import Context
+from jaxpapers.lrnn._fit import ModelConfig, fit, init_models, seed_logits
+from jaxpapers.lrnn._tasks import TASKS, make_batch, task_spec
+
+MIXERS: tuple[str, ...] = ("lru", "hlru2", "hlru4", "bdlru2", "bdlru4", "bdlru8")
+
+
+def _stack_batches(batches: list[Any]) -> dict[str, np.ndarray]:
+    return {k: np.stack([getattr(b, k) for b in batches]) for k in ("tokens", "labels", "mask")}
+
+
+def _replicas(seeds: list[int]) -> list[tuple[str, int]]:
+    return [(task, seed) for task in TASKS for seed in seeds]
+
+
+def _train_batches(replicas, step: int, sizes) -> dict[str, np.ndarray]:
+    out = []
+    for i, (task, seed) in enumerate(replicas):
+        rng = np.random.default_rng([seed, i, step])
+        lo = 3 if task == "mod5_brackets" else 1
+        out.append(make_batch(task, rng, sizes.batch, sizes.train_len, min_length=lo))
+    return _stack_batches(out)
+
+
+def _eval_batches(replicas, sizes) -> dict[str, np.ndarray]:
+    """Test batches of length ``test_len`` with two masks: seen lengths and longer ones.
+
+    Per-position tasks: positions ``<= train_len`` (``mask_train``) and ``> train_len``
+    (``mask``). Bracket task: expressions of odd length 3..test_len, split by their length.
+    """
+    out, train_masks = [], []
+    for i, (task, seed) in enumerate(replicas):
+        rng = np.random.default_rng([10_000 + seed, i])
+        lo = 3 if task == "mod5_brackets" else 1
+        b = make_batch(task, rng, sizes.eval_batch, sizes.test_len, min_length=lo)
+        if task == "mod5_brackets":
+            bos = task_spec(task).vocab - 2
+            n = sizes.test_len - np.argmax(b.tokens == bos, axis=1)
+            short = (n <= sizes.train_len).astype(np.float32)[:, None]
+            train_masks.append(b.mask * short)
+            out.append(b._replace(mask=b.mask * (1.0 - short)))
+        else:
+            seen = (np.arange(b.mask.shape[1]) <= sizes.train_len).astype(np.float32)
+            train_masks.append(b.mask * seen)
+            out.append(b._replace(mask=b.mask * (1.0 - seen)))
+    return {**_stack_batches(out), "mask_train": np.stack(train_masks)}
+
+
+def _accuracy(logits_fn, params, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Accuracy per replica on ``mask`` and on ``mask_train`` (NaN where a mask is empty)."""
+    logits = logits_fn(params, jnp.asarray(batch["tokens"]))
+    hit = np.asarray(jnp.argmax(logits, axis=-1)) == batch["labels"]
+    accs = []
+    for m in (batch["mask"], batch["mask_train"]):
+        total = m.sum(axis=(1, 2))
+        accs.append(np.where(total > 0, (hit * m).sum(axis=(1, 2)) / np.maximum(total, 1), np.nan))
+    return accs[0], accs[1]
+
+
+def _train_mixer(ctx: Context, work: Path, mixer: str, sizes) -> dict[str, Any]:
+    replicas = _replicas(ctx.seed_list)
+    specs = [task_spec(t) for t in TASKS]
+    cfg = ModelConfig(
+        max(s.vocab for s in specs),
+        max(s.n_classes for s in specs),
+        mixer,
+        sizes.d_model,
+        sizes.d_state,
+        sizes.n_layers,
+    )
+    # Replica i is initialised from seed 1000 * i + seed: every task and seed its own model.
+    models = init_models(cfg, [1000 * i + s for i, (_, s) in enumerate(replicas)])
+    params = fit(
+        models,
+        lambda step: _train_batches(replicas, step, sizes),
+        steps=sizes.steps,
+        lr=sizes.lr,
+        key=jax.random.key(0),
+        checkpoint_dir=(work / "ckpt" / mixer).absolute(),
+        desc=f"P13 {mixer}",
+    )
+    logits_fn = jax.jit(seed_logits(models.graphdef))
+    test_acc, train_acc = _accuracy(logits_fn, params, _eval_batches(replicas, sizes))
+    result: dict[str, Any] = {"n_params": models.n_params}
+    for task in TASKS:
+        idx = [i for i, (t, _) in enumerate(replicas) if t == task]
+        result[task] = {"test": test_acc[idx].tolist(), "train": train_acc[idx].tolist()}
+    return result
+
+
+def tracking_results(ctx: Context, sizes) -> dict[str, Any]:
+    """Every mixer trained on all tasks once; cached and shared by the tracking experiments."""
+    work = ctx.workdir.parent / "_state_tracking"
+    shared = Context(size=ctx.size, seeds=ctx.seeds, workdir=work)
+    work.mkdir(parents=True, exist_ok=True)
+    return {
+        m: shared.cached(f"{m}_s{ctx.seeds}", lambda m=m: _train_mixer(ctx, work, m, sizes))
+        for m in MIXERS
+    }
