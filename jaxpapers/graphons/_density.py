@@ -12,6 +12,15 @@ Three ways:
   copies, and relabellings by automorphisms of ``H`` are counted once through the symmetric
   matrix algebra (``tr`` formulas for cliques and ``C_4``). It is unbiased; for other patterns the
   V-statistic (all tuples) is used, with ``O(1 / m)`` bias.
+* with a step-graphon control variate (``control_grid = g``): the U-statistic's variance is
+  dominated by its first-order Hoeffding term ``(k^2 / m) Var_x E[h | x]``, which for sharp,
+  step-like graphons is large and which reusing pairs cannot remove. The step graphon ``W_g``
+  with values ``W`` at the centres of a ``g x g`` grid has an exact density ``t(H, W_g)`` (the
+  ``einsum`` above) and, evaluated on the *same* sampled points, a U-statistic ``U_g`` that moves
+  with ``U`` wherever ``W_g`` is close to ``W``. The estimator ``U - (U_g - t(H, W_g))`` is
+  unbiased (``E U_g = t(H, W_g)``) for any ``g``; it is exact for a step graphon whose blocks
+  are unions of grid cells; it costs ``g (g + 1) / 2`` more graphon evaluations. On random
+  neural graphons (``m = 48``) ``g = 16`` cuts the variance 40-90x.
 """
 
 from __future__ import annotations
@@ -109,14 +118,51 @@ def _degrees(H: PatternGraph) -> list[int]:
 
 
 def symmetric_mc_density(
-    H: PatternGraph, graphon: GraphonFn, *, key: Array, num_points: int
+    H: PatternGraph,
+    graphon: GraphonFn,
+    *,
+    key: Array,
+    num_points: int,
+    control_grid: int = 0,
 ) -> Float[Array, ""]:
     """Symmetry-aware Monte Carlo: U-statistic over all injective copies among ``num_points``
-    uniform points (``num_points (num_points - 1) / 2`` graphon evaluations)."""
+    uniform points (``num_points (num_points - 1) / 2`` graphon evaluations).
+
+    Args:
+      H: pattern graph.
+      graphon: ``W(x, y)``, symmetric, values in ``[0, 1]``, broadcasting over its arguments.
+      key: PRNG key of the sampled points.
+      num_points: ``m >= |V(H)|``.
+      control_grid: ``g > 0`` subtracts the step-graphon control variate
+        ``U_g - t(H, W_g)`` on a ``g x g`` grid (module docstring; unbiased, ``g (g + 1) / 2``
+        more evaluations); ``0`` (default) is the plain U-statistic.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp
+      >>> from jaxpapers.graphons import triangle
+      >>> W = lambda x, y: ((x < 0.5) == (y < 0.5)).astype(jnp.float32)  # two cliques: 1/4
+      >>> t = symmetric_mc_density(triangle(), W, key=jax.random.key(0), num_points=20,
+      ...                          control_grid=8)
+      >>> round(float(t), 5)
+      0.25
+    """
+    if not isinstance(control_grid, int) or control_grid < 0:
+        raise ValueError(f"control_grid={control_grid!r}; expected an int >= 0 (0: no control)")
     x = jax.random.uniform(key, (num_points,))
     i, j = np.triu_indices(num_points, 1)
     upper = jnp.zeros((num_points, num_points)).at[i, j].set(graphon(x[i], x[j]))
-    return matrix_density(H, upper + upper.T)
+    estimate = matrix_density(H, upper + upper.T)
+    if control_grid == 0:
+        return estimate
+    g = control_grid
+    centres = (jnp.arange(g) + 0.5) / g
+    a, b = np.triu_indices(g)
+    half = jnp.zeros((g, g)).at[a, b].set(graphon(centres[a], centres[b]))
+    values = half + jnp.triu(half, 1).T
+    cell = jnp.minimum((x * g).astype(jnp.int32), g - 1)
+    on_sample = matrix_density(H, values[cell[:, None], cell[None, :]])
+    exact = step_density(H, jnp.full((g,), 1.0 / g), values)
+    return estimate - (on_sample - exact)
 
 
 def grid_density(H: PatternGraph, graphon: GraphonFn, num_points: int) -> Float[Array, ""]:
