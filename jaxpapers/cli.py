@@ -1,4 +1,4 @@
-"""The ``jaxpapers`` command: ``list``, ``reproduce`` and ``bench``.
+"""The ``jaxpapers`` command: ``list``, ``reproduce``, ``serve`` and ``bench``.
 
 Exit status: 0 on success, 2 on a usage error (unknown paper, bad flag, unwritable output folder),
 1 when an experiment or benchmark itself fails.
@@ -74,6 +74,19 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--num-processes", type=int, default=None)
     rep.add_argument("--process-id", type=int, default=None)
     rep.set_defaults(size="quick")
+
+    srv = sub.add_parser(
+        "serve", help="serve local chat models through an OpenAI-compatible API (extra [serve])"
+    )
+    srv.add_argument(
+        "models",
+        nargs="*",
+        metavar="NAME|MODULE:FACTORY",
+        help="'audit' (the P11 roles: auditor, target, scorer, user), 'echo', or MODULE:FACTORY "
+        "naming a ChatModel or a function returning one (or a dict of them); default: audit",
+    )
+    srv.add_argument("--host", default="127.0.0.1", help="bind address (default: 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 = any)")
 
     ben = sub.add_parser("bench", help="run benchmark scripts from benchmarks/")
     ben.add_argument("names", nargs="*", help="benchmark names; default: all")
@@ -191,6 +204,55 @@ def _cmd_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     return 0
 
 
+def _serve_models(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict:
+    import importlib
+
+    from jaxpapers.core.chat import ChatModel, FunctionChatModel
+
+    models: dict = {}
+    for spec in specs or ["audit"]:
+        if spec == "audit":
+            from jaxpapers.audit import USER, make_scorer, make_target, make_writer
+
+            models.update(
+                auditor=make_writer(),
+                target=make_target(),
+                scorer=make_scorer(),
+                user=make_writer(USER, name="user"),
+            )
+        elif spec == "echo":
+            models["echo"] = FunctionChatModel(lambda m: m[-1]["content"], name="echo")
+        elif ":" in spec:
+            module, _, attr = spec.partition(":")
+            try:
+                obj = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError) as err:
+                parser.error(f"cannot load {spec!r}: {err}")
+            if callable(obj) and not isinstance(obj, ChatModel):
+                obj = obj()
+            found = obj if isinstance(obj, dict) else {getattr(obj, "name", attr): obj}
+            for name, model in found.items():
+                if not isinstance(model, ChatModel):
+                    parser.error(f"{spec!r} gave {type(model).__name__}; expected a ChatModel")
+                models[name] = model
+        else:
+            parser.error(f"unknown model {spec!r}; expected 'audit', 'echo' or MODULE:FACTORY")
+    return models
+
+
+def _cmd_serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        parser.error("jaxpapers serve needs the [serve] extra: pip install 'jaxpapers[serve]'")
+    from jaxpapers.core.chat import create_app
+
+    models = _serve_models(parser, args.models)
+    print(f"serving {', '.join(models)} on http://{args.host}:{args.port}/v1", flush=True)
+    uvicorn.run(create_app(models), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
@@ -198,6 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_list()
     if args.command == "reproduce":
         return _cmd_reproduce(parser, args)
+    if args.command == "serve":
+        return _cmd_serve(parser, args)
     return _cmd_bench(parser, args)
 
 
