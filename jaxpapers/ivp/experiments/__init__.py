@@ -1,0 +1,172 @@
+"""P18 experiments, registered for ``jaxpapers reproduce P18``.
+
+* ``concealment_sweep`` (headline): questionnaire, random scenario questions and the strategic
+  prober on the same personas from no to high concealment; rows at the highest level.
+* ``context_dependence``: per-context posteriors against one context-blind profile.
+* ``distilled_prober``: the decoder LM distilled from the strategic prober's transcripts.
+* ``questionnaire_exact`` (sanity): a deterministic, non-concealing persona whose profiles lie on
+  the Likert grid is recovered exactly by the ten questionnaire items.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+from jaxpapers.core.experiment import (
+    AllOf,
+    Better,
+    Context,
+    Experiment,
+    Outcome,
+    Threshold,
+    register,
+)
+from jaxpapers.ivp.experiments._plots import plot_contexts, plot_distilled, plot_sweep
+from jaxpapers.ivp.experiments._runs import (
+    ACCEPT,
+    ACCEPTABLE,
+    run_contexts,
+    run_distilled,
+    run_exact,
+    run_sweep,
+)
+
+
+class Sizes(NamedTuple):
+    personas: int
+    library: int
+    scenarios: int
+    turns: int
+    levels: tuple[float, ...]
+    student_steps: int
+    student_batch: int
+    student_width: int
+    student_layers: int
+
+
+def sizes(ctx: Context) -> Sizes:
+    return ctx.pick(
+        # Smoke shapes equal those of tests/test_ivp.py, so the tests reuse its compiled programs.
+        smoke=Sizes(
+            personas=1,
+            library=16,
+            scenarios=4,
+            turns=5,
+            levels=(0.0, 0.9),
+            student_steps=10,
+            student_batch=8,
+            student_width=16,
+            student_layers=1,
+        ),
+        quick=Sizes(
+            personas=32,
+            library=256,
+            scenarios=24,
+            turns=12,
+            levels=(0.0, 0.3, 0.6, 0.9),
+            student_steps=400,
+            student_batch=64,
+            student_width=48,
+            student_layers=2,
+        ),
+        full=Sizes(
+            personas=256,
+            library=2048,
+            scenarios=48,
+            turns=16,
+            levels=(0.0, 0.3, 0.6, 0.9),
+            student_steps=4000,
+            student_batch=256,
+            student_width=96,
+            student_layers=3,
+        ),
+    )
+
+
+def _with_sizes(run):
+    @functools.wraps(run)
+    def wrapped(ctx: Context) -> Outcome:
+        return run(ctx, sizes(ctx))
+
+    return wrapped
+
+
+register(
+    Experiment(
+        paper="P18",
+        id="concealment_sweep",
+        claim="When personas conceal (level 0.9), the strategic prober recovers value profiles "
+        "better than the explicit questionnaire, at acceptable intrusiveness",
+        metric="Spearman correlation of recovered and true profile (mean over personas x "
+        "contexts); the two 'social acceptability' rows are 1 - mean intrusiveness in [0, 1]",
+        lower_is_better=False,
+        baselines=("questionnaire", "random scenarios", "questionnaire: social acceptability"),
+        methods=("strategic", ACCEPT),
+        rule=AllOf((Better("strategic", "questionnaire"), Threshold(ACCEPT, ACCEPTABLE, False))),
+        run=_with_sizes(run_sweep),
+        plot=plot_sweep,
+    )
+)
+
+register(
+    Experiment(
+        paper="P18",
+        id="context_dependence",
+        claim="Per-context value profiles are recovered better than one context-blind profile",
+        metric="Spearman correlation with each context's true profile (strategic prober, "
+        "no concealment)",
+        lower_is_better=False,
+        baselines=("context-blind profile (pooled posterior)",),
+        methods=("per-context posteriors",),
+        rule=Better("per-context posteriors", "context-blind profile (pooled posterior)"),
+        run=_with_sizes(run_contexts),
+        plot=plot_contexts,
+    )
+)
+
+register(
+    Experiment(
+        paper="P18",
+        id="distilled_prober",
+        claim="A small decoder LM distilled from the strategic prober's transcripts beats the "
+        "questionnaire under concealment and is no worse than its teacher",
+        metric="Spearman correlation of recovered and true profile at concealment 0.9",
+        lower_is_better=False,
+        baselines=("questionnaire", "random scenarios", "strategic (teacher)"),
+        methods=("distilled Value-Prober",),
+        rule=AllOf(
+            (
+                Better("distilled Value-Prober", "questionnaire"),
+                Better("distilled Value-Prober", "strategic (teacher)", at_least=True),
+            )
+        ),
+        run=_with_sizes(run_distilled),
+        plot=plot_distilled,
+    )
+)
+
+register(
+    Experiment(
+        paper="P18",
+        id="questionnaire_exact",
+        claim="Sanity: a deterministic, non-concealing persona whose profiles lie on the Likert "
+        "grid is recovered exactly by the ten questionnaire items",
+        metric="Spearman / top-3 accuracy / posterior mass on the true profile (1 = exact)",
+        lower_is_better=False,
+        baselines=(),
+        methods=(
+            "questionnaire: Spearman",
+            "questionnaire: top-3 accuracy",
+            "questionnaire: posterior mass on the true profile",
+        ),
+        rule=AllOf(
+            (
+                Threshold("questionnaire: Spearman", 0.999, below=False),
+                Threshold("questionnaire: top-3 accuracy", 0.999, below=False),
+                Threshold("questionnaire: posterior mass on the true profile", 0.99, below=False),
+            )
+        ),
+        run=_with_sizes(run_exact),
+    )
+)

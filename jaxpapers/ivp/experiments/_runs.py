@@ -1,0 +1,308 @@
+"""Run functions of the P18 experiments (registered in ``__init__``).
+
+One shared sweep probes every persona (all concealment levels x seeds, flattened into one batch)
+with each baseline prober in one compiled call per prober; the experiments read it from the
+shared cache. The distilled prober is trained on the teacher's transcripts of a batch of the
+same shape (so the teacher's compiled program is reused) and evaluated on the sweep's personas.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.ivp import (
+    CONTEXTS,
+    VALUES,
+    BankConfig,
+    PersonaConfig,
+    Personas,
+    ProberConfig,
+    StudentConfig,
+    distill_prober,
+    make_question_bank,
+    pooled_profile,
+    probe,
+    profile_library,
+    sample_personas,
+    spearman,
+    top_k_accuracy,
+    transcript_tokens,
+)
+
+BASELINE_POLICIES = ("questionnaire", "random", "strategic")
+
+
+def setup(sizes: Any) -> dict[str, Any]:
+    """The benchmark's fixed parts: persona model, question bank, hypothesis library."""
+    pc = PersonaConfig()
+    bank = make_question_bank(BankConfig(scenarios=sizes.scenarios), key=jax.random.key(0))
+    library = profile_library(sizes.library, key=jax.random.key(1), config=pc)
+    return {"persona": pc, "bank": bank, "library": library, "prober": ProberConfig(sizes.turns)}
+
+
+def sweep_personas(ctx: Context, sizes: Any, pc: PersonaConfig) -> Personas:
+    """Personas of every (level, seed), flattened to ``[L * S * N]`` in that order."""
+    parts = [
+        sample_personas(
+            sizes.personas, level, key=jax.random.fold_in(jax.random.key(1000 + s), li), config=pc
+        )
+        for li, level in enumerate(sizes.levels)
+        for s in ctx.seed_list
+    ]
+    return Personas(*(jnp.concatenate(x) for x in zip(*parts, strict=True)))
+
+
+@jax.jit
+def _measure(ep, truth, library):
+    return {
+        "spearman": spearman(ep.profile, truth),
+        "top3": top_k_accuracy(ep.profile, truth),
+        "acceptability": 1.0 - ep.penalty.mean(-1),
+        "explicit_share": (ep.questions < len(VALUES)).mean(-1),
+        "context_blind_spearman": spearman(pooled_profile(ep.log_post, library)[:, None], truth),
+        "oracle_context_blind_spearman": spearman(truth.mean(1, keepdims=True), truth),
+    }
+
+
+def _summary(ep, personas: Personas, library, shape) -> dict[str, Any]:
+    """Per-(level, seed) means of the metrics, ``[L, S]``; per context ``[L, S, C]``."""
+    m = {k: np.asarray(v) for k, v in _measure(ep, personas.profiles, library).items()}
+    out = {k: v.reshape(*shape, -1).mean(-1) for k, v in m.items()}
+    for k in ("spearman", "context_blind_spearman"):
+        out[f"{k}_per_context"] = m[k].reshape(*shape, -1, len(CONTEXTS)).mean(2)
+    return out
+
+
+def sweep(ctx: Context, sizes: Any) -> dict[str, Any]:
+    env = setup(sizes)
+    personas = sweep_personas(ctx, sizes, env["persona"])
+    shape = (len(sizes.levels), ctx.seeds)
+    out: dict[str, Any] = {"levels": list(sizes.levels)}
+    for policy in BASELINE_POLICIES:
+        ep = probe(
+            policy,
+            env["bank"],
+            env["library"],
+            personas,
+            key=jax.random.key(77),
+            persona_config=env["persona"],
+            config=env["prober"],
+        )
+        out[policy] = _summary(ep, personas, env["library"], shape)
+    mean_truth = personas.profiles.mean(1, keepdims=True)
+    out["oracle_context_blind_spearman"] = (
+        np.asarray(spearman(mean_truth, personas.profiles)).reshape(*shape, -1).mean(-1)
+    )
+    return out
+
+
+def distilled(ctx: Context, sizes: Any) -> dict[str, Any]:
+    env = setup(sizes)
+    bank, pc, cfg = env["bank"], env["persona"], env["prober"]
+    test = sweep_personas(ctx, sizes, pc)
+    n = test.profiles.shape[0]
+    grid = jnp.asarray(cfg.grid)
+    train = sample_personas(
+        n, jax.random.choice(jax.random.key(5), grid, (n,)), key=jax.random.key(4), config=pc
+    )
+    teach = probe(
+        "strategic",
+        bank,
+        env["library"],
+        train,
+        key=jax.random.key(6),
+        persona_config=pc,
+        config=cfg,
+    )
+    q, a = bank.explicitness.shape[1], bank.valid.shape[2]
+    contexts = jnp.broadcast_to(jnp.arange(len(CONTEXTS)), (n, len(CONTEXTS)))
+    tokens = transcript_tokens(teach.questions, teach.answers, contexts, q, a)
+    tokens = tokens.reshape(-1, tokens.shape[-1])
+    scfg = StudentConfig(
+        d_model=sizes.student_width,
+        num_layers=sizes.student_layers,
+        steps=sizes.student_steps,
+        batch=sizes.student_batch,
+    )
+    fit = distill_prober(tokens, q + a + len(CONTEXTS), key=jax.random.key(7), config=scfg)
+    ep = probe(
+        "distilled",
+        bank,
+        env["library"],
+        test,
+        key=jax.random.key(77),
+        persona_config=pc,
+        config=cfg,
+        student=fit.student,
+    )
+    out = _summary(ep, test, env["library"], (len(sizes.levels), ctx.seeds))
+    out["train_question_accuracy"] = float(fit.accuracy)
+    out["losses"] = np.asarray(fit.losses)
+    out["train_transcripts"] = int(tokens.shape[0])
+    return out
+
+
+def exact(ctx: Context, sizes: Any) -> dict[str, Any]:
+    """Deterministic non-concealing personas whose profiles lie on the Likert grid.
+
+    The library is the quantised library (each value rounded to the nearest Likert level,
+    duplicates removed) and the prober is told there is no concealment, so the ten answers are
+    the profile itself: the posterior must put all its mass on the truth.
+    """
+    pc = PersonaConfig(beta=200.0)
+    env = setup(sizes)
+    levels = env["bank"].valid.shape[2] - 1
+    library = np.unique(np.round(np.asarray(env["library"]) * levels) / levels, axis=0)
+    library = jnp.asarray(library, jnp.float32)
+    cfg = ProberConfig(turns=len(VALUES), grid=(0.0,))
+    res = {"spearman": [], "top3": [], "mass": [], "acceptability": []}
+    for s in ctx.seed_list:
+        idx = jax.random.randint(
+            jax.random.key(2000 + s), (sizes.personas, len(CONTEXTS)), 0, library.shape[0]
+        )
+        personas = Personas(library[idx], jnp.zeros(sizes.personas))
+        ep = probe(
+            "questionnaire",
+            env["bank"],
+            library,
+            personas,
+            key=jax.random.key(s),
+            persona_config=pc,
+            config=cfg,
+            deterministic=True,
+        )
+        mass = jnp.take_along_axis(jnp.exp(ep.log_post).sum(-1), idx[..., None], -1)[..., 0]
+        res["spearman"].append(float(spearman(ep.profile, personas.profiles).mean()))
+        res["top3"].append(float(top_k_accuracy(ep.profile, personas.profiles).mean()))
+        res["mass"].append(float(mass.mean()))
+        res["acceptability"].append(float((1 - ep.penalty.mean(-1)).mean()))
+    res["library_size"] = int(library.shape[0])
+    return res
+
+
+NAMES = {"questionnaire": "questionnaire", "random": "random scenarios", "strategic": "strategic"}
+ACCEPT = "strategic: social acceptability"
+
+
+def _shared_sweep(ctx: Context, sizes: Any) -> dict[str, Any]:
+    return ctx.cached(f"sweep_{ctx.size}_{ctx.seeds}", lambda: sweep(ctx, sizes), shared=True)
+
+
+def run_sweep(ctx: Context, sizes: Any) -> Outcome:
+    res = _shared_sweep(ctx, sizes)
+    high = -1
+    values = {NAMES[p]: res[p]["spearman"][high] for p in BASELINE_POLICIES}
+    values[ACCEPT] = res["strategic"]["acceptability"][high]
+    values["questionnaire: social acceptability"] = res["questionnaire"]["acceptability"][high]
+    by_level = {
+        NAMES[p]: {k: res[p][k] for k in ("spearman", "acceptability")} for p in BASELINE_POLICIES
+    }
+    table = {
+        f"c={lvl}": {
+            NAMES[p]: {
+                k: float(np.mean(res[p][k][i]))
+                for k in ("spearman", "top3", "acceptability", "explicit_share")
+            }
+            for p in BASELINE_POLICIES
+        }
+        for i, lvl in enumerate(res["levels"])
+    }
+    extras = {
+        "levels": res["levels"],
+        "rows_at_concealment": res["levels"][high],
+        "by_level": by_level,
+        "mean_by_level (spearman, top-3, acceptability, share of explicit items)": table,
+        "turns_per_context": sizes.turns,
+        "library_size": sizes.library,
+        "acceptable_threshold": ACCEPTABLE,
+    }
+    return Outcome(values, extras)
+
+
+ACCEPTABLE = 0.7
+
+
+def run_contexts(ctx: Context, sizes: Any) -> Outcome:
+    res = _shared_sweep(ctx, sizes)
+    st = res["strategic"]
+    level = 0  # no concealment: isolate the effect of context
+    per_ctx = np.asarray(st["spearman_per_context"])[level]  # [S, C]
+    values = {
+        "context-blind profile (pooled posterior)": st["context_blind_spearman"][level],
+        "per-context posteriors": st["spearman"][level],
+    }
+    extras = {
+        "concealment": res["levels"][level],
+        "prober": "strategic",
+        "per_context_spearman": {c: float(per_ctx[:, i].mean()) for i, c in enumerate(CONTEXTS)},
+        "context_blind_spearman": {
+            c: float(np.asarray(st["context_blind_spearman_per_context"])[level][:, i].mean())
+            for i, c in enumerate(CONTEXTS)
+        },
+        "oracle_context_blind_spearman (true mean profile vs each context)": float(
+            np.mean(res["oracle_context_blind_spearman"][level])
+        ),
+        "context_blind_by_level": {
+            f"c={lvl}": float(np.mean(st["context_blind_spearman"][i]))
+            for i, lvl in enumerate(res["levels"])
+        },
+    }
+    return Outcome(values, extras)
+
+
+def run_distilled(ctx: Context, sizes: Any) -> Outcome:
+    res = _shared_sweep(ctx, sizes)
+    dist = ctx.cached("distilled", lambda: distilled(ctx, sizes))
+    high = -1
+    values = {
+        "questionnaire": res["questionnaire"]["spearman"][high],
+        "random scenarios": res["random"]["spearman"][high],
+        "strategic (teacher)": res["strategic"]["spearman"][high],
+        "distilled Value-Prober": dist["spearman"][high],
+    }
+    extras = {
+        "concealment": res["levels"][high],
+        "levels": res["levels"],
+        "spearman_by_level": {
+            "strategic (teacher)": np.mean(res["strategic"]["spearman"], 1).tolist(),
+            "distilled Value-Prober": np.mean(dist["spearman"], 1).tolist(),
+            "questionnaire": np.mean(res["questionnaire"]["spearman"], 1).tolist(),
+        },
+        "acceptability": {
+            "strategic (teacher)": float(np.mean(res["strategic"]["acceptability"][high])),
+            "distilled Value-Prober": float(np.mean(dist["acceptability"][high])),
+        },
+        "top3": {
+            "strategic (teacher)": float(np.mean(res["strategic"]["top3"][high])),
+            "distilled Value-Prober": float(np.mean(dist["top3"][high])),
+        },
+        "explicit_share": {
+            "strategic (teacher)": float(np.mean(res["strategic"]["explicit_share"][high])),
+            "distilled Value-Prober": float(np.mean(dist["explicit_share"][high])),
+        },
+        "train_question_accuracy": dist["train_question_accuracy"],
+        "train_transcripts": dist["train_transcripts"],
+        "student_loss": dist["losses"],
+    }
+    return Outcome(values, extras)
+
+
+def run_exact(ctx: Context, sizes: Any) -> Outcome:
+    res = ctx.cached("exact", lambda: exact(ctx, sizes))
+    values = {
+        "questionnaire: Spearman": res["spearman"],
+        "questionnaire: top-3 accuracy": res["top3"],
+        "questionnaire: posterior mass on the true profile": res["mass"],
+    }
+    extras = {
+        "acceptability": res["acceptability"],
+        "turns": len(VALUES),
+        "beta": 200.0,
+        "quantised_library_size": res["library_size"],
+    }
+    return Outcome(values, extras)
