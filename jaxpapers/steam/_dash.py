@@ -1,0 +1,89 @@
+"""DASH: distribution-aware scaling and shifting of pretrained features (SSF-style).
+
+``y = gamma * x + beta`` per channel, initialised from feature statistics so that a task's
+features ``x`` (mean ``mu_t``, std ``sigma_t``) are mapped onto the pretrained reference
+distribution (``mu_0``, ``sigma_0``): ``gamma = sigma_0 / sigma_t``, ``beta = mu_0 - gamma mu_t``.
+Because the map is affine per channel, it folds into a preceding linear layer
+``x = W h + b``: ``y = (W diag(gamma)) h + (gamma b + beta)``, so inference costs nothing extra.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from jaxpapers.core.checks import check_positive
+
+
+class ScaleShift(NamedTuple):
+    """Per-channel scale ``gamma [D]`` and shift ``beta [D]`` (leading axes allowed)."""
+
+    gamma: Float[Array, "*e d"]
+    beta: Float[Array, "*e d"]
+
+
+def identity_scale_shift(dim: int) -> ScaleShift:
+    """``gamma = 1``, ``beta = 0``: the map that leaves features unchanged."""
+    return ScaleShift(jnp.ones((dim,), jnp.float32), jnp.zeros((dim,), jnp.float32))
+
+
+def feature_moments(x: Float[Array, "*n d"]) -> tuple[Float[Array, " d"], Float[Array, " d"]]:
+    """Per-channel mean and standard deviation over every leading axis of ``x``."""
+    if x.ndim < 2:
+        raise ValueError(f"x has shape {x.shape}; expected [..., N, D] features")
+    flat = x.reshape(-1, x.shape[-1])
+    return flat.mean(0), flat.std(0)
+
+
+def dash_init(
+    x: Float[Array, "*n d"],
+    reference_mean: Float[Array, " d"],
+    reference_std: Float[Array, " d"],
+    *,
+    eps: float = 1e-5,
+) -> ScaleShift:
+    """DASH initialisation: the per-channel affine map taking the moments of ``x`` to the reference.
+
+    Args:
+      x: a task's features ``[..., D]``.
+      reference_mean, reference_std: ``[D]`` moments of the pretrained (first-task) features.
+      eps: added to the task's std (dead channels keep ``gamma`` finite).
+
+    Returns:
+      :class:`ScaleShift` with ``gamma = ref_std / (std + eps)``, ``beta = ref_mean - gamma mean``.
+    """
+    check_positive("eps", eps)
+    mean, std = feature_moments(x)
+    d = x.shape[-1]
+    for name, v in (("reference_mean", reference_mean), ("reference_std", reference_std)):
+        if jnp.shape(v) != (d,):
+            raise ValueError(f"{name} has shape {jnp.shape(v)}; expected ({d},)")
+    gamma = reference_std / (std + eps)
+    return ScaleShift(gamma, reference_mean - gamma * mean)
+
+
+def scale_shift(x: Float[Array, "*b d"], ss: ScaleShift) -> Float[Array, "*b d"]:
+    """``gamma * x + beta`` over the last axis."""
+    lead = (1,) * (x.ndim - 1)
+    return x * ss.gamma.reshape(*lead, -1) + ss.beta.reshape(*lead, -1)
+
+
+def fold_scale_shift(
+    kernel: Float[Array, "k d"], bias: Float[Array, " d"], ss: ScaleShift
+) -> tuple[Float[Array, "k d"], Float[Array, " d"]]:
+    """Fold ``y = gamma * (h @ kernel + bias) + beta`` into one linear layer ``h @ K' + b'``.
+
+    Returns:
+      ``(kernel * gamma, bias * gamma + beta)``.
+    """
+    if kernel.ndim != 2 or bias.shape != kernel.shape[1:]:
+        raise ValueError(
+            f"kernel has shape {kernel.shape}, bias {bias.shape}; expected [K, D] and [D]"
+        )
+    if ss.gamma.shape != bias.shape or ss.beta.shape != bias.shape:
+        raise ValueError(
+            f"gamma has shape {ss.gamma.shape}, beta {ss.beta.shape}; expected {bias.shape}"
+        )
+    return kernel * ss.gamma[None, :], bias * ss.gamma + ss.beta

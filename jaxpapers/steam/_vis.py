@@ -1,0 +1,414 @@
+"""A miniature query-based video instance segmentation model with STEAM's adapters.
+
+Per frame: the GAP CNN's feature map (``core.nn.cnn``, stride 2) -> a linear neck (the layer DASH
+folds into) -> DASH scale/shift -> frame-level (spatial) expert adapters on every pixel feature ->
+one cross-attention layer from ``Q`` object queries (plus an optional retrieved prompt) to the
+pixel features and an MLP -> video-level (temporal) expert adapters read the queries' mean over
+the video and add their output to every frame's queries -> class logits ``[Q, C + 1]`` (last =
+no object) and mask logits ``[Q, H, W]`` (dot products of a mask embedding with the pixel
+features, upsampled). Training matches queries to ground-truth instances per frame by the minimum
+over all injective assignments (exact Hungarian matching at this size); inference keeps confident
+queries, paints each pixel with the best query, and links queries across frames by maximising the
+summed cosine similarity of their embeddings over all permutations (MinVIS-style association).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jaxtyping import Array, Float, Int
+
+from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
+from jaxpapers.steam._dash import ScaleShift
+from jaxpapers.steam._taste import Experts, init_experts, mixture_adapter, route
+
+
+class VISConfig(eqx.Module):
+    """Sizes of the video instance segmentation model and its adapters.
+
+    Attributes:
+      size: frame side in pixels (even).
+      channels: image channels.
+      width: backbone channels (one stride-2 stage, so features are ``size / 2`` square).
+      dim: neck / query width ``D``.
+      queries: object queries ``Q``.
+      classes: object classes ``C`` (logits ``C + 1`` with "no object").
+      experts: experts per adapter level (one per task), ``>= 1``.
+      rank: bottleneck rank of each expert.
+      temperature: routing softmax temperature.
+      max_objects: ground-truth instance slots per frame ``K <= Q``.
+    """
+
+    size: int = eqx.field(static=True, default=16)
+    channels: int = eqx.field(static=True, default=3)
+    width: int = eqx.field(static=True, default=16)
+    dim: int = eqx.field(static=True, default=16)
+    queries: int = eqx.field(static=True, default=4)
+    classes: int = eqx.field(static=True, default=4)
+    experts: int = eqx.field(static=True, default=3)
+    rank: int = eqx.field(static=True, default=4)
+    temperature: float = eqx.field(static=True, default=0.05)
+    max_objects: int = eqx.field(static=True, default=2)
+
+    def __check_init__(self) -> None:
+        for name in ("size", "channels", "width", "dim", "queries", "classes", "rank"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"{name}={v!r}; expected a positive integer")
+        if not (isinstance(self.experts, int) and self.experts >= 1):
+            raise ValueError(f"experts={self.experts!r}; expected an expert count >= 1")
+        if self.size % 2:
+            raise ValueError(f"size={self.size}; expected an even frame side")
+        if not 1 <= self.max_objects <= self.queries:
+            raise ValueError(
+                f"max_objects={self.max_objects}; expected 1 <= max_objects <= queries "
+                f"({self.queries})"
+            )
+        if not self.temperature > 0:
+            raise ValueError(f"temperature={self.temperature}; expected > 0")
+
+    @property
+    def grid(self) -> int:
+        """Feature-map side."""
+        return self.size // 2
+
+
+class Adapters(NamedTuple):
+    """STEAM's per-task parameters (leading axis: expert / task ``E``) and the baselines' prompts.
+
+    Attributes:
+      dash: :class:`ScaleShift` with ``[E, D]`` fields (identity for the pretrained task).
+      frame: spatial :class:`Experts` on pixel features.
+      video: temporal :class:`Experts` on the video mean of each query.
+      keys: ``[E, D]`` routing / prompt keys.
+      prompts: ``[E, Q, D]`` L2P prompts added to the object queries.
+    """
+
+    dash: ScaleShift
+    frame: Experts
+    video: Experts
+    keys: Float[Array, "e d"]
+    prompts: Float[Array, "e q d"]
+
+
+class Projectors(NamedTuple):
+    """SCOA input projectors ``[E, D, D]`` of the frame and video experts (identity: no SCOA)."""
+
+    frame: Float[Array, "e d d"]
+    video: Float[Array, "e d d"]
+
+
+class VISOutput(NamedTuple):
+    """Per-frame outputs for one video (leading axis: frame ``T``).
+
+    Attributes:
+      class_logits: ``[T, Q, C + 1]``.
+      mask_logits: ``[T, Q, H, W]``.
+      queries: ``[T, Q, D]`` query embeddings (used for association).
+      video_weights: ``[E]`` video-level routing weights.
+      frame_weights: ``[T, E]`` frame-level routing weights.
+    """
+
+    class_logits: Float[Array, "t q c1"]
+    mask_logits: Float[Array, "t q h w"]
+    queries: Float[Array, "t q d"]
+    video_weights: Float[Array, " e"]
+    frame_weights: Float[Array, "t e"]
+
+
+def _dense(key: jax.Array, n_in: int, n_out: int) -> dict[str, jax.Array]:
+    return {
+        "kernel": jax.random.normal(key, (n_in, n_out)) / np.sqrt(n_in),
+        "bias": jnp.zeros((n_out,)),
+    }
+
+
+def init_vis(cfg: VISConfig, *, key: jax.Array) -> tuple[nnx.GraphDef, dict[str, Any]]:
+    """Backbone graph definition and the base model's parameters (a dict pytree)."""
+    kb, kn, kp, kq, ka, km, kc, kk = jax.random.split(key, 8)
+    net = ConvNet(
+        CNNConfig(channels=cfg.channels, widths=(cfg.width,), classes=1, stem_stride=2),
+        rngs=nnx.Rngs(kb),
+    )
+    graphdef, backbone = nnx.split(net)
+    d = cfg.dim
+    ka1, ka2, ka3 = jax.random.split(ka, 3)
+    km1, km2 = jax.random.split(km)
+    params = {
+        "backbone": backbone,
+        "neck": _dense(kn, cfg.width, d),
+        "pos": 0.1 * jax.random.normal(kp, (cfg.grid * cfg.grid, d)),
+        "queries": jax.random.normal(kq, (cfg.queries, d)),
+        "wq": _dense(ka1, d, d)["kernel"],
+        "wk": _dense(ka2, d, d)["kernel"],
+        "wv": _dense(ka3, d, d)["kernel"],
+        "mlp1": _dense(km1, d, 2 * d),
+        "mlp2": _dense(km2, 2 * d, d),
+        "cls": _dense(kc, d, cfg.classes + 1),
+        "mask": _dense(kk, d, d),
+    }
+    return graphdef, params
+
+
+def init_adapters(cfg: VISConfig, *, key: jax.Array) -> Adapters:
+    """Identity DASH, zero-output experts, zero prompts and zero keys for ``cfg.experts`` tasks."""
+    e, d = cfg.experts, cfg.dim
+    kf, kv = jax.random.split(key)
+    return Adapters(
+        dash=ScaleShift(jnp.ones((e, d)), jnp.zeros((e, d))),
+        frame=init_experts(e, d, cfg.rank, key=kf),
+        video=init_experts(e, d, cfg.rank, key=kv),
+        keys=jnp.zeros((e, d)),
+        prompts=jnp.zeros((e, cfg.queries, d)),
+    )
+
+
+def identity_projectors(cfg: VISConfig) -> Projectors:
+    """No SCOA constraint: every projector is the identity."""
+    eye = jnp.broadcast_to(jnp.eye(cfg.dim), (cfg.experts, cfg.dim, cfg.dim))
+    return Projectors(eye, eye)
+
+
+def check_video(name: str, video: Any, cfg: VISConfig) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``video`` is ``[..., T, size, size, C]``."""
+    shape = tuple(np.shape(video))
+    want = (cfg.size, cfg.size, cfg.channels)
+    if len(shape) < 4 or shape[-3:] != want:
+        raise ValueError(
+            f"{name} has shape {shape}; expected [..., T, {', '.join(map(str, want))}]"
+        )
+
+
+def encode(
+    graphdef: nnx.GraphDef, params: dict[str, Any], frames: Float[Array, "t h w c"]
+) -> Float[Array, "t g g d"]:
+    """Pretrained pixel features: backbone, then the linear neck (before DASH)."""
+    feats = nnx.merge(graphdef, params["backbone"]).features(frames)
+    return feats @ params["neck"]["kernel"] + params["neck"]["bias"][None, None, None]
+
+
+def routing_weights(
+    cfg: VISConfig,
+    adapters: Adapters,
+    feats: Float[Array, "t g g d"],
+    active: Float[Array, " e"],
+    hard: Float[Array, ""] | float,
+) -> tuple[Float[Array, " e"], Float[Array, "t e"]]:
+    """Video- and frame-level routing weights from pooled pre-DASH features.
+
+    ``hard = 1`` turns the soft weights into a one-hot retrieval of the best-matching key (L2P).
+    """
+    frame_summary = feats.mean(axis=(1, 2))
+    video_summary = frame_summary.mean(0)
+    wv = route(video_summary, adapters.keys, temperature=cfg.temperature, active=active)
+    wf = route(frame_summary, adapters.keys, temperature=cfg.temperature, active=active)
+
+    def harden(w: jax.Array) -> jax.Array:
+        one = jax.nn.one_hot(jnp.argmax(w, -1), w.shape[-1])
+        return hard * one + (1 - hard) * w
+
+    return harden(wv), harden(wf)
+
+
+def decode(
+    cfg: VISConfig,
+    params: dict[str, Any],
+    adapters: Adapters,
+    projectors: Projectors,
+    feats: Float[Array, "t g g d"],
+    *,
+    active: Float[Array, " e"],
+    hard: Float[Array, ""] | float = 0.0,
+    task_classes: Float[Array, "e c"] | None = None,
+) -> VISOutput:
+    """Segment one video from its pre-DASH pixel features (see the module docstring).
+
+    Args:
+      cfg: model sizes.
+      params: base parameters from :func:`init_vis`.
+      adapters: :class:`Adapters` (identity / zero ones give the base model exactly).
+      projectors: SCOA projectors.
+      feats: ``[T, g, g, D]`` from :func:`encode`.
+      active: ``[E]`` 0/1 mask of the experts that exist (tasks seen so far).
+      hard: 1 for hard key retrieval (L2P), 0 for soft routing.
+      task_classes: optional ``[E, C]`` 0/1 classes of each expert's task; the object-class
+        logits then get ``log(sum_e w_e [c in task e])``, the routed prior over classes (a hard
+        retrieval restricts the prediction to the retrieved task's classes).
+    """
+    t, g, _, _d = feats.shape
+    wv, wf = routing_weights(cfg, adapters, feats, active, hard)
+    _x_in, x = _pixel_stage(adapters, projectors, feats, wv, wf)
+    q = _query_stage(params, adapters, wv, x)
+    q = q + mixture_adapter(q.mean(0), wv, adapters.video, projectors.video)[None]
+    class_logits = q @ params["cls"]["kernel"] + params["cls"]["bias"][None, None]
+    if task_classes is not None:
+        prior = jnp.log(wv @ task_classes + 1e-4)
+        class_logits = class_logits + jnp.concatenate([prior, jnp.zeros((1,))])[None, None]
+    embed = q @ params["mask"]["kernel"] + params["mask"]["bias"][None, None]
+    low = jnp.einsum("tqd,tnd->tqn", embed, x).reshape(t, cfg.queries, g, g)
+    masks = jax.image.resize(low, (t, cfg.queries, cfg.size, cfg.size), "linear")
+    return VISOutput(class_logits, masks, q, wv, wf)
+
+
+def _pixel_stage(
+    adapters: Adapters, projectors: Projectors, feats: jax.Array, wv: jax.Array, wf: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """DASH (routed per video), then the frame-level experts: (their input, the pixel tokens)."""
+    t, g, _, d = feats.shape
+    gamma = wv @ adapters.dash.gamma
+    beta = wv @ adapters.dash.beta
+    x = (feats * gamma[None, None, None] + beta[None, None, None]).reshape(t, g * g, d)
+    return x, x + mixture_adapter(x, wf, adapters.frame, projectors.frame)
+
+
+def _query_stage(
+    params: dict[str, Any], adapters: Adapters, wv: jax.Array, x: jax.Array
+) -> jax.Array:
+    """Prompted object queries attend to the pixel tokens, then an MLP: ``[T, Q, D]``."""
+    d = x.shape[-1]
+    tokens = x + params["pos"][None]
+    q0 = params["queries"] + jnp.einsum("e,eqd->qd", wv, adapters.prompts)
+    logits = jnp.einsum("qd,tnd->tqn", q0 @ params["wq"], tokens @ params["wk"]) / np.sqrt(d)
+    q = q0[None] + jax.nn.softmax(logits, -1) @ (tokens @ params["wv"])
+    hidden = jax.nn.gelu(q @ params["mlp1"]["kernel"] + params["mlp1"]["bias"][None, None])
+    return q + hidden @ params["mlp2"]["kernel"] + params["mlp2"]["bias"][None, None]
+
+
+def adapter_inputs(
+    cfg: VISConfig,
+    params: dict[str, Any],
+    adapters: Adapters,
+    projectors: Projectors,
+    feats: Float[Array, "t g g d"],
+    *,
+    active: Float[Array, " e"],
+    hard: Float[Array, ""] | float = 0.0,
+) -> tuple[Float[Array, "n d"], Float[Array, "q d"]]:
+    """What the frame experts (``[T * g * g, D]`` pixel rows) and the video experts (``[Q, D]``
+    query means) read for one video: the inputs whose span SCOA protects."""
+    wv, wf = routing_weights(cfg, adapters, feats, active, hard)
+    x_in, x = _pixel_stage(adapters, projectors, feats, wv, wf)
+    q = _query_stage(params, adapters, wv, x)
+    return x_in.reshape(-1, x_in.shape[-1]), q.mean(0)
+
+
+def masked_logits(
+    class_logits: Float[Array, "*b c1"], allowed: Float[Array, " c"]
+) -> Float[Array, "*b c1"]:
+    """Class logits with the disallowed object classes at ``-1e9`` (no-object always allowed)."""
+    keep = jnp.concatenate([allowed, jnp.ones((1,), allowed.dtype)])
+    return jnp.where(jnp.broadcast_to(keep > 0, class_logits.shape), class_logits, -1e9)
+
+
+def assignments(queries: int, slots: int) -> np.ndarray:
+    """All injective maps of ``slots`` ground-truth slots to ``queries`` queries, ``[M, slots]``."""
+    return np.asarray(list(itertools.permutations(range(queries), slots)), np.int32)
+
+
+def frame_targets(
+    instances: Int[Array, "h w"], classes: Int[Array, "h w"], slots: int
+) -> tuple[Float[Array, "k h w"], Int[Array, " k"], Float[Array, " k"]]:
+    """Per-slot ground truth of one frame: masks ``[K, H, W]``, classes ``[K]``, visible ``[K]``."""
+    masks = (instances[None] == jnp.arange(1, slots + 1)[:, None, None]).astype(jnp.float32)
+    cls = jnp.max(masks * classes[None], axis=(1, 2)).astype(jnp.int32) - 1
+    visible = (masks.sum((1, 2)) > 0).astype(jnp.float32)
+    return masks, jnp.maximum(cls, 0), visible
+
+
+def matching_loss(
+    class_logits: Float[Array, "q c1"],
+    mask_logits: Float[Array, "q h w"],
+    instances: Int[Array, "h w"],
+    classes: Int[Array, "h w"],
+    allowed: Float[Array, " c"],
+    assign: Int[Array, "m k"],
+    *,
+    no_object_weight: float = 0.5,
+) -> Float[Array, ""]:
+    """Set-prediction loss of one frame under the best assignment of queries to instances.
+
+    ``cost(q, k) = -log p_q(class_k) + BCE(mask_q, mask_k) + dice(mask_q, mask_k)`` for visible
+    instances; unmatched queries pay ``-no_object_weight * log p_q(no object)``.
+    """
+    k = assign.shape[1]
+    gt, cls, visible = frame_targets(instances, classes, k)
+    logp = jax.nn.log_softmax(masked_logits(class_logits, allowed), -1)
+    m = mask_logits.reshape(mask_logits.shape[0], -1)
+    y = gt.reshape(k, -1)
+    bce = jnp.mean(
+        jnp.maximum(m, 0)[:, None]
+        - m[:, None] * y[None]
+        + jnp.log1p(jnp.exp(-jnp.abs(m)))[:, None],
+        -1,
+    )
+    p = jax.nn.sigmoid(m)
+    dice = 1 - (2 * p @ y.T + 1) / (p.sum(-1)[:, None] + y.sum(-1)[None] + 1)
+    cost = -logp[:, cls] + bce + dice  # [Q, K]
+    matched_cost = jnp.sum(cost[assign, jnp.arange(k)[None]] * visible[None], -1)  # [M]
+    matched = jnp.any(
+        (assign[:, :, None] == jnp.arange(class_logits.shape[0])[None, None])
+        & (visible[None, :, None] > 0),
+        1,
+    )  # [M, Q]
+    none_cost = -no_object_weight * jnp.sum(jnp.where(matched, 0.0, logp[None, :, -1]), -1)
+    return jnp.min(matched_cost + none_cost)
+
+
+class Segmentation(NamedTuple):
+    """Inference result for one video.
+
+    Attributes:
+      semantic: ``[T, H, W]`` class map (0 background, ``c + 1`` class ``c``).
+      tracks: ``[T, H, W]`` track id per pixel (-1 background).
+      order: ``[T, Q]`` query of each track in each frame (after association).
+    """
+
+    semantic: Int[Array, "t h w"]
+    tracks: Int[Array, "t h w"]
+    order: Int[Array, "t q"]
+
+
+def associate(queries: Float[Array, "t q d"]) -> Int[Array, "t q"]:
+    """Link queries across frames: frame ``t``'s permutation maximises the summed cosine
+    similarity to frame ``t - 1``'s linked queries (all ``Q!`` permutations are scored)."""
+    perms = jnp.asarray(assignments(queries.shape[1], queries.shape[1]))
+    unit = queries / (jnp.linalg.norm(queries, axis=-1, keepdims=True) + 1e-6)
+
+    def step(prev: jax.Array, cur: jax.Array) -> tuple[jax.Array, jax.Array]:
+        sim = prev @ cur.T  # [Q tracks, Q queries]
+        score = jnp.sum(sim[jnp.arange(sim.shape[0])[None], perms], -1)
+        best = perms[jnp.argmax(score)]
+        return cur[best], best
+
+    first = jnp.arange(queries.shape[1])
+    _, rest = jax.lax.scan(step, unit[0], unit[1:])
+    return jnp.concatenate([first[None], rest])
+
+
+def segment(out: VISOutput, allowed: Float[Array, " c"], *, threshold: float = 0.5) -> Segmentation:
+    """Semantic and tracked instance maps from :func:`decode`'s output."""
+    prob = jax.nn.softmax(masked_logits(out.class_logits, allowed), -1)  # [T, Q, C+1]
+    cls = jnp.argmax(prob[..., :-1], -1)
+    conf = jnp.max(prob[..., :-1], -1)
+    keep = prob[..., -1] < threshold
+    sig = jax.nn.sigmoid(out.mask_logits)
+    score = jnp.where(keep[..., None, None], conf[..., None, None] * sig, 0.0)  # [T, Q, H, W]
+    best = jnp.argmax(score, 1)  # [T, H, W]
+    fg = jnp.take_along_axis(sig, best[:, None], 1)[:, 0] > threshold
+    fg = fg & (jnp.max(score, 1) > 0)
+    best_cls = jnp.take_along_axis(cls[:, :, None, None], best[:, None], 1)[:, 0]
+    semantic = jnp.where(fg, best_cls + 1, 0)
+    order = associate(out.queries)  # order[t, track] = query
+    track_of_query = jnp.argsort(order, -1)  # [T, Q]
+    tracks = jnp.where(fg, _gather_tracks(track_of_query, best), -1)
+    return Segmentation(semantic.astype(jnp.int32), tracks.astype(jnp.int32), order)
+
+
+def _gather_tracks(track_of_query: Int[Array, "t q"], best: Int[Array, "t h w"]) -> jax.Array:
+    return jax.vmap(lambda tq, b: tq[b])(track_of_query, best)

@@ -1,0 +1,103 @@
+"""Run functions of the P08 experiments (registered in ``__init__``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.steam import forgetting
+from jaxpapers.steam.experiments._protocol import (
+    ADAPTER_METHODS,
+    FINETUNE,
+    L2P,
+    METHODS,
+    NO_DASH,
+    NO_SCOA,
+    NO_TEMPORAL,
+    STEAM,
+    run_protocol,
+)
+
+SCOA_LEAK = "SCOA expert on earlier-input subspace"
+FREE_LEAK = "unconstrained expert (w/o SCOA) on the same subspace"
+FOLD = "DASH folded into the neck vs applied after it"
+
+
+def _protocol(ctx: Context, sizes: Any) -> dict[str, Any]:
+    return ctx.cached(
+        f"protocol_{ctx.size}_{ctx.seeds}",
+        lambda: run_protocol(sizes, ctx.seed_list),
+        shared=True,
+    )
+
+
+def _per_method(res: dict[str, Any]) -> dict[str, Any]:
+    acc = np.asarray(res["miou"])  # [method, stage, task, seed]
+    sw = np.asarray(res["switches"])[:, -1].sum(1)  # [method, seed]
+    pairs = np.asarray(res["pairs"])[:, -1].sum(1)
+    out = {}
+    for i, name in enumerate(res["methods"]):
+        seeds = range(acc.shape[-1])
+        out[name] = {
+            "forgetting": [forgetting(acc[i, :, :, s]) for s in seeds],
+            "final": [float(acc[i, -1, :, s].mean()) for s in seeds],
+            "plasticity": [float(np.mean(np.diag(acc[i, :, :, s])[1:])) for s in seeds],
+            "switch_rate": (sw[i] / np.maximum(pairs[i], 1)).tolist(),
+            "matrix": acc[i].mean(-1).tolist(),
+        }
+    return out
+
+
+def _extras(res: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    mean = {
+        k: {m: float(np.mean(v[k])) for m, v in stats.items()}
+        for k in ("forgetting", "final", "plasticity", "switch_rate")
+    }
+    return {
+        "tasks": res["tasks"],
+        "final_average_miou": mean["final"],
+        "average_forgetting": mean["forgetting"],
+        "plasticity (mIoU on a task right after learning it, tasks 2-3)": mean["plasticity"],
+        "identity_switch_rate": mean["switch_rate"],
+        "miou_matrix [stage][task] (seed mean)": {m: v["matrix"] for m, v in stats.items()},
+        "final_losses": {k: np.asarray(v)[..., -1].tolist() for k, v in res["losses"].items()},
+        "cpu_seconds_by_phase": res["cpu_seconds"],
+    }
+
+
+def run_forgetting(ctx: Context, sizes: Any) -> Outcome:
+    res = _protocol(ctx, sizes)
+    stats = _per_method(res)
+    values = {m: stats[m]["forgetting"] for m in (FINETUNE, L2P, STEAM)}
+    return Outcome(values, _extras(res, stats))
+
+
+def run_ablations(ctx: Context, sizes: Any) -> Outcome:
+    res = _protocol(ctx, sizes)
+    stats = _per_method(res)
+    values = {m: stats[m]["final"] for m in (STEAM, NO_DASH, NO_TEMPORAL, NO_SCOA)}
+    return Outcome(values, _extras(res, stats))
+
+
+def run_temporal(ctx: Context, sizes: Any) -> Outcome:
+    res = _protocol(ctx, sizes)
+    stats = _per_method(res)
+    values = {m: stats[m]["switch_rate"] for m in (FINETUNE, L2P, NO_TEMPORAL, STEAM)}
+    return Outcome(values, _extras(res, stats))
+
+
+def run_sanity(ctx: Context, sizes: Any) -> Outcome:
+    res = _protocol(ctx, sizes)
+    names = list(ADAPTER_METHODS)
+    leaks = np.stack([np.asarray(v) for v in res["leaks"].values()])  # [task, method, seed, lvl]
+    scoa = leaks[:, names.index(STEAM)].max(axis=(0, 2))  # worst case per seed
+    free = leaks[:, names.index(NO_SCOA)].min(axis=(0, 2))
+    values = {SCOA_LEAK: scoa.tolist(), FREE_LEAK: free.tolist(), FOLD: res["fold_error"]}
+    extras = {
+        "leak per task (STEAM; frame, video)": leaks[:, names.index(STEAM)].mean(1).tolist(),
+        "leak per task (w/o SCOA; frame, video)": leaks[:, names.index(NO_SCOA)].mean(1).tolist(),
+        "methods": list(METHODS),
+    }
+    return Outcome(values, extras)

@@ -1,0 +1,71 @@
+"""The continual task sequence: class-incremental steps and an appearance (domain) shift.
+
+* task 1 (pretraining): squares and discs on plain backgrounds;
+* task 2 (new classes): triangles and rings on striped backgrounds;
+* task 3 (domain shift): squares and discs again, textured, on smooth-noise backgrounds.
+
+Every video has two object slots (one or two objects present) moving at one pixel per frame and
+occluding each other; instance ids persist across frames.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxpapers.core.data.scenes import Scene, SceneConfig
+from jaxpapers.core.data.videos import make_videos
+
+
+class Task(NamedTuple):
+    """One task: its object classes, background kind and object texture."""
+
+    name: str
+    pool: tuple[int, ...]
+    background: int
+    texture: float
+
+
+TASKS: tuple[Task, ...] = (
+    Task("task 1: square, disc", (0, 1), 0, 0.0),
+    Task("task 2: triangle, ring (new classes)", (2, 3), 1, 0.0),
+    Task("task 3: square, disc (textured, noise bg)", (0, 1), 3, 0.6),
+)
+NUM_CLASSES = 4
+
+
+def scene_config(size: int, texture: float) -> SceneConfig:
+    r = size / 16
+    return SceneConfig(
+        size=size,
+        num_objects=2,
+        min_objects=1,
+        num_classes=NUM_CLASSES,
+        min_radius=2.5 * r,
+        max_radius=4.5 * r,
+        texture=texture,
+    )
+
+
+def task_videos(task: Task, n: int, frames: int, size: int, *, key: jax.Array) -> Scene:
+    """``n`` videos of ``task`` (fields ``[n, frames, ...]``)."""
+    return make_videos(
+        scene_config(size, task.texture),
+        n,
+        frames,
+        key=key,
+        pool=jnp.asarray(task.pool),
+        background=task.background,
+    )
+
+
+def label_ids(task: Task) -> jax.Array:
+    """Class-map labels scored for ``task``: background 0 and ``c + 1`` for its classes."""
+    return jnp.asarray((0, *(c + 1 for c in task.pool)))
+
+
+def class_mask(classes: tuple[int, ...] | set[int]) -> jax.Array:
+    """``[NUM_CLASSES]`` 0/1 mask of ``classes``."""
+    return jnp.asarray([1.0 if c in classes else 0.0 for c in range(NUM_CLASSES)])

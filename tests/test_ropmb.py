@@ -1,0 +1,254 @@
+"""P12 RO-PMB: memory bank EMA, PRDC equivariance, one-hot sanity, seeds, metrics, bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import FAST_COMPILE, tolerance
+
+from jaxpapers.core.data.multilabel import check_groups, cooccurring_classes
+from jaxpapers.core.segmentation_metrics import (
+    boundary_f1,
+    confusion_matrix,
+    label_boundary,
+    mean_iou,
+)
+from jaxpapers.ropmb import (
+    METHODS,
+    PRDC,
+    MemoryBank,
+    RefineConfig,
+    class_activation_maps,
+    ema_update,
+    labels_from_sets,
+    masked_average_pool,
+    pseudo_masks,
+    refined_scores,
+    seed_masks,
+)
+
+
+def _one_hot_scene(key, b=3, size=8, classes=4):
+    """Random region masks with every image labelled by the classes it shows; features one-hot
+    per region (feature 0 = background, feature c + 1 = class c)."""
+    coarse = jax.random.randint(key, (b, size // 2, size // 2), 0, classes + 1)
+    masks = jnp.repeat(jnp.repeat(coarse, 2, axis=1), 2, axis=2)
+    labels = jnp.stack([jnp.any(masks == c + 1, axis=(1, 2)) for c in range(classes)], -1)
+    feats = jax.nn.one_hot(masks, classes + 1)
+    return feats, labels.astype(jnp.float32), masks
+
+
+def test_ema_error_decays_as_m_power_t_on_stationary_input(key):
+    k1, k2 = jax.random.split(key)
+    feats = jax.nn.relu(jax.random.normal(k1, (2, 4, 4, 5)))
+    seeds = jax.nn.one_hot(jax.random.randint(k2, (2, 4, 4), 0, 3), 3)
+    m = 0.8
+    bank = MemoryBank(num_classes=2, k=1, momentum=m, init_iterations=0)
+    state = jax.jit(bank.init, compiler_options=FAST_COMPILE)(feats, seeds, key=key)
+    # K = 1: the class mean over the batch is the masked average pooled over both images.
+    w = np.asarray(seeds, np.float64).reshape(-1, 3)
+    f = np.asarray(feats, np.float64).reshape(-1, 5)
+    p_star = (w.T @ f) / w.sum(0)[:, None]
+    err0 = np.linalg.norm(np.asarray(state.prototypes[:, 0], np.float64) - p_star, axis=-1)
+    update = jax.jit(bank.update, compiler_options=FAST_COMPILE)
+    errs = []
+    for _ in range(6):
+        state = update(state, feats, seeds)
+        errs.append(
+            np.linalg.norm(np.asarray(state.prototypes[:, 0], np.float64) - p_star, axis=-1)
+        )
+    expected = err0[None] * m ** np.arange(1, 7)[:, None]
+    np.testing.assert_allclose(np.stack(errs), expected, rtol=1e-4, atol=1e-6)
+    assert int(state.steps) == 6 and bool(state.filled.all())
+
+
+def test_ema_update_only_touches_valid_slots():
+    old, new = jnp.zeros((2, 3)), jnp.ones((2, 3))
+    out = ema_update(old, new, jnp.array([True, False]), 0.25)
+    np.testing.assert_allclose(out, [[0.75] * 3, [0.0] * 3])
+
+
+def test_bank_k_prototypes_find_two_modes(key):
+    # One class whose seed pixels come from two feature modes: with K = 2 the prototypes
+    # converge to the two mode means (Lloyd steps); with K = 1 to their average.
+    a, b = jnp.array([1.0, 0.0, 0.0]), jnp.array([0.0, 1.0, 0.0])
+    pix = jnp.where((jnp.arange(16) % 2 == 0)[:, None], a, b).reshape(1, 4, 4, 3)
+    seeds = jnp.stack([jnp.zeros((1, 4, 4)), jnp.ones((1, 4, 4))], -1)
+
+    def init_both(pix, seeds, key):
+        return MemoryBank(1, 2).init(pix, seeds, key=key), MemoryBank(1, 1).init(
+            pix, seeds, key=key
+        )
+
+    st2, st1 = jax.jit(init_both, compiler_options=FAST_COMPILE)(pix, seeds, key)
+    got = np.sort(np.asarray(st2.prototypes[1]), axis=0)
+    np.testing.assert_allclose(got, np.sort(np.stack([a, b]), axis=0), atol=1e-6)
+    np.testing.assert_allclose(st1.prototypes[1, 0], (a + b) / 2, atol=1e-6)
+    assert not bool(st1.filled[0, 0])  # no background seed: slot stays empty
+
+
+def test_message_passing_is_permutation_equivariant(key):
+    k1, k2, k3 = jax.random.split(key, 3)
+    nodes = jax.random.normal(k1, (12, 6))
+    valid = jnp.arange(12) != 5
+    prdc = PRDC(6, key=k2, proj=4, hidden=8, layers=2, out_scale=1.0)
+    perm = jax.random.permutation(k3, 12)
+
+    def both(prdc, nodes, valid, perm):
+        return prdc(nodes, valid), prdc(nodes[perm], valid[perm]), prdc.adjacency(nodes, valid)
+
+    out, out_p, e = jax.jit(both, compiler_options=FAST_COMPILE)(prdc, nodes, valid, perm)
+    np.testing.assert_allclose(out_p, out[perm], **tolerance(np.float32, 10.0))
+    np.testing.assert_allclose(e.sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(e[:, 5], 0.0)
+    # Enrichment is not the identity: messages change the prototypes.
+    assert float(jnp.abs(out - nodes / jnp.linalg.norm(nodes, axis=-1, keepdims=True)).max()) > 1e-2
+
+
+def test_prdc_matches_numpy_float64_reference(key, x64):
+    k1, k2 = jax.random.split(key)
+    nodes = jax.random.normal(k1, (5, 4), jnp.float64)
+    valid = jnp.array([True, True, False, True, True])
+    prdc = PRDC(4, key=k2, proj=3, hidden=6, layers=2, out_scale=1.0)
+    x = np.asarray(nodes)
+    x = x / np.linalg.norm(x, axis=1, keepdims=True)
+    wq, wk, u, v = (np.asarray(a, np.float64) for a in (prdc.w_q, prdc.w_k, prdc.u, prdc.v))
+    logits = (x @ wq) @ (x @ wk).T / np.sqrt(3)
+    logits[:, ~np.asarray(valid)] = -np.inf
+    e = np.exp(logits - logits.max(1, keepdims=True))
+    e /= e.sum(1, keepdims=True)
+    h = x
+    for layer in range(2):
+        h = h + np.maximum(e @ h @ u[layer], 0) @ v[layer]
+    got = jax.jit(PRDC.__call__, compiler_options=FAST_COMPILE)(prdc, nodes, valid)
+    np.testing.assert_allclose(got, h, rtol=1e-10, atol=1e-12)
+
+
+def test_one_hot_features_recover_the_mask_exactly(key):
+    feats, labels, masks = _one_hot_scene(key)
+    classes = labels.shape[1]
+    weights = jnp.eye(classes + 1)[:, 1:]
+    config = RefineConfig()
+    bank = MemoryBank(classes, 2)
+
+    def all_methods(feats, labels, key):
+        cams = class_activation_maps(feats, weights, labels)
+        state = bank.init(feats, seed_masks(cams, labels, config), key=key)
+        prdc = PRDC(classes + 1, key=key)
+        return [
+            pseudo_masks(
+                refined_scores(m, feats, weights, labels, config, bank=state, prdc=prdc),
+                labels,
+                feats.shape[1],
+            )
+            for m in METHODS
+        ]
+
+    preds = jax.jit(all_methods, compiler_options=FAST_COMPILE)(feats, labels, key)
+    for method, pred in zip(METHODS, preds, strict=True):
+        np.testing.assert_array_equal(pred, masks, err_msg=method)
+
+
+def test_cams_and_seeds_against_numpy(rng):
+    feats = np.maximum(rng.normal(size=(2, 3, 3, 4)), 0).astype(np.float32)
+    w = rng.normal(size=(4, 3)).astype(np.float32)
+    labels = np.array([[1, 0, 1], [0, 1, 0]], np.float32)
+    cams = np.asarray(class_activation_maps(jnp.asarray(feats), jnp.asarray(w), labels))
+    ref = np.maximum(np.einsum("bhwd,dc->bhwc", feats, w), 0)
+    ref = ref / np.maximum(ref.max(axis=(1, 2), keepdims=True), 1e-6) * labels[:, None, None]
+    np.testing.assert_allclose(cams, ref, **tolerance(np.float32))
+    config = RefineConfig(fg_threshold=0.5, bg_threshold=0.2)
+    seeds = np.asarray(seed_masks(jnp.asarray(cams), labels, config))
+    for b, i, j in np.ndindex(2, 3, 3):
+        present = np.flatnonzero(labels[b])
+        top = cams[b, i, j, present].max()
+        want = np.zeros(4)
+        if top >= 0.5:
+            want[1 + present[np.argmax(cams[b, i, j, present])]] = 1
+        if top < 0.2:
+            want[0] = 1
+        np.testing.assert_array_equal(seeds[b, i, j], want)
+
+
+def test_masked_average_pool_matches_loop(rng):
+    feats = rng.normal(size=(2, 3, 3, 4)).astype(np.float32)
+    w = rng.uniform(size=(2, 3, 3, 2)).astype(np.float32)
+    w[1, ..., 1] = 0
+    out = masked_average_pool(jnp.asarray(feats), jnp.asarray(w))
+    for b, n in np.ndindex(2, 2):
+        mass = w[b, ..., n].sum()
+        want = (w[b, ..., n, None] * feats[b]).sum((0, 1)) / mass if mass else np.zeros(4)
+        np.testing.assert_allclose(out.prototypes[b, n], want, **tolerance(np.float32, 10))
+        np.testing.assert_allclose(out.mass[b, n], mass, rtol=1e-6)
+
+
+def _boundary_f1_loop(pred, target, tol):
+    def boundary(lab):
+        h, w = lab.shape
+        out = np.zeros(lab.shape, bool)
+        for i, j in np.ndindex(h, w):
+            for di, dj in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+                ii, jj = i + di, j + dj
+                if 0 <= ii < h and 0 <= jj < w and lab[ii, jj] != lab[i, j]:
+                    out[i, j] = True
+        return out
+
+    def hits(a, b):
+        return sum(
+            b[max(i - tol, 0) : i + tol + 1, max(j - tol, 0) : j + tol + 1].any()
+            for i, j in zip(*np.nonzero(a), strict=True)
+        )
+
+    bp = np.stack([boundary(p) for p in pred])
+    bt = np.stack([boundary(t) for t in target])
+    hp = sum(hits(a, b) for a, b in zip(bp, bt, strict=True))
+    ht = sum(hits(b, a) for a, b in zip(bp, bt, strict=True))
+    p, r = hp / bp.sum(), ht / bt.sum()
+    return 2 * p * r / (p + r)
+
+
+def test_segmentation_metrics_against_loops(rng):
+    target = rng.integers(0, 3, size=(2, 6, 6))
+    pred = np.where(rng.uniform(size=target.shape) < 0.3, rng.integers(0, 3, target.shape), target)
+    conf = np.zeros((3, 3))
+    for t, p in zip(target.ravel(), pred.ravel(), strict=True):
+        conf[t, p] += 1
+    np.testing.assert_array_equal(confusion_matrix(jnp.asarray(pred), jnp.asarray(target), 3), conf)
+    iou = np.diag(conf) / (conf.sum(0) + conf.sum(1) - np.diag(conf))
+    np.testing.assert_allclose(
+        mean_iou(jnp.asarray(pred), jnp.asarray(target), 3), iou.mean(), 1e-6
+    )
+    for tol in (0, 1):
+        np.testing.assert_allclose(
+            boundary_f1(jnp.asarray(pred), jnp.asarray(target), tol),
+            _boundary_f1_loop(pred, target, tol),
+            rtol=1e-6,
+        )
+    assert not bool(label_boundary(jnp.zeros((4, 4), jnp.int32)).any())
+
+
+def test_cooccurring_classes_follow_the_groups(key):
+    groups = ((0, 1, 2, 3), (2, 3, 4, 5))
+    cls = np.asarray(cooccurring_classes(groups, 64, 3, key=key))
+    assert cls.shape == (64, 3)
+    for row in cls:
+        assert len(set(row)) == 3
+        assert set(row) <= set(groups[0]) or set(row) <= set(groups[1])
+
+
+def test_bad_input_raises_value_errors_naming_the_argument():
+    with pytest.raises(ValueError, match="label_sets"):
+        labels_from_sets([[0, 1], [2, 7]], 4)
+    with pytest.raises(ValueError, match="k="):
+        MemoryBank(num_classes=3, k=0)
+    with pytest.raises(ValueError, match="labels"):
+        class_activation_maps(jnp.ones((1, 2, 2, 3)), jnp.ones((3, 4)), jnp.ones((1, 5)))
+    with pytest.raises(ValueError, match="groups"):
+        check_groups(((0, 1), (2, 9)), 6, 2)
+    with pytest.raises(ValueError, match="alpha"):
+        RefineConfig(alpha=1.5)
+    with pytest.raises(ValueError, match="method"):
+        refined_scores(
+            "gnn", jnp.ones((1, 2, 2, 3)), jnp.ones((3, 2)), jnp.ones((1, 2)), RefineConfig()
+        )
+    np.testing.assert_array_equal(labels_from_sets([[1], [0, 2]], 3), [[0, 1, 0], [1, 0, 1]])
