@@ -13,6 +13,16 @@
 
 All LAMP rows use the default lag of the denoised prediction (see ``jaxpapers.lamp``); the
 backbone rows run ``lamp(backbone, 0.0)``, the backbone bit for bit.
+
+Quick-mode budget (about 100 CPU-s for the paper, from ~1,600): the samplers run through
+``_common.run_chain``, the solver steps of ``sample_posterior`` in a ``fori_loop`` with a traced
+step count (bit for bit, tested), so one compiled program per bed, backbone and lag serves
+tuning, both NFE levels, the high-NFE reference, the ablation and the A = 0 check; chains are a
+flat batch of one size per bed (tuning cells use fewer samples per validation problem, tests
+only the tuned configurations); XLA backend optimisation level 1. Sizes cut in quick mode only:
+d = 80 at 128 samples per problem, d = 800 untuned at 32 samples on one problem per seed (its
+verdicts are indicative; resolved at ``--full``), digits with the kernel denoiser of 64 training
+digits at 10 steps and 8 images per seed (the U-Net at ``--full``; see ``_digits``).
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ SIZES = {
         samples=64,
         tune=False,
         risk_steps=(5,),
-        digits=DigitsModel(channels=(8, 16), steps=20, batch=16, checkpoint_every=20),
+        digits=DigitsModel(kind="kernel", kde_components=32),
         digits_nfe=4,
         digits_images=4,
     ),
@@ -46,9 +56,11 @@ SIZES = {
         samples=256,
         tune=True,
         risk_steps=(5, 10, 20),
-        digits=DigitsModel(channels=(16, 32), steps=1500, batch=64, checkpoint_every=500),
-        digits_nfe=20,
-        digits_images=24,
+        digits=DigitsModel(kind="kernel", kde_components=64),
+        digits_nfe=10,
+        digits_images=8,
+        # d = 80 at half the samples; d = 800 untuned on one problem per seed (resolved at --full).
+        per_dim={80: {"samples": 128}, 800: {"problems": 1, "samples": 32, "tune": False}},
     ),
     "full": Sizes(
         nfe=(20, 100),
