@@ -86,24 +86,42 @@ def warmup(graphdef, states, keys, psycot, profiles, sizes: Sizes):
     return jax.vmap(one)(states, keys, psycot)
 
 
-@partial(jax.jit, static_argnames=("graphdef", "n", "temperature"))
-def evaluate(graphdef, states, keys, profiles, n: int, temperature: float = 0.0):
-    """Mean scores of each policy on ``n`` prompts drawn from ``profiles``."""
+@partial(jax.jit, static_argnames=("n",))
+def _draw(keys, profiles, n: int):
+    """Each policy's evaluation prompts and sampling key (``draw_batch`` per key)."""
 
-    def one(state, key):
+    def one(key):
         k_batch, k_sample = jax.random.split(key)
-        batch = draw_batch(k_batch, profiles, n)
+        return draw_batch(k_batch, profiles, n), k_sample
+
+    return jax.vmap(one)(keys)
+
+
+@partial(jax.jit, static_argnames=("graphdef",))
+def _evaluate(graphdef, states, keys, batches, temperature):
+    def one(state, key, batch):
         tokens = sample(
             graphdef,
             state,
             prompts(WORLD, batch),
-            key=k_sample,
+            key=key,
             max_new_tokens=COMPLETION_LEN,
             temperature=temperature,
         )
         return jax.tree.map(jnp.mean, score(WORLD, batch, tokens[:, PROMPT_LEN:]))
 
-    return jax.vmap(one)(states, keys)
+    return jax.vmap(one)(states, keys, batches)
+
+
+def evaluate(graphdef, states, keys, profiles, n: int, temperature: float = 0.0):
+    """Mean scores of each policy on ``n`` prompts drawn from ``profiles``.
+
+    The prompts are drawn outside the sampling program and the temperature is traced, so every
+    evaluation (seen / unseen profiles, greedy / sampled) of a given number of policies shares
+    one compiled program.
+    """
+    batches, sample_keys = _draw(keys, profiles, n)
+    return _evaluate(graphdef, states, sample_keys, batches, jnp.float32(temperature))
 
 
 @partial(jax.jit, static_argnames=("graphdef", "sizes", "config"))
@@ -154,8 +172,18 @@ def run_pipeline(sizes: Sizes, seeds: list[int]) -> dict:
     keys = jnp.stack([jax.random.key(10_000 + s) for s in seeds] * 2)
     warm, sft_losses = warmup(graphdef, both, keys, flags, train_j, sizes)
     eval_keys = jnp.stack([jax.random.key(20_000 + s) for s in seeds] * 2)
-    ood = evaluate(graphdef, warm, eval_keys, unseen_j, sizes.eval_prompts)
-    seen = evaluate(graphdef, warm, eval_keys, train_j, sizes.eval_prompts)
+    # both warm-up evaluations in one call (2n policies, as many as the RL cells below)
+    batches = [_draw(eval_keys, p, sizes.eval_prompts) for p in (unseen_j, train_j)]
+    both_warm = jax.tree.map(lambda x: jnp.concatenate([x, x]), warm)
+    scores = _evaluate(
+        graphdef,
+        both_warm,
+        jnp.concatenate([b[1] for b in batches]),
+        jax.tree.map(lambda *x: jnp.concatenate(x), *[b[0] for b in batches]),
+        jnp.float32(0.0),
+    )
+    ood = jax.tree.map(lambda x: x[: 2 * n], scores)
+    seen = jax.tree.map(lambda x: x[2 * n :], scores)
 
     # RL from each seed's Psy-CoT warm-up: (judge, method, seed) flattened
     cells = [(h, m, i) for h in (True, False) for m in ("GRPO", "RAPO") for i in range(n)]
