@@ -17,7 +17,6 @@ from jaxpapers.scale.experiments import _plots
 from jaxpapers.scale.experiments._ar import ar_study
 from jaxpapers.scale.experiments._digits import digits_study
 from jaxpapers.scale.experiments._mixture import mixture_study
-from jaxpapers.scale.experiments._sanity import sanity_study
 
 
 class Sizes(NamedTuple):
@@ -42,6 +41,7 @@ class Sizes(NamedTuple):
     ar_finetune: int
     ar_width: int
     cca_beta: float
+    fast_compile: bool  # compile each study with FAST_COMPILE (CPU quick runs: compile-bound)
 
 
 SIZES = {
@@ -49,19 +49,19 @@ SIZES = {
         steps=40, batch=64, hidden=32, depth=2, n_eval=64, sample_steps=4, refresh=10,
         self_batch=64, mg_w=2.0, scale_w=1.5, dpo_pairs=64, dpo_steps=10, dpo_beta=1.0,
         digits_steps=40, digits_hidden=32, digits_eval=40, classifier_steps=20, ar_steps=20,
-        ar_finetune=20, ar_width=16, cca_beta=1.0,
+        ar_finetune=20, ar_width=16, cca_beta=1.0, fast_compile=True,
     ),
     "quick": Sizes(
         steps=1500, batch=256, hidden=128, depth=3, n_eval=512, sample_steps=10, refresh=10,
         self_batch=256, mg_w=2.0, scale_w=1.5, dpo_pairs=512, dpo_steps=200, dpo_beta=1.0,
         digits_steps=1000, digits_hidden=256, digits_eval=500, classifier_steps=500,
-        ar_steps=600, ar_finetune=300, ar_width=32, cca_beta=1.0,
+        ar_steps=600, ar_finetune=300, ar_width=32, cca_beta=1.0, fast_compile=False,
     ),
     "full": Sizes(
         steps=20000, batch=512, hidden=256, depth=4, n_eval=2048, sample_steps=10, refresh=10,
         self_batch=512, mg_w=2.0, scale_w=1.5, dpo_pairs=4096, dpo_steps=2000, dpo_beta=1.0,
         digits_steps=20000, digits_hidden=512, digits_eval=2000, classifier_steps=3000,
-        ar_steps=10000, ar_finetune=5000, ar_width=64, cca_beta=1.0,
+        ar_steps=10000, ar_finetune=5000, ar_width=64, cca_beta=1.0, fast_compile=False,
     ),
 }  # fmt: skip
 
@@ -73,13 +73,15 @@ def _sizes(ctx: Context) -> Sizes:
 def _mixture(ctx: Context, dim: int) -> dict[str, Any]:
     return ctx.cached(
         f"mixture{dim}d_{ctx.size}_{ctx.seeds}",
-        lambda: mixture_study(_sizes(ctx), dim, ctx.seed_list, with_dpo=dim == 2),
+        lambda: mixture_study(
+            _sizes(ctx), dim, ctx.seed_list, with_dpo=dim == 2, with_sanity=dim == 2
+        ),
         shared=True,
     )
 
 
 def _run_sanity(ctx: Context) -> Outcome:
-    r = ctx.cached("sanity", lambda: sanity_study(_sizes(ctx), ctx.seed_list))
+    r = _mixture(ctx, 2)["sanity"]  # the 2-D study's conditional model, same program
     values = {
         "|CFG(w=1) - conditional| (samples, max)": r["cfg"],
         "|GFT(beta=1) - conditional| (loss)": r["gft"],

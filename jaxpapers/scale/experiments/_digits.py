@@ -28,6 +28,7 @@ from jaxpapers.scale import (
     sample_cfg,
     sample_one_pass,
 )
+from jaxpapers.scale.experiments._mixture import study_jit
 
 W_GRID = (1.0, 2.0, 3.0)
 
@@ -96,59 +97,53 @@ def digits_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
             clip=1.0,
         ),
     }
-    trained = {}
-    for name, method in methods.items():
-        res = jax.vmap(
-            lambda p, k, m=method: fit(
-                net, m, p, data, key=k, steps=sizes.digits_steps, batch=sizes.batch
-            )
-        )(init, keys)
-        trained[name] = res.params[0] if name == "scale" else res.params
-
-    @jax.jit
-    def _metrics(cp, xs, real):
-        def one(x):
-            acc = jnp.mean(jnp.argmax(classify(cp, x), -1) == labels)
-            return {"accuracy": acc, "frechet": frechet_distance(classify(cp, x, True), real)}
-
-        return jax.vmap(one)(xs)
-
-    def score(xs):
-        xs = jnp.clip(xs, -1.0, 1.0)
-        return _metrics(cls_params, xs, real_feats), xs
-
     key = jax.random.key(31)
+    ws = jnp.asarray(W_GRID)
 
-    def one_pass(params, scalar=1.0):
-        return jax.vmap(
-            lambda p: sample_one_pass(net, p, labels, key=key, num_steps=steps, scalar=scalar).x
-        )(params)
+    def study(init, keys, cls_params, real_feats):
+        trained = {}
+        for name, method in methods.items():
+            res = jax.vmap(
+                lambda p, k, m=method: fit(
+                    net, m, p, data, key=k, steps=sizes.digits_steps, batch=sizes.batch
+                )
+            )(init, keys)
+            trained[name] = res.params[0] if name == "scale" else res.params
 
-    def best_of(samplers):
-        """Per seed, the guidance scale with the highest accuracy minus Frechet/100."""
-        scored = [score(f())[0] for f in samplers]
-        util = jnp.stack([s["accuracy"] - s["frechet"] / 100.0 for s in scored])
-        best = jnp.argmax(util, 0)
-        idx = jnp.arange(best.shape[0])
-        return {k: jnp.stack([s[k] for s in scored])[best, idx] for k in scored[0]}
+        def metrics(x):
+            acc = jnp.mean(jnp.argmax(classify(cls_params, x), -1) == labels)
+            feats = classify(cls_params, x, True)
+            return {"accuracy": acc, "frechet": frechet_distance(feats, real_feats)}
 
-    def cfg(w):
-        return jax.vmap(lambda p: sample_cfg(net, p, labels, key=key, num_steps=steps, w=w).x)(
-            trained["conditional"]
-        )
+        # One copy of each sampler in the program: GFT (over the scale grid), MG and SCALE
+        # share the one-pass sampler through a job axis; CFG is vmapped over the grid.
+        stack = lambda *ps: jax.tree.map(lambda *a: jnp.stack(a), *ps)
+        nw = len(W_GRID)
+        jobs = stack(*[trained["gft"]] * nw, trained["mg"], trained["scale"])
+        scalars = jnp.concatenate([1.0 / ws, jnp.ones(2)])
+        one = lambda p, sc: sample_one_pass(net, p, labels, key=key, num_steps=steps, scalar=sc).x
+        x_one = jax.vmap(lambda ps, sc: jax.vmap(lambda p: one(p, sc))(ps))(jobs, scalars)
+        cfg = lambda p, w: sample_cfg(net, p, labels, key=key, num_steps=steps, w=w).x
+        x_cfg = jax.vmap(lambda w: jax.vmap(lambda p: cfg(p, w))(trained["conditional"]))(ws)
+        xs = jnp.clip(jnp.concatenate([x_cfg, x_one]), -1.0, 1.0)  # [jobs, seeds, n, 64]
+        sc = jax.vmap(jax.vmap(metrics))(xs)
 
-    rows = {
-        "CFG": best_of([lambda w=w: cfg(w) for w in W_GRID]),
-        "GFT": best_of([lambda w=w: one_pass(trained["gft"], 1.0 / w) for w in W_GRID]),
-    }
-    rows["MG"], x_mg = score(one_pass(trained["mg"]))
-    rows["SCALE"], x_scale = score(one_pass(trained["scale"]))
-    shown = {"CFG (w=2)": cfg(2.0), "GFT (w=2)": one_pass(trained["gft"], 0.5), "MG": x_mg}
-    shown["SCALE"] = x_scale
-    grids = {
-        k: np.asarray(jnp.clip(v[0, :40], -1, 1)).reshape(40, 8, 8).tolist()
-        for k, v in shown.items()
-    }
+        def best_of(i):
+            """Per seed, the guidance scale with the highest accuracy minus Frechet/100."""
+            part = {k: v[i : i + nw] for k, v in sc.items()}
+            best = jnp.argmax(part["accuracy"] - part["frechet"] / 100.0, 0)
+            idx = jnp.arange(best.shape[0])
+            return {k: v[best, idx] for k, v in part.items()}
+
+        at = lambda i: {k: v[i] for k, v in sc.items()}
+        rows = {"CFG": best_of(0), "GFT": best_of(nw), "MG": at(2 * nw), "SCALE": at(2 * nw + 1)}
+        w2 = W_GRID.index(2.0)
+        shown = {"CFG (w=2)": xs[w2], "GFT (w=2)": xs[nw + w2], "MG": xs[2 * nw]}
+        shown["SCALE"] = xs[2 * nw + 1]
+        return rows, {k: v[0, :40] for k, v in shown.items()}
+
+    rows, shown = study_jit(study, sizes)(init, keys, cls_params, real_feats)
+    grids = {k: np.asarray(v).reshape(40, 8, 8).tolist() for k, v in shown.items()}
     real_logits = jax.jit(classify)(cls_params, jnp.asarray(x_tr))
     real_acc = float(jnp.mean(jnp.argmax(real_logits, -1) == train_set.labels))
     return {

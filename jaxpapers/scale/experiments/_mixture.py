@@ -6,6 +6,11 @@ samples with deterministic DDIM and scores them against exact samples of the sam
 guidance scale of CFG and GFT (chosen at sampling time) is picked per seed on a separate
 validation draw from ``W_GRID``; MG and SCALE train one fixed scale each. SCALE's Diffusion-DPO
 fine-tuning (pairs ranked by the true class log-likelihood) runs on the 2-D bed.
+
+The whole study (training of every method, every sampler over the scale grid and both draws,
+scoring, DPO, and on the 2-D bed the ``sanity_limits`` numbers of the trained conditional model)
+is one jitted program: one XLA compile, no op-by-op dispatch, which is what a quick run on a CPU
+is dominated by. Quick sizes compile it with ``FAST_COMPILE`` (``Sizes.fast_compile``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core.metrics import sliced_wasserstein
+from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.scale import (
     Method,
     checkerboard_mixture,
@@ -28,9 +34,18 @@ from jaxpapers.scale import (
     sample_cfg,
     sample_one_pass,
 )
+from jaxpapers.scale.experiments._sanity import sanity_numbers
 
-W_GRID = (1.0, 1.5, 2.0, 3.0)
+W_GRID = (1.0, 1.5, 2.0, 3.0)  # W_GRID[0] = 1 is also the sanity check's CFG(w=1) draw
 METRICS = ("log_lik", "precision", "recall", "sw")
+
+Array = jax.Array
+
+
+def study_jit(fn: Any, sizes: Any) -> Any:
+    """``jax.jit(fn)``, with the fast-compile XLA options where ``sizes.fast_compile`` says so
+    (small CPU runs, where the compile costs more than the compute it would speed up)."""
+    return jax.jit(fn, compiler_options=FAST_COMPILE if sizes.fast_compile else None)
 
 
 def _score(mix, x, labels, ref, key) -> dict[str, Array]:
@@ -39,22 +54,22 @@ def _score(mix, x, labels, ref, key) -> dict[str, Array]:
     return {"log_lik": m.log_lik, "precision": m.precision, "recall": m.recall, "sw": sw}
 
 
-Array = jax.Array
-
-
-def _pick_w(scores_by_w: list[dict[str, Array]]) -> tuple[dict[str, Array], Array]:
-    """Per seed, the scores at the scale with the best validation log-likelihood."""
-    val = jnp.stack([s["val"] for s in scores_by_w])  # [w, seeds]
+def _pick_w(test: dict[str, Array], val: Array) -> tuple[dict[str, Array], Array]:
+    """Per seed, the scores at the scale with the best validation log-likelihood
+    (``test[k]`` and ``val`` are ``[w, seeds]``)."""
     best = jnp.argmax(val, axis=0)
-    pick = lambda name: jnp.stack([s[name] for s in scores_by_w])[best, jnp.arange(best.shape[0])]
-    return {k: pick(k) for k in METRICS}, jnp.asarray(W_GRID)[best]
+    idx = jnp.arange(best.shape[0])
+    return {k: test[k][best, idx] for k in METRICS}, jnp.asarray(W_GRID)[best]
 
 
-def mixture_study(sizes: Any, dim: int, seeds: list[int], *, with_dpo: bool) -> dict[str, Any]:
+def mixture_study(
+    sizes: Any, dim: int, seeds: list[int], *, with_dpo: bool, with_sanity: bool = False
+) -> dict[str, Any]:
     """Train all methods on the ``dim``-D checkerboard mixture; return per-seed metrics.
 
     Returns:
-      ``{"rows": {row: {metric: [per seed]}}, "w": {...}, "nfe": {...}}`` (JSON-ready).
+      ``{"rows": {row: {metric: [per seed]}}, "w": {...}, "nfe": {...}}`` (JSON-ready), plus
+      ``"sanity"`` (see ``_sanity``) when ``with_sanity``.
     """
     mix = checkerboard_mixture(dim)
     seeds_arr = jnp.asarray(seeds)
@@ -64,10 +79,7 @@ def mixture_study(sizes: Any, dim: int, seeds: list[int], *, with_dpo: bool) -> 
     train_keys = jax.vmap(lambda s: jax.random.key(1000 + s))(seeds_arr)
     n, steps = sizes.n_eval, sizes.sample_steps
     labels = jnp.arange(n, dtype=jnp.int32) % mix.num_classes
-    ref = mix.sample(jax.random.key(7), labels)
-    val_ref = mix.sample(jax.random.key(8), labels)
-    k_test, k_val, k_sw = jax.random.key(11), jax.random.key(12), jax.random.key(13)
-
+    ws = jnp.asarray(W_GRID)
     methods = {
         "conditional": Method("conditional"),
         "gft": Method("gft"),
@@ -82,46 +94,83 @@ def mixture_study(sizes: Any, dim: int, seeds: list[int], *, with_dpo: bool) -> 
             clip=float(jnp.max(jnp.abs(mix.means))) + 3.0 * float(jnp.sqrt(mix.var)),
         ),
     }
-    trained = {}
-    for name, method in methods.items():
-        res = jax.vmap(
-            lambda p, k, m=method: fit(net, m, p, mix, key=k, steps=sizes.steps, batch=sizes.batch)
-        )(init, train_keys)
-        trained[name] = res.params[0] if name == "scale" else res.params
 
-    def one_pass(params, num_steps, key, scalar=1.0):
-        return jax.vmap(
-            lambda p: sample_one_pass(net, p, labels, key=key, num_steps=num_steps, scalar=scalar).x
-        )(params)
+    def study(init, train_keys):
+        ref = mix.sample(jax.random.key(7), labels)
+        val_ref = mix.sample(jax.random.key(8), labels)
+        k_test, k_val, k_sw = jax.random.key(11), jax.random.key(12), jax.random.key(13)
+        trained = {}
+        for name, method in methods.items():
+            res = jax.vmap(
+                lambda p, k, m=method: fit(
+                    net, m, p, mix, key=k, steps=sizes.steps, batch=sizes.batch
+                )
+            )(init, train_keys)
+            trained[name] = res.params[0] if name == "scale" else res.params
 
-    def cfg(params, num_steps, key, w):
-        return jax.vmap(lambda p: sample_cfg(net, p, labels, key=key, num_steps=num_steps, w=w).x)(
-            params
-        )
+        # Every sampler and the scorer appear once in the program (a job axis, vmapped), since
+        # each inlined copy of a DDIM sampler costs a compile of its own.
+        def one_pass(params, scalars, keys):  # params [jobs, seeds, ...] -> [jobs, seeds, n, d]
+            one = lambda p, s, k: (
+                sample_one_pass(net, p, labels, key=k, num_steps=steps, scalar=s).x
+            )
+            return jax.vmap(lambda p, s, k: jax.vmap(lambda q: one(q, s, k))(p))(
+                params, scalars, keys
+            )
 
-    @jax.jit
-    def score(xs, reference=ref):
-        return jax.vmap(lambda x: _score(mix, x, labels, reference, k_sw))(xs)
+        def cfg_grid(num_steps):  # [2 (test, val), w, seeds, n, d]
+            one = lambda p, w, k: sample_cfg(net, p, labels, key=k, num_steps=num_steps, w=w).x
+            per_w = lambda k, w: jax.vmap(lambda p: one(p, w, k))(trained["conditional"])
+            return jax.vmap(lambda k: jax.vmap(lambda w: per_w(k, w))(ws))(
+                jnp.stack([k_test, k_val])
+            )
 
-    def tuned(sampler):
-        by_w = []
-        for w in W_GRID:
-            s = score(sampler(w, k_test))
-            s["val"] = score(sampler(w, k_val), val_ref)["log_lik"]
-            by_w.append(s)
-        return _pick_w(by_w)
+        nw = len(W_GRID)
+        stack = lambda *ps: jax.tree.map(lambda *a: jnp.stack(a), *ps)
+        jobs = [trained["conditional"], *[trained["gft"]] * (2 * nw), trained["mg"]]
+        jobs.append(trained["scale"])
+        scalars = jnp.concatenate([jnp.ones(1), 1.0 / ws, 1.0 / ws, jnp.ones(2)])
+        keys = jnp.stack([k_test, *[k_test] * nw, *[k_val] * nw, k_test, k_test])
+        xs_one = one_pass(stack(*jobs), scalars, keys)
+        xs_cfg = cfg_grid(steps)
+        xs_half = cfg_grid(max(steps // 2, 1))
+        parts = [xs_one, xs_cfg.reshape(-1, *xs_cfg.shape[2:])]
+        parts.append(xs_half.reshape(-1, *xs_half.shape[2:]))
+        if with_dpo:
+            tuned_dpo = _dpo(net, mix, trained["scale"], sizes)
+            parts.append(one_pass(stack(tuned_dpo), jnp.ones(1), jnp.stack([k_test])))
+        xs = jnp.concatenate(parts)  # [jobs, seeds, n, d]
+        # Validation draws are scored against the validation reference.
+        is_val = np.zeros(xs.shape[0], bool)
+        is_val[1 + nw : 1 + 2 * nw] = True
+        for base in (len(jobs), len(jobs) + 2 * nw):
+            is_val[base + nw : base + 2 * nw] = True
+        refs = jnp.where(jnp.asarray(is_val)[:, None, None], val_ref, ref)
+        sc = jax.vmap(lambda x, r: jax.vmap(lambda y: _score(mix, y, labels, r, k_sw))(x))(xs, refs)
+        at = lambda i: {k: v[i] for k, v in sc.items()}
+        span = lambda i, j: {k: v[i:j] for k, v in sc.items()}
+        rows, chosen_w = {}, {}
+        rows["conditional (no guidance)"] = at(0)
+        rows["GFT"], chosen_w["GFT"] = _pick_w(span(1, 1 + nw), sc["log_lik"][1 + nw : 1 + 2 * nw])
+        rows["MG"], rows["SCALE"] = at(1 + 2 * nw), at(2 + 2 * nw)
+        for row, base in (("CFG", len(jobs)), ("CFG at SCALE's NFE", len(jobs) + 2 * nw)):
+            rows[row], chosen_w[row] = _pick_w(
+                span(base, base + nw), sc["log_lik"][base + nw : base + 2 * nw]
+            )
+        if with_dpo:
+            rows["SCALE+DPO"] = at(len(jobs) + 4 * nw)
+        exact = _score(mix, mix.sample(jax.random.key(99), labels), labels, ref, k_sw)
+        sanity = {}
+        if with_sanity:
+            # CFG at w = 1 (grid entry 0) against the conditional one-pass sampler, same key.
+            cfg1 = jnp.max(jnp.abs(xs_cfg[0, 0] - xs_one[0]), axis=(1, 2))
+            sanity = {
+                "cfg": cfg1,
+                **sanity_numbers(net, mix, trained["conditional"], sizes, seeds_arr),
+            }
+        return rows, chosen_w, exact, sanity
 
-    rows, chosen_w = {}, {}
-    rows["CFG"], chosen_w["CFG"] = tuned(lambda w, k: cfg(trained["conditional"], steps, k, w))
-    rows["CFG at SCALE's NFE"], chosen_w["CFG at SCALE's NFE"] = tuned(
-        lambda w, k: cfg(trained["conditional"], max(steps // 2, 1), k, w)
-    )
-    rows["conditional (no guidance)"] = score(one_pass(trained["conditional"], steps, k_test))
-    rows["GFT"], chosen_w["GFT"] = tuned(lambda w, k: one_pass(trained["gft"], steps, k, 1.0 / w))
-    rows["MG"] = score(one_pass(trained["mg"], steps, k_test))
-    rows["SCALE"] = score(one_pass(trained["scale"], steps, k_test))
-    if with_dpo:
-        rows["SCALE+DPO"] = score(one_pass(_dpo(net, mix, trained["scale"], sizes), steps, k_test))
+    rows, chosen_w, exact, sanity = study_jit(study, sizes)(init, train_keys)
     nfe = {
         "CFG": 2 * steps,
         "CFG at SCALE's NFE": 2 * max(steps // 2, 1),
@@ -129,14 +178,16 @@ def mixture_study(sizes: Any, dim: int, seeds: list[int], *, with_dpo: bool) -> 
         "MG": steps,
         "SCALE": steps,
     }
-    exact = _score(mix, mix.sample(jax.random.key(99), labels), labels, ref, k_sw)
-    return {
+    out = {
         "rows": {r: {k: np.asarray(v).tolist() for k, v in s.items()} for r, s in rows.items()},
         "w": {r: np.asarray(v).tolist() for r, v in chosen_w.items()},
         "nfe": nfe,
         "exact_samples": {k: float(v) for k, v in exact.items()},
         "trained_w": {"MG": sizes.mg_w, "SCALE": sizes.scale_w},
     }
+    if with_sanity:
+        out["sanity"] = {k: np.asarray(v).tolist() for k, v in sanity.items()}
+    return out
 
 
 def _dpo(net, mix, params, sizes):
