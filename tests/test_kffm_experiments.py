@@ -1,6 +1,7 @@
-"""P06 experiments at smoke size through the runner: rows with finite numbers, computed verdicts,
-plots, the per-data-set rows of ``kernels_pde`` against the MMD experiments, the 2-D cases (heat,
-Navier-Stokes), and a resumed run that repeats no work."""
+"""P06 experiments at smoke size through the runner: rows with finite numbers, computed verdicts
+(seed spread and the data-vs-data MMD floor), plots, the per-data-set rows of ``kernels_pde``
+against the MMD experiments, the 2-D cases (heat, Navier-Stokes), the evaluation experiment's
+steps-to-tolerance, and a resumed run that repeats no work."""
 
 from __future__ import annotations
 
@@ -10,14 +11,20 @@ import math
 import numpy as np
 
 from jaxpapers.core.experiment import FAILS, HOLDS, UNSURE, AnyOf, Better, RowStats, run_paper
+from jaxpapers.kffm.experiments._rules import FloorBetter, floor_level
+from jaxpapers.kffm.experiments._score import steps_to_tolerance
 
 ONE_D = {"ffm", "ot_euclid", "kffm_rbf", "kffm_sobolev", "kffm_signature"}
 TWO_D = {"ffm", "ot_euclid", "kffm_rbf", "kffm_sobolev"}
 
 
-def _better(m: dict, b: dict) -> str:
-    """Independent re-statement of the `Better` rule (lower is better)."""
+def _better(m: dict, b: dict, floor: dict) -> str:
+    """Independent re-statement of the `FloorBetter` rule (lower is better): inconclusive inside
+    the RMS of the floor row, else the seed-spread rule."""
+    level = math.sqrt(np.mean(np.square(floor["seeds"])))
     gain, spread = b["mean"] - m["mean"], math.hypot(m["std"], b["std"])
+    if abs(gain) <= level:
+        return UNSURE
     return HOLDS if gain > spread else FAILS if gain < -spread else UNSURE
 
 
@@ -35,27 +42,41 @@ def test_p06_smoke_run(tmp_path):
         "mmd_ns2d",
         "evals_burgers",
         "kernels_pde",
+        "pairing_draws",
     ]
     for exp in saved["experiments"]:
         assert exp["verdict"] in {HOLDS, FAILS, UNSURE}
         for r in exp["rows"]:
-            assert len(r["seeds"]) == 2
+            # pairing_draws pools data sets and seeds (4 x 2 values per row).
+            assert len(r["seeds"]) == (8 if exp["id"] == "pairing_draws" else 2)
             assert all(math.isfinite(v) for v in r["seeds"])
-        assert (tmp_path / "P06" / exp["plots"][0]).stat().st_size > 1000
+        # Every experiment but the pair-draw table has a plot.
+        assert len(exp["plots"]) == (0 if exp["id"] == "pairing_draws" else 1)
+        for plot in exp["plots"]:
+            assert (tmp_path / "P06" / plot).stat().st_size > 1000
     for name in ("gp_mixture", "oscillator", "burgers", "reaction_diffusion", "heat2d", "ns2d"):
         exp = exps[f"mmd_{name}"]
         rows = {r["method"]: r for r in exp["rows"]}
-        assert set(rows) == (TWO_D if name in ("heat2d", "ns2d") else ONE_D)
+        assert set(rows) == (TWO_D if name in ("heat2d", "ns2d") else ONE_D) | {"data_floor"}
+        # Two halves of one held-out set (16 functions each at smoke size): the unbiased MMD^2
+        # scatters around 0 with a spread of a few hundredths there, and the seeds split apart.
+        floor = rows["data_floor"]
+        assert floor["role"] == "baseline"
+        assert max(abs(v) for v in floor["seeds"]) < 0.5 and floor["seeds"][0] != floor["seeds"][1]
+        assert math.isclose(
+            exp["extras"]["mmd_floor_level"], math.sqrt(np.mean(np.square(floor["seeds"])))
+        )
         # MMD^2 with 4 RBF kernels lies in (-8, 8); the prior draws differ from every data set.
         assert all(abs(r["mean"]) < 8 for r in rows.values())
         assert min(exp["extras"]["mmd_prior"]) > 0
         assert set(exp["extras"]) >= {"density_mse", "spectrum_mse", "hsd_rbf", "nfe", "samples"}
         # Smoke size integrates with 2 Euler steps: exactly 2 field evaluations.
         assert all(v == 2 for per_seed in exp["extras"]["nfe"].values() for v in per_seed)
+        assert set(exp["extras"]["nfe"]) == set(rows) - {"data_floor"}
         assert all(min(v) > -1e-3 for v in exp["extras"]["hsd_rbf"].values())
         # The verdict is the rule applied to the rows: best kernel vs FFM and vs Euclidean OT.
         best = {"gp_mixture": "kffm_rbf", "oscillator": "kffm_signature"}.get(name, "kffm_sobolev")
-        parts = [_better(rows[best], rows[b]) for b in ("ffm", "ot_euclid")]
+        parts = [_better(rows[best], rows[b], floor) for b in ("ffm", "ot_euclid")]
         want = HOLDS if all(p == HOLDS for p in parts) else FAILS if FAILS in parts else UNSURE
         assert exp["verdict"] == want
     for name in ("heat2d", "ns2d"):
@@ -70,7 +91,11 @@ def test_p06_smoke_run(tmp_path):
     # kernels_pde: the rows are the PDE experiments' rows, and its verdict follows from them.
     pde = {r["method"]: r for r in exps["kernels_pde"]["rows"]}
     expected_rows = {f"{d}/{m}" for d in ("burgers", "reaction_diffusion") for m in ONE_D}
-    assert set(pde) == expected_rows | {f"{d}/{m}" for d in ("heat2d", "ns2d") for m in TWO_D}
+    expected_rows |= {f"{d}/{m}" for d in ("heat2d", "ns2d") for m in TWO_D}
+    expected_rows |= {
+        f"{d}/data_floor" for d in ("burgers", "reaction_diffusion", "heat2d", "ns2d")
+    }
+    assert set(pde) == expected_rows
     for name in ("burgers", "reaction_diffusion", "heat2d", "ns2d"):
         for r in exps[f"mmd_{name}"]["rows"]:
             assert pde[f"{name}/{r['method']}"]["seeds"] == r["seeds"]
@@ -83,7 +108,10 @@ def test_p06_smoke_run(tmp_path):
     ):
         wins = []
         for k in kernels:
-            parts = [_better(pde[f"{d}/{k}"], pde[f"{d}/{b}"]) for b in ("kffm_rbf", "ot_euclid")]
+            parts = [
+                _better(pde[f"{d}/{k}"], pde[f"{d}/{b}"], pde[f"{d}/data_floor"])
+                for b in ("kffm_rbf", "ot_euclid")
+            ]
             wins.append(
                 HOLDS if all(p == HOLDS for p in parts) else FAILS if FAILS in parts else UNSURE
             )
@@ -94,6 +122,35 @@ def test_p06_smoke_run(tmp_path):
         HOLDS if all(v == HOLDS for v in per_dataset) else FAILS if FAILS in per_dataset else UNSURE
     )
     assert exps["kernels_pde"]["verdict"] == want
+
+    # evals_burgers: each row is the steps-to-tolerance of that model's path-error curve.
+    ev = exps["evals_burgers"]
+    ks, tol = ev["extras"]["euler_steps"], ev["extras"]["path_tolerance"]
+    assert ks == [1, 2]
+    for r in ev["rows"]:
+        curves = ev["extras"]["path_err_curves"][r["method"]]
+        assert len(curves) == 2 and all(len(c) == len(ks) and min(c) >= 0 for c in curves)
+        want = [steps_to_tolerance(ks, c, tol) for c in curves]
+        np.testing.assert_allclose(r["seeds"], want, rtol=1e-12)
+        # At the largest step count the reference is the same 2-step Euler solve: zero error.
+        assert all(c[-1] < 1e-5 for c in curves)
+
+    # pairing_draws: a permutation uses every data function once; categorical draws repeat some.
+    dr = exps["pairing_draws"]
+    draws = {r["method"]: r for r in dr["rows"]}
+    assert len(draws) == 8
+    for name, r in draws.items():
+        assert len(r["seeds"]) == 4 * 2  # 1-D data sets x seeds
+        if name.endswith("/without"):
+            assert r["seeds"] == [1.0] * 8
+        else:
+            assert all(1 / 16 <= v <= 1 for v in r["seeds"])
+        # The pairs are real data functions paired with prior draws: cost near 2 (unit variances).
+        costs = [v for per_d in dr["extras"]["pair_cost"][name].values() for v in per_d]
+        assert all(0.1 < c < 10 for c in costs)
+    ffm_cost = dr["extras"]["pair_cost"]["ffm"]
+    assert set(ffm_cost) == {"gp_mixture", "oscillator", "burgers", "reaction_diffusion"}
+    assert dr["verdict"] in {HOLDS, FAILS, UNSURE}
 
     # A resumed run keeps every finished experiment and returns the same numbers.
     again = run_paper("P06", tmp_path, size="smoke", seeds=2, resume=True, log=lambda s: None)
@@ -114,3 +171,31 @@ def test_any_of_rule():
     assert AnyOf((b, d)).decide(rows, True) == UNSURE
     assert AnyOf((a, b)).names() == ("a", "c", "b", "c")
     assert " OR " in AnyOf((a, b)).describe(True)
+
+
+def test_floor_better_rule():
+    """Inside the floor (RMS of the floor row) a difference is inconclusive even when the seed
+    spread is tiny; outside it the seed-spread rule decides."""
+    rows = {
+        "m": RowStats.from_values("m", "method", [0.010, 0.011, 0.012]),
+        "b": RowStats.from_values("b", "baseline", [0.020, 0.021, 0.022]),
+        "small": RowStats.from_values("small", "baseline", [0.001, -0.002, 0.002]),
+        "big": RowStats.from_values("big", "baseline", [0.02, -0.01, 0.015]),
+    }
+    assert math.isclose(floor_level(rows["big"]), math.sqrt((4 + 1 + 2.25) / 3) * 1e-2)
+    assert FloorBetter("m", "b", "small").decide(rows, True) == HOLDS
+    assert FloorBetter("b", "m", "small").decide(rows, True) == FAILS
+    assert FloorBetter("m", "b", "big").decide(rows, True) == UNSURE
+    assert FloorBetter("m", "b", "big").names() == ("m", "b", "big")
+    assert "floor" in FloorBetter("m", "b", "big").describe(True)
+
+
+def test_steps_to_tolerance():
+    """Exact on a first-order curve err = c / k (inside, below and beyond the grid) and log-log
+    linear between grid points."""
+    ks = [1, 2, 4, 8, 16]
+    curve = [0.8 / k for k in ks]
+    for tol in (0.9, 0.4, 0.3, 0.1, 0.05, 0.01):
+        assert math.isclose(steps_to_tolerance(ks, curve, tol), 0.8 / tol, rel_tol=1e-12)
+    # A faster-than-first-order piece: err 1 at k = 2, 0.01 at k = 4; tol 0.1 halfway in logs.
+    assert math.isclose(steps_to_tolerance([2, 4], [1.0, 0.01], 0.1), 2 * math.sqrt(2))
