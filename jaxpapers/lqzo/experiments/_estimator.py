@@ -14,6 +14,12 @@ estimators draw ``n`` directions and report the mean normalised error
 subspace: the measurement shows whether the layer's gradient is low rank enough for that. Each
 leaf's gradient effective rank (entropy effective rank ``exp H(sigma / sum sigma)``, Roy and
 Vetterli 2007) is reported in the natural ``[G, N]`` view and LQZO's near-square view.
+
+Budget: the programs here run for well under a second each but take ~4 CPU-s each to compile
+(one per estimator configuration and bit width; ``FAST_COMPILE`` did not shorten the compile and
+made the run 4x slower, measured). The lower layers run through one compiled encoder layer shared
+by all five, and the backprop gradient is computed once per batch and passed to the forward-only
+estimator programs.
 """
 
 from __future__ import annotations
@@ -38,7 +44,13 @@ from jaxpapers.lqzo import (
     zo_estimate,
 )
 from jaxpapers.lqzo.experiments._data import vader_tokens
+from jaxpapers.lqzo.experiments._text import _apply_layer
 from jaxpapers.lqzo.experiments._train import LQZO, ZO, xent
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _embed_jit(model_def, state, ids):
+    return nnx.merge(model_def, state).embed(ids)
 
 
 def effective_rank(m: np.ndarray) -> float:
@@ -83,10 +95,13 @@ def true_gradient(gd, s0, rest, h, mask, y):
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def estimator_quality(gd, s0, rest, h, mask, y, config, seeds):
-    """Mean normalised squared error and mean cosine of the estimates for ``seeds [n, 2]``."""
+def estimator_quality(gd, s0, rest, h, mask, y, config, seeds, grad):
+    """Mean normalised squared error and mean cosine of the estimates for ``seeds [n, 2]``.
+
+    ``grad`` is :func:`true_gradient` of the same batch, passed in so that this program (compiled
+    once per estimator configuration) holds forward passes only.
+    """
     delta = zeros_like_tree(s0)
-    grad = true_gradient(gd, s0, rest, h, mask, y)
     g_flat = jnp.concatenate([x.reshape(-1) for x in jax.tree.leaves(grad)])
     value = lambda d: _loss(d, gd, s0, rest, h, mask, y)
 
@@ -116,13 +131,13 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         model = quantize_linears(nnx.clone(base), bits=bits, group_size=sz.est_group)
         top = model.layers[-1]
         model_def, model_state = nnx.split(model)
+        layers = [nnx.split(layer) for layer in model.layers[:-1]]
 
-        @jax.jit
-        def lower(state, ids, mask, model_def=model_def):
-            m = nnx.merge(model_def, state)
-            h = m.embed(ids)
-            for layer in m.layers[:-1]:
-                h = layer(h, mask)
+        def lower(ids, mask, model_def=model_def, model_state=model_state, layers=layers):
+            # One compiled encoder layer serves all five lower layers (they share a graph).
+            h = _embed_jit(model_def, model_state, ids)
+            for layer_def, state in layers:
+                h = _apply_layer(layer_def, state, h, mask)
             return h
 
         gd, s0, rest = split_scales(top)
@@ -130,10 +145,10 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             rng = np.random.default_rng(seed)
             pick = rng.choice(sz.est_pool, sz.est_batch, replace=False)
             mask, y = jnp.asarray(data.mask[pick]), jnp.asarray(data.y[pick])
-            h = lower(model_state, jnp.asarray(data.ids[pick]), mask)
+            h = lower(jnp.asarray(data.ids[pick]), mask)
             batch = (h, mask, y)
+            grad = true_gradient(gd, s0, rest, *batch)
             if seed == ctx.seed_list[0]:
-                grad = true_gradient(gd, s0, rest, *batch)
                 nat, iso = [], []
                 for g in jax.tree.leaves(grad):
                     g = np.asarray(g)
@@ -150,7 +165,7 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
                 }
             seeds = jax.random.bits(jax.random.key(seed), (sz.est_dirs, 2), jnp.uint32)
             for name, cfg in _configs().items():
-                err, cos = estimator_quality(gd, s0, rest, *batch, cfg, seeds)
+                err, cos = estimator_quality(gd, s0, rest, *batch, cfg, seeds, grad)
                 row = f"{name} INT{bits}"
                 values.setdefault(row, []).append(float(err))
                 cosines.setdefault(row, []).append(float(cos))

