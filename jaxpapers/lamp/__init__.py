@@ -23,13 +23,15 @@ What the miniature experiments measure (``jaxpapers reproduce P07``): two distan
 to the exact posterior (``mixture_*``, ``gaussian_*``) and to the sampler's own output at
 ``ref_nfe`` steps (``*_disc``: the discretisation error that a second-order correction targets),
 each with its own verdict; knobs tuned per sampler over widened grids, with grid-edge flags in the
-extras. Quick-mode results (d = 8, 3 seeds): to the exact posterior LAMP is worse over every
-backbone (DPS +0.10/+0.06, DiffPIR +0.05/+0.02, DDRM +0.15/+0.11 SW at NFE 10/20); to the
-sampler's own converged output LAMP is better over DiffPIR (-0.023/-0.012, every seed),
-inconclusive over DPS and worse over DDRM at its tuned eta = 1 (the end of its domain, where the
-DDRM step ignores x_t). With no measurement LAMP is DPM-Solver++(2M) and helps
-(``unconditional_2m``). Tuned knobs: DPS zeta = 0.3 (interior), DiffPIR lambda at the lowest
-grid value 0.01 and DDRM eta = 1 (edges; reported in the extras).
+extras. Quick-mode results (3 seeds; d = 8 and 80 tuned, d = 800 untuned at a small size, digits
+with an exact kernel denoiser of 64 training digits instead of the U-Net of ``--full``): to the
+exact posterior LAMP is worse over every backbone on the mixture beds (e.g. d = 8 DPS +0.09/+0.06
+SW at NFE 10/20) and better over DiffPIR on the small-bias Gaussian bed (-0.06/-0.03); to the
+sampler's own converged output LAMP is better over DPS and DiffPIR on the Gaussian bed and
+inconclusive or worse on the mixture beds, where the small quick validation sets make DiffPIR's
+tuned lambda noisy. With no measurement LAMP is DPM-Solver++(2M) and helps
+(``unconditional_2m``: -0.11/-0.04 over DDIM). DDRM's eta still tunes to 1, the grid edge
+(reported in the extras); ``results/P07`` has every number.
 
 Example::
 
