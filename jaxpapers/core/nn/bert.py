@@ -196,12 +196,14 @@ def load_minilm(path: str | Path | None = None) -> Bert:
         hf["layer_norm_eps"],
     )
     w = load_safetensors(folder)
-    model = Bert(cfg, rngs=nnx.Rngs(0))
+    # Abstract structure only: a random initialisation would cost several small compiles and be
+    # overwritten. Every parameter is filled below; a leftover abstract leaf is an error.
+    model = nnx.eval_shape(lambda: Bert(cfg, rngs=nnx.Rngs(0)))
 
     def put(var: Any, array: np.ndarray) -> None:
         if tuple(var.shape) != array.shape:
             raise ValueError(f"weight shape {array.shape} does not fit {tuple(var.shape)}")
-        var[...] = jnp.asarray(array, jnp.float32)
+        var.set_value(jnp.asarray(array, jnp.float32))
 
     def linear(lin: nnx.Linear, name: str) -> None:
         put(lin.kernel, w[f"{name}.weight"].T)
@@ -225,6 +227,13 @@ def load_minilm(path: str | Path | None = None) -> Bert:
         linear(layer.intermediate, f"{p}.intermediate.dense")
         linear(layer.output, f"{p}.output.dense")
         norm(layer.out_ln, f"{p}.output.LayerNorm")
+    leftover = [
+        jax.tree_util.keystr(path)
+        for path, leaf in jax.tree_util.tree_leaves_with_path(nnx.state(model))
+        if isinstance(leaf, jax.ShapeDtypeStruct)
+    ]
+    if leftover:
+        raise ValueError(f"weights missing from {folder} for {leftover[:3]}")
     return model
 
 
