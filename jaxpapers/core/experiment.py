@@ -23,6 +23,7 @@ Schema of ``result.json`` (stable; other tools read it)::
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import json
 import math
@@ -282,6 +283,20 @@ class Experiment:
             raise ValueError(
                 f"experiment {self.paper}/{self.id}: a row is both baseline and method"
             )
+
+
+def sized(run: Callable[[Context, Any], Outcome], sizes: Callable[[Context], Any]):
+    """An experiment body ``ctx -> run(ctx, sizes(ctx))`` for runs that take a size record.
+
+    ``sizes`` picks the record of the run's size (usually ``ctx.pick(smoke=..., quick=...,
+    full=...)`` over a table of keyword-field NamedTuples).
+    """
+
+    @functools.wraps(run)
+    def wrapped(ctx: Context) -> Outcome:
+        return run(ctx, sizes(ctx))
+
+    return wrapped
 
 
 _REGISTRY: dict[str, dict[str, Experiment]] = {}
@@ -610,6 +625,7 @@ __all__ = [
     "render_markdown",
     "render_text",
     "run_paper",
+    "sized",
     "summarise",
     "write_json_atomic",
 ]

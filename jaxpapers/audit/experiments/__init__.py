@@ -13,8 +13,6 @@ their measured conditions (``ctx.cached(..., shared=True)``).
 
 from __future__ import annotations
 
-import functools
-
 from jaxpapers.audit.experiments._plots import plot_coding, plot_depth
 from jaxpapers.audit.experiments._runs import (
     DEPTHS,
@@ -31,9 +29,9 @@ from jaxpapers.core.experiment import (
     Better,
     Context,
     Experiment,
-    Outcome,
     Threshold,
     register,
+    sized,
 )
 
 
@@ -45,14 +43,6 @@ def sizes(ctx: Context) -> Sizes:
             pairs=400, judge_train=400, turns=4, candidates=4, dish_depth=4, aware_steps=600
         ),
     )
-
-
-def _with_sizes(run):
-    @functools.wraps(run)
-    def wrapped(ctx: Context) -> Outcome:
-        return run(ctx, sizes(ctx))
-
-    return wrapped
 
 
 register(
@@ -75,7 +65,7 @@ register(
                 Better(unaware_row(4), unaware_row(0)),
             )
         ),
-        run=_with_sizes(run_realism_vs_depth),
+        run=sized(run_realism_vs_depth, sizes),
         plot=plot_depth,
     )
 )
@@ -90,7 +80,7 @@ register(
         baselines=("neither",),
         methods=("DISH",),
         rule=Better("DISH", "neither"),
-        run=_with_sizes(run_dish),
+        run=sized(run_dish, sizes),
     )
 )
 
@@ -109,7 +99,7 @@ register(
                 Better("refinement + DISH", "DISH"),
             )
         ),
-        run=_with_sizes(run_additivity),
+        run=sized(run_additivity, sizes),
         plot=plot_coding,
     )
 )
@@ -128,6 +118,6 @@ register(
         baselines=(),
         methods=(_SANITY_WIN, _SANITY_DEPTH0),
         rule=AllOf((Threshold(_SANITY_WIN, 0.0), Threshold(_SANITY_DEPTH0, 0.5))),
-        run=_with_sizes(run_sanity),
+        run=sized(run_sanity, sizes),
     )
 )

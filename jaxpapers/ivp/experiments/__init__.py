@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 from jaxpapers.core.experiment import (
@@ -18,9 +17,9 @@ from jaxpapers.core.experiment import (
     Better,
     Context,
     Experiment,
-    Outcome,
     Threshold,
     register,
+    sized,
 )
 from jaxpapers.ivp.experiments._plots import plot_contexts, plot_distilled, plot_sweep
 from jaxpapers.ivp.experiments._runs import (
@@ -84,14 +83,6 @@ def sizes(ctx: Context) -> Sizes:
     )
 
 
-def _with_sizes(run):
-    @functools.wraps(run)
-    def wrapped(ctx: Context) -> Outcome:
-        return run(ctx, sizes(ctx))
-
-    return wrapped
-
-
 register(
     Experiment(
         paper="P18",
@@ -104,7 +95,7 @@ register(
         baselines=("questionnaire", "random scenarios", "questionnaire: social acceptability"),
         methods=("strategic", ACCEPT),
         rule=AllOf((Better("strategic", "questionnaire"), Threshold(ACCEPT, ACCEPTABLE, False))),
-        run=_with_sizes(run_sweep),
+        run=sized(run_sweep, sizes),
         plot=plot_sweep,
     )
 )
@@ -120,7 +111,7 @@ register(
         baselines=("context-blind profile (pooled posterior)",),
         methods=("per-context posteriors",),
         rule=Better("per-context posteriors", "context-blind profile (pooled posterior)"),
-        run=_with_sizes(run_contexts),
+        run=sized(run_contexts, sizes),
         plot=plot_contexts,
     )
 )
@@ -141,7 +132,7 @@ register(
                 Better("distilled Value-Prober", "strategic (teacher)", at_least=True),
             )
         ),
-        run=_with_sizes(run_distilled),
+        run=sized(run_distilled, sizes),
         plot=plot_distilled,
     )
 )
@@ -167,6 +158,6 @@ register(
                 Threshold("questionnaire: posterior mass on the true profile", 0.99, below=False),
             )
         ),
-        run=_with_sizes(run_exact),
+        run=sized(run_exact, sizes),
     )
 )

@@ -29,7 +29,6 @@ forgetting for fine-tuning; a per-task classifier calibration is the first thing
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 from jaxpapers.core.experiment import (
@@ -37,9 +36,9 @@ from jaxpapers.core.experiment import (
     Better,
     Context,
     Experiment,
-    Outcome,
     Threshold,
     register,
+    sized,
 )
 from jaxpapers.steam.experiments._plots import plot_forgetting
 from jaxpapers.steam.experiments._protocol import (
@@ -131,14 +130,6 @@ def sizes(ctx: Context) -> Sizes:
     )
 
 
-def _with_sizes(run):
-    @functools.wraps(run)
-    def wrapped(ctx: Context) -> Outcome:
-        return run(ctx, sizes(ctx))
-
-    return wrapped
-
-
 register(
     Experiment(
         paper="P08",
@@ -150,7 +141,7 @@ register(
         baselines=(FINETUNE, L2P),
         methods=(STEAM,),
         rule=AllOf((Better(STEAM, FINETUNE), Better(STEAM, L2P))),
-        run=_with_sizes(run_forgetting),
+        run=sized(run_forgetting, sizes),
         plot=plot_forgetting,
     )
 )
@@ -166,7 +157,7 @@ register(
         baselines=(NO_DASH, NO_TEMPORAL, NO_SCOA),
         methods=(STEAM,),
         rule=AllOf(tuple(Better(STEAM, b) for b in (NO_DASH, NO_TEMPORAL, NO_SCOA))),
-        run=_with_sizes(run_ablations),
+        run=sized(run_ablations, sizes),
     )
 )
 
@@ -182,7 +173,7 @@ register(
         baselines=(FINETUNE, L2P, NO_TEMPORAL),
         methods=(STEAM,),
         rule=Better(STEAM, NO_TEMPORAL),
-        run=_with_sizes(run_temporal),
+        run=sized(run_temporal, sizes),
     )
 )
 
@@ -203,6 +194,6 @@ register(
                 Threshold(FREE_LEAK, 0.1, below=False),
             )
         ),
-        run=_with_sizes(run_sanity),
+        run=sized(run_sanity, sizes),
     )
 )
