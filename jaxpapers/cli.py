@@ -57,7 +57,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--experiments",
         default=None,
         metavar="ID,ID",
-        help="run only these experiment ids (comma-separated; one paper only)",
+        help="run only these experiment ids (comma-separated; one paper only); the paper's "
+        "other experiments already in result.json at the same size and seeds are kept",
     )
     rep.add_argument(
         "--resume",

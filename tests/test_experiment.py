@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -119,6 +120,42 @@ def test_runner_writes_each_experiment_and_resume_skips_finished(tmp_path, monke
     calls.clear()
     ex.run_paper("P17", tmp_path, size="quick", seeds=2, resume=True, log=lambda m: None)
     assert calls == ["a", "b"]  # other seeds: nothing to keep
+
+
+def test_running_selected_experiments_keeps_the_others(tmp_path, monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(ex, "experiments_for", lambda paper: _fake_experiments(calls))
+    ex.run_paper("P17", tmp_path, size="smoke", seeds=2, log=lambda m: None)
+    calls.clear()
+    rec = ex.run_paper("P17", tmp_path, size="smoke", seeds=2, only=["b"], log=lambda m: None)
+    assert calls == ["b"]
+    on_disk = json.loads((tmp_path / "P17" / "result.json").read_text())
+    # "a" from the earlier run stays, in registry order, and the return value says so too.
+    assert [e["id"] for e in on_disk["experiments"]] == ["a", "b"]
+    assert [e["id"] for e in rec["experiments"]] == ["a", "b"]
+    calls.clear()
+    ex.run_paper("P17", tmp_path, size="smoke", seeds=3, only=["b"], log=lambda m: None)
+    on_disk = json.loads((tmp_path / "P17" / "result.json").read_text())
+    assert [e["id"] for e in on_disk["experiments"]] == ["b"]  # other seeds: nothing kept
+
+
+def test_experiments_marked_for_some_sizes_are_skipped_at_others(tmp_path, monkeypatch):
+    calls: list[str] = []
+
+    def fake(paper):
+        a, b = _fake_experiments(calls)
+        return [a, dataclasses.replace(b, sizes=("full",))]
+
+    monkeypatch.setattr(ex, "experiments_for", fake)
+    logs: list[str] = []
+    rec = ex.run_paper("P17", tmp_path, size="smoke", seeds=2, log=logs.append)
+    assert calls == ["a"] and [e["id"] for e in rec["experiments"]] == ["a"]
+    assert any("not part of size smoke" in m for m in logs)
+    calls.clear()
+    ex.run_paper("P17", tmp_path, size="smoke", seeds=2, only=["b"], log=lambda m: None)
+    assert calls == ["b"]  # named explicitly: runs at any size
+    with pytest.raises(ValueError, match="sizes=\\('huge',\\)"):
+        dataclasses.replace(fake("P17")[0], sizes=("huge",))
 
 
 def test_cached_substeps_survive_and_fresh_runs_clear_them(tmp_path):

@@ -258,6 +258,9 @@ class Experiment:
       rule: verdict rule over the rows.
       run: ``run(ctx) -> Outcome``.
       plot: optional ``plot(outcome, path)`` that writes a PNG.
+      sizes: the run sizes this experiment belongs to (default all); e.g. ``("full",)`` for a
+        study too costly for quick mode. ``run_paper`` skips it at other sizes unless it is
+        named explicitly through ``only``.
     """
 
     paper: str
@@ -270,8 +273,15 @@ class Experiment:
     rule: Any
     run: Callable[[Context], Outcome]
     plot: Callable[[Outcome, Path], None] | None = None
+    sizes: tuple[str, ...] = SIZES
 
     def __post_init__(self) -> None:
+        bad = [s for s in self.sizes if s not in SIZES]
+        if bad or not self.sizes:
+            raise ValueError(
+                f"experiment {self.paper}/{self.id}: sizes={self.sizes!r}; expected a non-empty "
+                f"subset of {SIZES}"
+            )
         rows = set(self.baselines) | set(self.methods)
         missing = [n for n in self.rule.names() if n not in rows]
         if missing:
@@ -471,20 +481,28 @@ def run_paper(
     seeds = DEFAULT_SEEDS[size] if seeds is None else int(seeds)
     if seeds < 1:
         raise ValueError(f"seeds={seeds}; expected a positive number of seeds")
-    exps = experiments_for(paper)
+    registered = experiments_for(paper)
+    order = {e.id: k for k, e in enumerate(registered)}
     if only is not None:
         wanted = set(only)
-        unknown = wanted - {e.id for e in exps}
+        unknown = wanted - set(order)
         if unknown:
             raise ValueError(
                 f"unknown experiment ids {sorted(unknown)} for {paper.id}; "
-                f"expected some of {[e.id for e in exps]}"
+                f"expected some of {list(order)}"
             )
-        exps = [e for e in exps if e.id in wanted]
+        exps = [e for e in registered if e.id in wanted]
+    else:
+        exps = [e for e in registered if size in e.sizes]
+        for e in registered:
+            if size not in e.sizes:
+                log(f"{paper.id}/{e.id}: not part of size {size} (sizes {e.sizes}), skipped")
 
     pdir = Path(out) / paper.id
     result_path = pdir / "result.json"
-    previous = _load_json(result_path) if resume else None
+    # A resumed run keeps every finished experiment; a run of selected experiments (``only``)
+    # re-runs those and keeps the others of an earlier run of the same size and seeds.
+    previous = _load_json(result_path) if (resume or only is not None) else None
     if previous and (previous.get("size"), previous.get("seeds")) != (size, seeds):
         log(
             f"{paper.id}: earlier results were for size={previous.get('size')} "
@@ -492,9 +510,16 @@ def run_paper(
         )
         previous = None
     primary = _is_primary()
-    if not resume and primary and (pdir / "work").exists():
-        shutil.rmtree(pdir / "work")
-    done = {e["id"]: e for e in (previous or {}).get("experiments", [])}
+    if not resume and primary:
+        if only is None:
+            if (pdir / "work").exists():
+                shutil.rmtree(pdir / "work")
+        else:
+            for e in exps:
+                if (pdir / "work" / e.id).exists():
+                    shutil.rmtree(pdir / "work" / e.id)
+    earlier = {e["id"]: e for e in (previous or {}).get("experiments", [])}
+    done = earlier if resume else {}
 
     record: dict[str, Any] = {
         "paper": paper.id,
@@ -519,13 +544,15 @@ def run_paper(
             entry["plots"] = _plot(exp, outcome, pdir) if primary else []
             record["experiments"].append(entry)
             log(f"{paper.id}/{exp.id}: {entry['verdict']} ({entry['runtime_s']:.1f} s)")
-        record["runtime_s"] = sum(e.get("runtime_s", 0.0) for e in record["experiments"])
-        # Experiments finished earlier but not part of this run stay in the file.
+        # Experiments finished earlier but not part of this run stay in the file, in the
+        # registry's order (entries of experiments no longer registered go last).
         ran = {x["id"] for x in record["experiments"]}
-        kept = record["experiments"] + [e for i, e in done.items() if i not in ran]
+        kept = record["experiments"] + [e for i, e in earlier.items() if i not in ran]
+        kept.sort(key=lambda e: order.get(e["id"], len(order)))
+        record["runtime_s"] = sum(e.get("runtime_s", 0.0) for e in kept)
         if primary:
             write_json_atomic(result_path, {**record, "experiments": kept})
-    return record
+    return {**record, "experiments": kept} if exps else record
 
 
 def _plot(exp: Experiment, outcome: Outcome, pdir: Path) -> list[str]:
