@@ -10,6 +10,7 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
+from helpers import FAST_COMPILE
 from scipy.signal import convolve2d
 
 from jaxpapers.core.image_metrics import gaussian_window, ssim
@@ -17,7 +18,7 @@ from jaxpapers.core.nn.mlp import MLPDenoiser, sinusoidal_embedding
 from jaxpapers.core.nn.unet import UNet
 
 # Cheap XLA settings: these tests are dominated by compilation.
-FAST = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+FAST = FAST_COMPILE
 
 
 @functools.cache

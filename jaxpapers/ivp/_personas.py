@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import is_concrete
 from jaxpapers.ivp._values import ANGLES, CONTEXT_PULL, CONTEXTS, VALUES, value_index
 
 
@@ -85,7 +86,7 @@ def sample_personas(
     if not (isinstance(n, int) and n >= 1):
         raise ValueError(f"n={n!r}; expected a persona count >= 1 (an empty persona set)")
     conceal = jnp.broadcast_to(jnp.asarray(concealment, jnp.float32), (n,))
-    if not isinstance(concealment, jax.core.Tracer):
+    if is_concrete(concealment):
         c = np.asarray(concealment)
         if np.any(c < 0) or np.any(c > 1) or not np.all(np.isfinite(c)):
             raise ValueError(f"concealment={concealment!r}; expected values in [0, 1]")
