@@ -16,55 +16,49 @@ from __future__ import annotations
 from jaxpapers.core.bench import bench_main, paired_time_ratio, row
 
 
-def _steam_rows(quick: bool) -> list[dict]:
-    from jaxpapers.steam.experiments._bench import steam_inference_pair
-
-    fn, base, frames = steam_inference_pair(quick)
+def _paired_rows(
+    fn, base, items: int, quick: bool, ratio: str, unit: str, per_s: tuple[str, str], aim=None
+) -> list[dict]:
+    """A paired time ratio ``fn / base`` and the throughput of each, ``items`` per call."""
     repeats = 21 if quick else 31
     paired = paired_time_ratio(fn, base, repeats=repeats)
+    extra = {} if aim is None else {"aim": aim}
     return [
         row(
-            "steam_inference_over_base_time",
+            ratio,
             "ratio",
             paired["ratio"],
             "1",
             q25=paired["q25"],
             q75=paired["q75"],
             repeats=repeats,
-            aim=1.25,
+            **extra,
         ),
-        row("steam_frames_per_s", "throughput", frames / paired["time"], "frames/s"),
-        row("steam_base_frames_per_s", "throughput", frames / paired["baseline_time"], "frames/s"),
+        row(per_s[0], "throughput", items / paired["time"], unit),
+        row(per_s[1], "throughput", items / paired["baseline_time"], unit),
     ]
+
+
+def _steam_rows(quick: bool) -> list[dict]:
+    from jaxpapers.steam.experiments._bench import steam_inference_pair
+
+    fn, base, frames = steam_inference_pair(quick)
+    names = ("steam_frames_per_s", "steam_base_frames_per_s")
+    return _paired_rows(
+        fn, base, frames, quick, "steam_inference_over_base_time", "frames/s", names, aim=1.25
+    )
 
 
 def _ropmb_rows(quick: bool) -> list[dict]:
     from jaxpapers.ropmb.experiments._bench import ropmb_pseudo_mask_pair
 
     fn, base, images = ropmb_pseudo_mask_pair(quick)
-    repeats = 21 if quick else 31
-    paired = paired_time_ratio(fn, base, repeats=repeats)
-    return [
-        row(
-            "ropmb_refine_over_cam_time",
-            "ratio",
-            paired["ratio"],
-            "1",
-            q25=paired["q25"],
-            q75=paired["q75"],
-            repeats=repeats,
-        ),
-        row("ropmb_images_per_s", "throughput", images / paired["time"], "images/s"),
-        row("ropmb_cam_images_per_s", "throughput", images / paired["baseline_time"], "images/s"),
-    ]
+    names = ("ropmb_images_per_s", "ropmb_cam_images_per_s")
+    return _paired_rows(fn, base, images, quick, "ropmb_refine_over_cam_time", "images/s", names)
 
 
 def run(quick: bool = True) -> list[dict]:
-    rows = _steam_rows(quick)
-    ropmb = globals().get("_ropmb_rows")
-    if ropmb is not None:
-        rows += ropmb(quick)
-    return rows
+    return _steam_rows(quick) + _ropmb_rows(quick)
 
 
 if __name__ == "__main__":

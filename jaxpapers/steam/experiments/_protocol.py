@@ -489,24 +489,3 @@ def _fold_error(cfg, graphdef, params, adapters, images, n_seeds) -> list[float]
         folded = encode(graphdef, {**p, "neck": {"kernel": kernel, "bias": bias}}, video)
         out.append(float(jnp.max(jnp.abs(applied - folded)) / jnp.max(jnp.abs(applied))))
     return out
-
-
-def _jit(fn):
-    return jax.jit(fn)
-
-
-def _cat(a, b):
-    return jax.tree.map(lambda x, y: jnp.concatenate([x, y]), a, b)
-
-
-class _Clock:
-    """Process CPU seconds per phase (compiles included), for the budget notes in the extras."""
-
-    def __init__(self) -> None:
-        self.last = time.process_time()
-        self.laps: dict[str, float] = {}
-
-    def __call__(self, name: str) -> None:
-        now = time.process_time()
-        self.laps[name] = round(now - self.last, 2)
-        self.last = now
