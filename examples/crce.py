@@ -50,7 +50,8 @@ def step(model, optimizer):
 for _ in range(30):
     ce, penalty = step(model, optimizer)
 print(
-    f"after 30 CR-CE steps: CE {float(ce):.3f}, context share of attribution {float(penalty):.3f}"
+    f"after 30 CR-CE steps: CE {float(ce):.3f}, "
+    f"penalty (logit margin on context)^2 {float(penalty):.3f}"
 )
 
 feats = model.features(images)

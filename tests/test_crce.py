@@ -138,15 +138,18 @@ def test_cr_ce_gradient_flows_and_beta_zero_is_cross_entropy():
 
     g = jax.jit(jax.grad(loss), static_argnums=2)
     g0 = g(w, 0.0, "contrastive")
-    ce = lambda w: jnp.mean(
-        -jax.nn.log_softmax(_linear_head(w, b)(a))[jnp.arange(3), y]
-    )
+    ce = lambda w: jnp.mean(-jax.nn.log_softmax(_linear_head(w, b)(a))[jnp.arange(3), y])
     np.testing.assert_allclose(g0, jax.grad(ce)(w), **tolerance(np.float32))
     for attribution in ("contrastive", "gradcam"):
         g1 = g(w, 1.0, attribution)
         assert np.all(np.isfinite(g1)) and not np.allclose(g1, g0)
     est = cr_ce_loss(_linear_head(w, b), a, y, config=CRCE(context="estimated"))
-    assert 0.0 <= float(est.penalty) <= 1.0
+    m = np.asarray(est.maps, np.float64)
+    r = np.abs(m) < np.abs(m).mean(axis=(1, 2), keepdims=True)
+    want = np.mean(np.sum(m * r, axis=(1, 2)) ** 2)
+    np.testing.assert_allclose(float(est.penalty), want, rtol=1e-5, atol=1e-7)
+    share = cr_ce_loss(_linear_head(w, b), a, y, ctx, config=CRCE(penalty="share")).penalty
+    assert 0.0 <= float(share) <= 1.0
 
 
 def test_bad_inputs():
@@ -164,9 +167,56 @@ def test_bad_inputs():
         CRCE(beta=-1.0)
     with pytest.raises(ValueError, match="attribution"):
         CRCE(attribution="lime")
+    with pytest.raises(ValueError, match="penalty"):
+        CRCE(penalty="ratio")
     with pytest.raises(ValueError, match="object_mask"):
         pointing_game(jnp.zeros((2, 4, 4)), jnp.zeros((3, 8, 8), bool))
     with pytest.raises(ValueError, match="grid"):
         mask_agreement(jnp.zeros((2, 3, 3)), jnp.zeros((2, 8, 8), bool))
     with pytest.raises(ValueError, match="weights"):
         class_activation_map(a, jnp.zeros((4, 3)), jnp.array([0, 1, 2]))
+
+
+def _leaky_two_class(leak):
+    """Two images (labels 0, 1) on a 4 x 4 grid: the true shape's detector channel is 1 on the
+    four object cells and ``leak`` on the twelve context cells (receptive fields overlapping the
+    object), the other channel 0; context = the twelve non-object cells."""
+    ctx = jnp.ones((2, 4, 4)).at[:, :2, :2].set(0.0)
+    a = np.zeros((2, 4, 4, 2), np.float32)
+    for i in range(2):
+        a[i, ..., i] = np.where(np.asarray(ctx[i]) > 0, leak, 1.0)
+    return jnp.asarray(a), jnp.array([0, 1]), ctx
+
+
+def test_vanishing_map_is_never_a_minimum_of_cr_ce():
+    """The defect of the share penalty ``sum |M| r / sum |M|`` (issue 13): it is scale-free, so
+    only a vanishing map (0 / eps = 0) escapes it, and with beta * share > ln 2 the constant
+    predictor has the lowest loss. The default penalty ``(sum_ij M_ij r_ij)^2`` is quadratic in
+    the map: at the vanishing map its slope is 0 while cross-entropy's is -1/2 in the margin, so
+    reading the object always lowers the loss, whatever beta."""
+    a, y, ctx = _leaky_two_class(0.8)
+    b = jnp.zeros(2)
+
+    def loss(scale, beta, penalty):
+        w = scale * jnp.array([[1.0, -1.0], [-1.0, 1.0]])
+        cfg = CRCE(beta=beta, penalty=penalty)
+        return cr_ce_loss(_linear_head(w, b), a, y, ctx, config=cfg)
+
+    scales = np.concatenate([[0.0], np.geomspace(1e-3, 8.0, 40)])
+    # closed form: margin 2 (4 + 12 leak) / 16 * scale, context evidence 2 (12 leak) / 16 * scale
+    m, c = 2 * (4 + 9.6) / 16 * scales, 2 * 9.6 / 16 * scales
+    for beta in (0.5, 2.0, 8.0):
+        sq = np.array([float(loss(s, beta, "squared").loss) for s in scales])
+        np.testing.assert_allclose(sq, np.log1p(np.exp(-m)) + beta * c**2, rtol=1e-5, atol=1e-6)
+        assert sq[0] == pytest.approx(np.log(2.0), abs=1e-6)
+        slope = float(jax.grad(lambda s, beta=beta: loss(s, beta, "squared").loss)(0.0))
+        assert slope == pytest.approx(-0.5 * m[1] / scales[1], rel=1e-4)  # CE's, whatever beta
+        assert sq[1:].min() < sq[0]
+        # the absolute value |sum M r| has slope beta * c - m / 2 there: collapses for beta > 0.71
+        ab = float(jax.grad(lambda s, beta=beta: loss(s, beta, "absolute").loss)(1e-6))
+        assert ab == pytest.approx(beta * c[1] / scales[1] - 0.5 * m[1] / scales[1], rel=1e-3)
+    old = np.array([float(loss(s, 2.0, "share").loss) for s in scales])
+    assert old[0] == pytest.approx(np.log(2.0), abs=1e-6)  # share 0 / (0 + 1e-8): the escape
+    assert old[1:].min() > old[0] + 0.5  # every object-reading scale costs beta * 0.71 more
+    # default configuration = the squared evidence penalty
+    assert CRCE().penalty == "squared"

@@ -112,6 +112,13 @@ def test_neural_graphon_symmetric_bounded_jit_vmap(key):
     assert bool(((w > 0) & (w < 1)).all())
     per = jax.vmap(lambda a, b: g(a, b))(x, y)
     np.testing.assert_allclose(per, w, **tolerance(jnp.float32))
+    # the pair matrix (one network pass, symmetrised by transposition) = logits pair by pair
+    L = np.asarray(jax.jit(lambda p: g.logit_matrix(p))(x[:7]))
+    np.testing.assert_array_equal(L, L.T)
+    xs, ys = np.meshgrid(np.asarray(x[:7]), np.asarray(x[:7]), indexing="ij")
+    want = np.asarray(g.logits(xs.ravel(), ys.ravel())).reshape(7, 7)  # f(x, y) and f(y, x)
+    np.testing.assert_allclose(L, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    np.testing.assert_allclose(g.matrix(x[:7]), jax.nn.sigmoid(L), **tolerance(jnp.float32))
 
 
 def test_shift_solver_implicit_gradient_matches_finite_differences():

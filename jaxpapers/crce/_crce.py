@@ -1,9 +1,15 @@
-"""Context-Regularized Cross-Entropy: cross-entropy plus the attribution share on context cells.
+"""Context-Regularized Cross-Entropy: cross-entropy plus a penalty on the attribution on context.
 
-``L = CE(y, label) + beta * sum_ij |M_ij| r_ij / sum_ij |M_ij|`` where ``M`` is the attribution map
-of the true class (ContrastiveCAM by default; Grad-CAM for the baseline regulariser) and ``r`` in
+``L = CE(y, label) + beta * mean_b (sum_ij M_ij r_ij)^2`` where ``M`` is the attribution map of the
+true class (ContrastiveCAM by default; Grad-CAM for the baseline regulariser) and ``r`` in
 ``[0, 1]`` marks context cells: either known (the background fraction of each cell, from object
 masks) or estimated from the map itself (cells below the map's mean magnitude, held fixed).
+For ContrastiveCAM, ``sum_ij M_ij r_ij`` is the part of the logit margin that the map assigns to
+context (the map sums to the margin minus the bias margin), so the penalty is in logit units.
+``penalty="share"`` is the earlier form ``sum |M| r / sum |M|`` (scale-free: only a vanishing map
+escapes it, and training collapsed to a constant predictor; see :mod:`jaxpapers.crce`);
+``penalty="absolute"`` is ``|sum M r|`` (degree one in the map: it collapses when ``beta`` times
+the context fraction of the margin exceeds 1/2). Both are kept for comparison.
 The attribution is a gradient of the head, so training differentiates through it (one extra
 backward through the head; the head of a GAP CNN is linear, so the second-order term is cheap).
 """
@@ -23,6 +29,7 @@ from jaxpapers.crce._cams import Head, contrastive_cam, grad_cam
 
 ATTRIBUTIONS = ("contrastive", "gradcam")
 CONTEXTS = ("mask", "estimated")
+PENALTIES = ("squared", "absolute", "share")
 
 
 class CRCE(eqx.Module):
@@ -32,13 +39,18 @@ class CRCE(eqx.Module):
       beta: weight of the context penalty (0 = plain cross-entropy).
       attribution: ``"contrastive"`` (CR-CE) or ``"gradcam"`` (Grad-CAM-regularised CE).
       context: ``"mask"`` (known context cells) or ``"estimated"`` (from the map itself).
+      penalty: ``"squared"`` ``(sum M r)^2`` (default), ``"absolute"`` ``|sum M r|`` or
+        ``"share"`` ``sum |M| r / sum |M|`` (the earlier, collapsing form).
     """
 
     beta: float | jax.Array = 1.0
     attribution: str = eqx.field(static=True, default="contrastive")
     context: str = eqx.field(static=True, default="mask")
+    penalty: str = eqx.field(static=True, default="squared")
 
     def __check_init__(self) -> None:
+        if self.penalty not in PENALTIES:
+            raise ValueError(f"penalty={self.penalty!r}; expected one of {PENALTIES}")
         if self.attribution not in ATTRIBUTIONS:
             raise ValueError(f"attribution={self.attribution!r}; expected one of {ATTRIBUTIONS}")
         if self.context not in CONTEXTS:
@@ -62,6 +74,14 @@ def context_share(
     """``sum |M| r / sum |M|``: the share of attribution magnitude on context cells."""
     mag = jnp.abs(saliency)
     return jnp.sum(mag * context, (1, 2)) / (jnp.sum(mag, (1, 2)) + 1e-8)
+
+
+def context_evidence(
+    saliency: Float[Array, "b h w"], context: Float[Array, "b h w"]
+) -> Float[Array, " b"]:
+    """``sum_ij M_ij r_ij``: the signed attribution on context cells (for ContrastiveCAM, the part
+    of the logit margin that the map assigns to context)."""
+    return jnp.sum(saliency * context, (1, 2))
 
 
 def estimated_context(saliency: Float[Array, "b h w"]) -> Float[Array, "b h w"]:
@@ -116,9 +136,21 @@ def cr_ce_loss(
     kwargs = {} if config.attribution == "contrastive" else {"relu": False}
     maps = attribute(head, features, labels, **kwargs)
     region = estimated_context(maps) if config.context == "estimated" else context
-    penalty = jnp.mean(context_share(maps, region))
+    if config.penalty == "share":
+        penalty = jnp.mean(context_share(maps, region))
+    elif config.penalty == "absolute":
+        penalty = jnp.mean(jnp.abs(context_evidence(maps, region)))
+    else:
+        penalty = jnp.mean(jnp.square(context_evidence(maps, region)))
     ce = jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
     return CRCELoss(ce + config.beta * penalty, ce, penalty, maps)
 
 
-__all__ = ["CRCE", "CRCELoss", "context_share", "cr_ce_loss", "estimated_context"]
+__all__ = [
+    "CRCE",
+    "CRCELoss",
+    "context_evidence",
+    "context_share",
+    "cr_ce_loss",
+    "estimated_context",
+]

@@ -95,7 +95,14 @@ class NeuralGraphon(eqx.Module):
     def __call__(self, x, y):
         return jax.nn.sigmoid(self.logits(x, y))
 
+    def logit_matrix(self, points: Float[Array, " m"]) -> Float[Array, "m m"]:
+        """``logits(x_i, x_j)`` on all pairs of ``points``: ``f`` evaluated once on the grid of
+        pairs and symmetrised by transposition (``f(x_j, x_i)`` is entry ``(j, i)`` of the same
+        matrix), half the network evaluations of ``logits`` on a meshgrid."""
+        xs, ys = jnp.meshgrid(points, points, indexing="ij")
+        f = self.raw(xs, ys)
+        return 0.5 * (f + f.T) + self.shift
+
     def matrix(self, points: Float[Array, " m"]) -> Float[Array, "m m"]:
         """``W(x_i, x_j)`` on all pairs of ``points``."""
-        xs, ys = jnp.meshgrid(points, points, indexing="ij")
-        return self(xs, ys)
+        return jax.nn.sigmoid(self.logit_matrix(points))

@@ -19,6 +19,7 @@ class Sizes(NamedTuple):
     learning_rate: float
     sharpness: float
     grid: int
+    turan_grid: int
     heatmap: int
     upper: tuple[tuple[float, float], ...]
     lower: tuple[tuple[float, float], ...]
@@ -38,6 +39,7 @@ def _sizes(ctx: Context) -> Sizes:
             learning_rate=2e-2,
             sharpness=2.0,
             grid=40,
+            turan_grid=40,
             heatmap=20,
             upper=((0.2, 1.0), (0.05, 20.0)),
             lower=((0.2, 0.5),),
@@ -54,6 +56,7 @@ def _sizes(ctx: Context) -> Sizes:
             learning_rate=2e-2,
             sharpness=2.0,
             grid=200,
+            turan_grid=100,
             heatmap=100,
             upper=((0.2, 1.0), (0.05, 20.0)),
             lower=((0.2, 0.5),),
@@ -70,6 +73,7 @@ def _sizes(ctx: Context) -> Sizes:
             learning_rate=1e-2,
             sharpness=2.0,
             grid=400,
+            turan_grid=400,
             heatmap=200,
             upper=((0.2, 1.0), (0.1, 8.0), (0.05, 20.0), (0.02, 50.0)),
             lower=((0.2, 0.5), (0.1, 0.8)),

@@ -116,7 +116,7 @@ def turan(ctx: Context, sizes) -> Outcome:
 
         trained = eqx.filter_vmap(train)(graphons, keys)
         dens, forb, rdens, rforb, shifts = eqx.filter_vmap(
-            lambda g, obj=obj: evaluate_turan(obj, g, sizes.grid)
+            lambda g, obj=obj: evaluate_turan(obj, g, sizes.turan_grid)
         )(trained)
         # the seeds are random restarts of one optimisation: the best candidate is the answer
         best = int(np.argmax(np.where(np.asarray(rforb) < 0.005, np.asarray(rdens), -1.0)))
@@ -197,13 +197,15 @@ CONTROL_GRID = 16  # step control variate: 136 more evaluations on a 16 x 16 gri
 
 def _variance_estimates(H, m: int, control: int, tuples: tuple[int, ...]):
     """One jitted function of (stacked graphons, keys ``[seeds, reps]``): the symmetric
-    estimates and plain Monte Carlo at each budget in ``tuples``, seeds and repetitions vmapped
-    (one compile per pattern and control setting)."""
+    estimates with and without the step control variate (the same sampled points) and plain
+    Monte Carlo at each budget in ``tuples``, seeds and repetitions vmapped (one compile per
+    pattern)."""
 
     def one(g, k):
-        sym = symmetric_mc_density(H, g, key=k, num_points=m, control_grid=control)
+        sym = symmetric_mc_density(H, g, key=k, num_points=m)
+        sym_cv = symmetric_mc_density(H, g, key=k, num_points=m, control_grid=control)
         plain = [plain_mc_density(H, g, key=k, num_tuples=n) for n in tuples]
-        return sym, jnp.stack(plain)
+        return sym, sym_cv, jnp.stack(plain)
 
     over_reps = jax.vmap(one, in_axes=(None, 0))
     return eqx.filter_jit(eqx.filter_vmap(over_reps))
@@ -220,20 +222,30 @@ def estimator_variance(ctx: Context, sizes) -> Outcome:
     keys = jnp.stack(
         [jax.random.split(jax.random.key(10_000 + s), sizes.variance_reps) for s in seeds]
     )
-    rows = {}
-    for cv, control in (("_cv", grid), ("", 0)):
-        for name, H in (("K3", triangle()), ("C4", cycle(4))):
-            evaluations = m * (m - 1) // 2 + control * (control + 1) // 2
-            budgets = {
-                "equal_points": m // H.num_nodes,
-                "equal_evaluations": evaluations // H.num_edges,
+    ratios = {}
+    for name, H in (("K3", triangle()), ("C4", cycle(4))):
+        # plain Monte Carlo budgets: m / k tuples (equal points), and as many graphon
+        # evaluations as the U-statistic without and with the control grid
+        evals = m * (m - 1) // 2
+        tuples = (
+            m // H.num_nodes,
+            evals // H.num_edges,
+            (evals + grid * (grid + 1) // 2) // H.num_edges,
+        )
+        sym, sym_cv, plain = _variance_estimates(H, m, grid, tuples)(graphons, keys)
+        plain_var = np.asarray(jnp.var(plain, axis=1))  # [seeds, budgets]
+        for cv, est, at_evals in (("_cv", sym_cv, 2), ("", sym, 1)):
+            sym_var = np.asarray(jnp.var(est, axis=1))
+            ratios[name, cv] = {
+                "equal_points": (sym_var / plain_var[:, 0]).tolist(),
+                "equal_evaluations": (sym_var / plain_var[:, at_evals]).tolist(),
             }
-            run = _variance_estimates(H, m, control, tuple(budgets.values()))
-            sym, plain = run(graphons, keys)  # [seeds, reps], [seeds, reps, budgets]
-            sym_var = np.asarray(jnp.var(sym, axis=1))
-            plain_var = np.asarray(jnp.var(plain, axis=1))
-            for j, budget in enumerate(budgets):
-                rows[f"{name}{cv}_{budget}"] = (sym_var / plain_var[:, j]).tolist()
+    rows = {
+        f"{name}{cv}_{budget}": ratios[name, cv][budget]
+        for cv in ("_cv", "")
+        for name in ("K3", "C4")
+        for budget in ("equal_points", "equal_evaluations")
+    }
     extras = {
         "points": m,
         "control_grid": grid,
