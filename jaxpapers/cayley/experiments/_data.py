@@ -53,8 +53,19 @@ def _cached_array(ctx: Context, name: str, compute) -> np.ndarray:
     return value
 
 
+def task_texts(name: str, tokenizer, *, train: int, val: int, test: int, seed: int = 0):
+    """The texts and labels of task ``name`` in split order: train pool, validation, test.
+
+    The same seeded permutation :func:`load_splits` encodes, so row ``i`` of its arrays is text
+    ``i`` here (``vs_lora`` fine-tunes on these very texts).
+    """
+    texts, labels = _short_texts(TASKS[name](), tokenizer, MAX_TOKENS)
+    order = np.random.default_rng(seed).permutation(len(texts))[: train + val + test]
+    return [texts[i] for i in order], labels[order]
+
+
 def load_splits(ctx: Context, *, train: int, val: int, test: int, seed: int = 0) -> Splits:
-    """Class-stratified pools per task, encoded once by the frozen MiniLM and standardised.
+    """Seeded random pools per task, encoded once by the frozen MiniLM and standardised.
 
     Features are centred per layer and dimension and scaled per layer over the whole pool (no
     labels involved), so that every layer enters the heads on the same scale.
@@ -63,18 +74,15 @@ def load_splits(ctx: Context, *, train: int, val: int, test: int, seed: int = 0)
     model = load_minilm()
     lm_params = int(sum(np.size(v) for v in jax.tree.leaves(nnx.state(model, nnx.Param))))
     parts = []
-    for name, loader in TASKS.items():
-        texts, labels = _short_texts(loader(), tokenizer, MAX_TOKENS)
-        rng = np.random.default_rng(seed)
-        order = rng.permutation(len(texts))[: train + val + test]
+    for name in TASKS:
+        texts, y = task_texts(name, tokenizer, train=train, val=val, test=test, seed=seed)
 
-        def encode(order=order, texts=texts):
-            ids, mask = tokenize(tokenizer, [texts[i] for i in order], MAX_TOKENS)
+        def encode(texts=texts):
+            ids, mask = tokenize(tokenizer, texts, MAX_TOKENS)
             return encode_layers(model, ids, mask, batch_size=512)
 
         x = _cached_array(ctx, f"minilm_{name}_{train}_{val}_{test}_{seed}", encode)
         x = (x - x.mean(0)) / x.std(0).mean(-1, keepdims=True)
-        y = labels[order]
         cut = (train, train + val)
         parts.append((x[: cut[0]], y[: cut[0]], x[cut[0] : cut[1]], y[cut[0] : cut[1]]))
         parts[-1] += (x[cut[1] :], y[cut[1] :])

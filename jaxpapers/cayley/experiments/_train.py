@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Any
 
@@ -123,15 +124,31 @@ def _probe_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
     return _over_cells(one, keys, x, y, w, task)
 
 
+def _timed(fn, static, args):
+    """``fn(*static, *args)`` compiled ahead of time, then run: its outputs, wall and CPU seconds
+    of the run alone (the compile excluded)."""
+    compiled = fn.lower(*static, *args).compile()
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = jax.block_until_ready(compiled(*args))
+    return out, time.perf_counter() - t0, time.process_time() - c0
+
+
 #: Heads also trained at the smaller training-set sizes (the variants only at the largest).
 FEW_SHOT_HEADS = ("Cayley-Encoder", "fully connected GNN", "attention aggregation")
+
+
+def cell_order(task: int, seed: int, pool: int) -> np.ndarray:
+    """The training pool's order for cell (task, seed): a cell of size ``n`` trains on the first
+    ``n`` (so the sizes are nested)."""
+    return np.random.default_rng([seed, task]).permutation(pool)
 
 
 def run_grid(splits, *, shots, seeds, steps, learning_rate, weight_decay, hidden) -> dict[str, Any]:
     """Train every head for every (task, seed) at each training-set size; report accuracies.
 
-    Each size is one compiled program per head, mapped over the (task, seed) cells (``grid``); the
-    training examples of a cell are a seeded random subset of the task's training pool.
+    Every size is one compiled program per head, mapped over the (size, task, seed) cells; the
+    training examples of a (task, seed) cell (``grid``) are the first ``n`` of a seeded order of
+    the task's training pool (:func:`cell_order`), the rest padded in with weight 0.
 
     Returns a JSON-able dict: ``grid`` (the (task, seed) cells), ``params`` per head, and per
     head and size (``results[head][str(shots)]``) ``val``/``test`` accuracies ``[cells]``
@@ -144,38 +161,57 @@ def run_grid(splits, *, shots, seeds, steps, learning_rate, weight_decay, hidden
     grid = [(k, r) for k in range(num_tasks) for r in seeds]
     task_arr = np.array([k for k, _ in grid])
     keys = jnp.stack([jax.random.fold_in(jax.random.key(r), k) for k, r in grid])
-    perms = np.stack([np.random.default_rng([r, k]).permutation(pool) for k, r in grid])
-    shared = (
-        jnp.asarray(task_arr),
-        jnp.asarray(splits.x_val),
-        jnp.asarray(splits.y_val),
-        jnp.asarray(splits.x_test),
-        jnp.asarray(splits.y_test),
+    perms = np.stack([cell_order(k, r, pool) for k, r in grid])
+    val_test = tuple(
+        jnp.asarray(a) for a in (splits.x_val, splits.y_val, splits.x_test, splits.y_test)
     )
     hp = (("steps", steps), ("learning_rate", learning_rate), ("weight_decay", weight_decay))
     sizes = {"layers": layers, "features": features, "hidden": hidden}
+    top = max(shots)
+    # The sizes are nested (a cell of size n trains on the first n of its order), so every size is
+    # the largest training set with the examples beyond n weighted 0: all sizes are cells of one
+    # program per head (a compile costs more than the padded steps).
+    x_top = splits.x_train[task_arr[:, None], perms[:, :top]]
+    y_top = splits.y_train[task_arr[:, None], perms[:, :top]]
+
+    def cells_for(ns):
+        reps = len(ns)
+        w = np.concatenate([np.broadcast_to(np.arange(top) < n, y_top.shape) for n in ns])
+        tiled = (np.tile(a, (reps,) + (1,) * (a.ndim - 1)) for a in (x_top, y_top))
+        return (
+            jnp.tile(keys, reps),
+            *map(jnp.asarray, tiled),
+            jnp.asarray(w, jnp.float32),
+            jnp.asarray(np.tile(task_arr, reps)),
+            *val_test,
+        )
+
+    def per_size(out, ns):
+        cells = len(grid)
+        return {
+            str(n): jax.tree.map(lambda a, s=s: a[s * cells : (s + 1) * cells], out)
+            for s, n in enumerate(ns)
+        }
+
     results: dict[str, dict[str, Any]] = {}
     params: dict[str, int] = {}
-    for n in shots:
-        idx = perms[:, :n]
-        x = jnp.asarray(splits.x_train[task_arr[:, None], idx])
-        y = jnp.asarray(splits.y_train[task_arr[:, None], idx])
-        w = jnp.ones(y.shape, jnp.float32)
-        names = GRAPH_HEADS if n == max(shots) else FEW_SHOT_HEADS
-        for name in names:
-            make = partial(GRAPH_HEADS[name], **sizes)
-            val, test, attr, finite = _graph_grid(make, hp, keys, x, y, w, *shared)
-            results.setdefault(name, {})[str(n)] = {
-                "val": val,
-                "test": test,
-                "attr": attr,
-                "finite": finite,
-            }
-            params[name] = count_params(make(jax.random.key(0)))
-        make = partial(_probe, **sizes)
-        val, test, finite = _probe_grid(make, hp, keys, x, y, w, *shared)
-        results.setdefault("probes", {})[str(n)] = {"val": val, "test": test, "finite": finite}
-        params["linear probe"] = count_params(make(jax.random.key(0)))
+    for name in GRAPH_HEADS:
+        ns = shots if name in FEW_SHOT_HEADS else (top,)
+        make = partial(GRAPH_HEADS[name], **sizes)
+        args = cells_for(ns)
+        (val, test, attr, finite), wall, cpu = _timed(_graph_grid, (make, hp), args)
+        per_step = {
+            # per training step of one cell (padded to the largest size), evaluation included
+            "seconds_per_step": wall / (len(args[0]) * steps),
+            "cpu_seconds_per_step": cpu / (len(args[0]) * steps),
+        }
+        by_size = per_size({"val": val, "test": test, "attr": attr, "finite": finite}, ns)
+        results[name] = {n: {**r, **per_step} for n, r in by_size.items()}
+        params[name] = count_params(make(jax.random.key(0)))
+    make = partial(_probe, **sizes)
+    val, test, finite = _probe_grid(make, hp, *cells_for(shots))
+    results["probes"] = per_size({"val": val, "test": test, "finite": finite}, shots)
+    params["linear probe"] = count_params(make(jax.random.key(0)))
     out = {"grid": grid, "params": params, "results": results}
     return jax.tree.map(lambda a: np.asarray(a).tolist() if hasattr(a, "shape") else a, out)
 
