@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 from helpers import tolerance
@@ -22,6 +23,7 @@ from jaxpapers.rapo import (
     completion_log_probs,
     completion_mask,
     completions,
+    draw_batch,
     extract_reply,
     format_psycot,
     group_advantages,
@@ -32,7 +34,9 @@ from jaxpapers.rapo import (
     prompts,
     rapo_loss,
     rapo_weights,
+    rl_step,
     score,
+    split_profiles,
 )
 
 WORLD = World()
@@ -220,3 +224,35 @@ def test_bad_input(batch_inputs):
         rapo_weights(lp, adv, gamma=1.0)
     with pytest.raises(ValueError, match="pmi has shape"):
         rapo_loss(lp, old, adv, mask, lp[:, :2])
+
+
+def test_grpo_with_kl_equals_rapo_with_unit_weights_in_one_step():
+    """use_pmi=False with beta > 0 is TRL/verl GRPO with the k3 KL term (one reference forward);
+    RAPO with alpha = gamma = 0 (unit weights) must give the same loss on the same rollouts.
+    (The states after the step are not compared: Adam's first step is about lr * sign(g), which
+    turns rounding-level gradient differences into step-size-level ones.)"""
+    model = DecoderLM(
+        WORLD.vocab_size,
+        d_model=16,
+        num_heads=2,
+        num_layers=1,
+        max_len=PROMPT_LEN + COMPLETION_LEN,
+        rngs=nnx.Rngs(0),
+    )
+    graphdef, state = nnx.split(model)
+    # a reference that differs from the policy, so the KL term is not zero
+    ref = jax.tree.map(lambda x: x + 0.05 * jnp.ones_like(x), state)
+    config = RLConfig(group_size=2, beta=0.5)
+    opt_state = optax.adam(config.learning_rate).init(state)
+    train, _ = split_profiles(WORLD)
+    batch = draw_batch(jax.random.key(1), jnp.asarray(train), 2)
+    common = dict(key=jax.random.key(2), config=config, alpha=0.0, gamma=0.0)
+    _, _, m_grpo = rl_step(graphdef, state, opt_state, ref, WORLD, batch, use_pmi=False, **common)
+    _, _, m_rapo = rl_step(graphdef, state, opt_state, ref, WORLD, batch, **common)
+    no_kl = RLConfig(group_size=2, beta=0.0)
+    _, _, m_plain = rl_step(
+        graphdef, state, opt_state, ref, WORLD, batch, use_pmi=False, **{**common, "config": no_kl}
+    )
+    # same loss (KL included) to float32 rounding of a batched vs unbatched reference forward
+    np.testing.assert_allclose(float(m_grpo.loss), float(m_rapo.loss), rtol=1e-5, atol=1e-6)
+    assert abs(float(m_grpo.loss) - float(m_plain.loss)) > 1e-4  # the KL term is really there

@@ -157,8 +157,11 @@ def rl_step(
     fidelity), advantages are normalised within each prompt's group, PMI comes from the frozen
     reference with and without the profile in the prompt, and Adam takes one step on the loss.
 
-    ``use_pmi=False`` skips the reference forward passes (plain GRPO without a KL term: RAPO's
-    weights are then all 1, whatever ``alpha`` and ``gamma``).
+    ``use_pmi=False`` skips the reference forward without the profile: RAPO's weights are then
+    all 1, whatever ``alpha`` and ``gamma``, i.e. plain GRPO; with ``config.beta > 0`` it still
+    runs the one reference forward that GRPO's k3 KL term needs (TRL/verl GRPO), with
+    ``beta = 0`` none. RAPO (``use_pmi=True``) therefore costs one reference forward over GRPO
+    with a KL term: the rollouts without the profile, batched with the KL forward.
 
     Returns:
       The new policy state, optimiser state and :class:`StepMetrics` of the rollouts.
@@ -182,7 +185,9 @@ def rl_step(
         ref_lp, ref_null = jnp.split(both, 2, axis=0)
         pmi = profile_token_pmi(ref_lp, ref_null)
     elif config.beta:
-        raise ValueError(f"beta={config.beta} needs the reference forward: use_pmi=True")
+        # GRPO with the k3 KL term (TRL/verl): one reference forward over the rollouts
+        ref_lp = completion_log_probs(graphdef, ref_state, tokens)
+        pmi = jnp.zeros(mask.shape, mask.dtype)
     else:
         ref_lp, pmi = None, jnp.zeros(mask.shape, mask.dtype)
 
