@@ -29,6 +29,10 @@ cfg = SSLConfig(
     bottleneck=16,
     total_steps=20,
     temp_warmup=5,
+    # Short-run recipe (see jaxpapers.codi): a faster EMA teacher, a constant teacher temperature.
+    momentum_base=0.95,
+    teacher_temp_end=0.04,
+    lr=3e-4,
 )
 graphdef, state = init_state(cfg, key=jax.random.key(1))
 run = pretrain(

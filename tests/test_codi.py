@@ -127,3 +127,20 @@ def test_bad_inputs():
         mean_iou(jnp.array([0, 1]), jnp.array([0, 4]), 3)
     with pytest.raises(ValueError, match="center"):
         teacher_targets(jnp.zeros((2, 4)), jnp.zeros(3), 0.04)
+
+
+def test_collapse_diagnostics_against_closed_forms():
+    from jaxpapers.codi.experiments._runs import collapse_diagnostics
+
+    k = 8
+    # Run 0: every logit equal (uniform targets); run 1: image i points at prototype i % k with a
+    # margin of 1 at temperature 0.01 (targets one-hot to e^-100, images spread over k).
+    z0 = np.zeros((16, k))
+    z1 = np.eye(k)[np.arange(16) % k]
+    z_cls = np.stack([z0, z1])
+    z_patch = np.stack([z0, z1])[:, :, None, :].repeat(3, axis=2)
+    feats = np.stack([np.zeros((16, 4)), np.tile([[1.0], [-1.0]], (8, 4))])
+    d = collapse_diagnostics(z_cls, z_patch, feats, np.zeros((2, k)), np.zeros((2, k)), 0.01)
+    np.testing.assert_allclose(d["cls_entropy"], [np.log(k), 0.0], atol=1e-9)
+    np.testing.assert_allclose(d["patch_entropy_of_mean"], [np.log(k), np.log(k)], atol=1e-9)
+    np.testing.assert_allclose(d["cls_feature_std"], [0.0, 1.0])

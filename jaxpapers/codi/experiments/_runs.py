@@ -21,7 +21,6 @@ from jaxpapers.codi import (
     mean_iou,
     pretrain,
     readout_gradients,
-    teacher_tokens,
 )
 from jaxpapers.core.data.scenes import SceneConfig, make_scenes, patch_labels
 from jaxpapers.core.experiment import Context
@@ -43,21 +42,32 @@ def ssl_config(sizes: Any) -> SSLConfig:
         mlp=2 * sizes.dim,
     )
     return SSLConfig(
-        vit=vit, out_dim=sizes.out_dim, total_steps=sizes.steps, temp_warmup=sizes.steps // 3
+        vit=vit,
+        out_dim=sizes.out_dim,
+        total_steps=sizes.steps,
+        temp_warmup=sizes.steps // 3,
+        teacher_temp_end=sizes.teacher_temp_end,
+        momentum_base=sizes.momentum_base,
+        lr=sizes.lr,
     )
 
 
-def _scenes(n: int, seed: int):
-    s = jax.jit(lambda k: make_scenes(SCENES, n, key=k))(jax.random.key(seed))
-    return s.image, patch_labels(s.classes, 8, SCENES.classes).reshape(n, -1), s.main_class
+def _scenes(n_train: int, n_test: int, seed: int):
+    """Train and test scenes from one program: ``((images, patch labels, main class), ...)``."""
+    n = n_train + n_test
+    # FAST_COMPILE here and for the feature extraction: one-shot programs whose compile, not
+    # their run, is the cost (the pretraining itself is compiled with the default options).
+    gen = jax.jit(lambda k: make_scenes(SCENES, n, key=k), compiler_options=FAST_COMPILE)
+    s = gen(jax.random.key(seed))
+    data = (s.image, patch_labels(s.classes, 8, SCENES.classes).reshape(n, -1), s.main_class)
+    return tuple(a[:n_train] for a in data), tuple(a[n_train:] for a in data)
 
 
 def pretrain_and_evaluate(ctx: Context, sizes: Any, lambdas: tuple[float, ...]) -> dict[str, Any]:
     """Pretrain every (lambda, seed) in one vmapped run; probe each teacher's frozen features."""
     cfg = ssl_config(sizes)
     runs = [(lam, s) for lam in lambdas for s in ctx.seed_list]
-    x_tr, p_tr, y_tr = _scenes(sizes.train_n, 11)
-    x_te, p_te, y_te = _scenes(sizes.test_n, 12)
+    (x_tr, p_tr, y_tr), (x_te, p_te, y_te) = _scenes(sizes.train_n, sizes.test_n, 11)
     graphdef = None
     states = []
     for _, s in runs:
@@ -71,14 +81,15 @@ def pretrain_and_evaluate(ctx: Context, sizes: Any, lambdas: tuple[float, ...]) 
             graphdef, st, x_tr, key=k, cfg=cfg, steps=sizes.steps, batch=sizes.batch, lam=lam
         )
     )(stacked, keys, lams)
+    # Head logits and backbone tokens of every network, one program.
     feats = jax.jit(
-        jax.vmap(lambda p, x: teacher_tokens(graphdef, p, x), in_axes=(0, None)),
-        static_argnums=(),
+        jax.vmap(lambda p, x: nnx.merge(graphdef, p)(x), in_axes=(0, None)),
+        compiler_options=FAST_COMPILE,
     )
-    tr, te = feats(out.state.teacher, x_tr), feats(out.state.teacher, x_te)
     classes = SCENES.classes + 1
     res: dict[str, Any] = {"finite": np.asarray(out.finite).tolist(), "runs": runs}
-    for i, (lam, _) in enumerate(runs):
+
+    def evaluate(tr, te, i: int) -> dict[str, Any]:
         d = tr.patches.shape[-1]
         probe = linear_probe(
             tr.patches[i].reshape(-1, d),
@@ -91,15 +102,86 @@ def pretrain_and_evaluate(ctx: Context, sizes: Any, lambdas: tuple[float, ...]) 
         err = (pred != p_te).astype(jnp.float32)
         mass = cls_attention_mass(te.attention[i])
         knn = knn_classify(tr.cls[i], y_tr, te.cls[i], SCENES.classes, k=sizes.knn_k)
-        row = res.setdefault(f"{lam:g}", {})
-        row.setdefault("dense", []).append(float(1 - err.mean()))
-        row.setdefault("miou", []).append(float(mean_iou(pred, p_te, classes)))
-        row.setdefault("knn", []).append(float(jnp.mean(knn == y_te)))
-        row.setdefault("bins", []).append(
-            np.asarray(binned_error(mass.reshape(-1), err.reshape(-1), BINS)).tolist()
+        return {
+            "dense": float(1 - err.mean()),
+            "miou": float(mean_iou(pred, p_te, classes)),
+            "knn": float(jnp.mean(knn == y_te)),
+            "bins": np.asarray(binned_error(mass.reshape(-1), err.reshape(-1), BINS)).tolist(),
+        }
+
+    def append(key: str, row: dict[str, Any]) -> None:
+        for name, value in row.items():
+            res.setdefault(key, {}).setdefault(name, []).append(value)
+
+    # Reference: the same probes on the untrained networks (the initial teacher of each seed; the
+    # initial state does not depend on lambda, so the first len(seeds) runs are taken), extracted
+    # in the same program as the trained teachers (rows len(runs) onwards).
+    n_seeds = len(ctx.seed_list)
+    teachers = jax.tree.map(
+        lambda a, b: jnp.concatenate([a, b[:n_seeds]]), out.state.teacher, stacked.teacher
+    )
+    z_cls, z_patch, tok = feats(teachers, jnp.concatenate([x_tr, x_te]))
+    tr = jax.tree.map(lambda a: a[:, : sizes.train_n], tok)
+    te = jax.tree.map(lambda a: a[:, sizes.train_n :], tok)
+    for i, (lam, _) in enumerate(runs):
+        append(f"{lam:g}", {**evaluate(tr, te, i), "final_loss": float(out.stats.loss[i, -1])})
+    for i in range(n_seeds):
+        append("init", evaluate(tr, te, len(runs) + i))
+    # Reference: predict the most frequent training label everywhere (the background).
+    major = jnp.full_like(p_te, jnp.argmax(jnp.bincount(p_tr.reshape(-1), length=classes)))
+    major_img = jnp.argmax(jnp.bincount(y_tr, length=SCENES.classes))
+    for _ in range(n_seeds):
+        append(
+            "majority",
+            {
+                "dense": float(jnp.mean(major == p_te)),
+                "miou": float(mean_iou(major, p_te, classes)),
+                "knn": float(jnp.mean(y_te == major_img)),
+            },
         )
-        row.setdefault("final_loss", []).append(float(out.stats.loss[i, -1]))
+    k = len(runs)
+    res["diagnostics"] = collapse_diagnostics(
+        z_cls[:k, sizes.train_n :],
+        z_patch[:k, sizes.train_n :],
+        te.cls[:k],
+        out.state.center_cls,
+        out.state.center_patch,
+        cfg.teacher_temp_end,
+    )
     return res
+
+
+def collapse_diagnostics(
+    z_cls, z_patch, cls_features, center_cls, center_patch, temperature: float
+) -> dict[str, list[float]]:
+    """Per run (leading axis): mean entropy of the teacher's [CLS] and patch targets and the
+    entropy of their mean over images (both ``log K`` for uniform targets, both 0 for a collapse
+    to one prototype; a healthy run has a low per-image and a high mean entropy), the norm of the
+    [CLS] centre, and the mean over feature dimensions of the across-image std of the teacher's
+    [CLS] features (0 when every image maps to the same feature)."""
+    z_cls, z_patch = np.asarray(z_cls, np.float64), np.asarray(z_patch, np.float64)
+    k = z_cls.shape[-1]
+
+    def targets(z, c):
+        z = (z - np.asarray(c)[:, None, :]) / temperature
+        e = np.exp(z - z.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def ent(p):
+        return -np.sum(p * np.log(p + 1e-12), -1)
+
+    t_cls = targets(z_cls, center_cls)
+    t_patch = targets(z_patch.reshape(z_patch.shape[0], -1, k), center_patch)
+    out = {
+        "cls_entropy": ent(t_cls).mean(1),
+        "cls_entropy_of_mean": ent(t_cls.mean(1)),
+        "patch_entropy": ent(t_patch).mean(1),
+        "patch_entropy_of_mean": ent(t_patch.mean(1)),
+        "log_K": np.full(z_cls.shape[0], np.log(k)),
+        "center_cls_norm": np.linalg.norm(np.asarray(center_cls), axis=-1),
+        "cls_feature_std": np.asarray(cls_features).std(1).mean(-1),
+    }
+    return {name: v.tolist() for name, v in out.items()}
 
 
 def sanity(ctx: Context, sizes: Any) -> dict[str, Any]:
@@ -109,7 +191,9 @@ def sanity(ctx: Context, sizes: Any) -> dict[str, Any]:
     gradients of every seed are one jitted program, all with ``FAST_COMPILE`` (tiny shapes: the
     compile is the whole cost; the 1e-3 tolerance on the two programs' states is unaffected).
     """
-    vit = ViTConfig(image_size=16, channels=3, patch=4, dim=16, depth=2, heads=2, mlp=32)
+    # One block: the read-out identity concerns the last block only (depth 2 is tested in
+    # tests/test_codi.py), and the compile, which is the whole cost here, shrinks.
+    vit = ViTConfig(image_size=16, channels=3, patch=4, dim=16, depth=1, heads=2, mlp=32)
     cfg = SSLConfig(vit=vit, out_dim=8, hidden=16, bottleneck=8, total_steps=3, temp_warmup=1)
     x = jax.random.uniform(jax.random.key(0), (16, 16, 16, 3))
     seeds = ctx.seed_list
