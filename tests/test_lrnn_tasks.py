@@ -100,3 +100,19 @@ def test_handset_bdlru8_tracks_z5_and_s5_exactly():
     assert set(np.unique(rows)) <= {0.0, 1.0}  # every row on (or inside) the unit L1 sphere
     with pytest.raises(ValueError, match="task='parity'"):
         handset_gates("parity")
+
+
+def test_s5_recipe_curriculum_masks_labels_beyond_the_current_length():
+    from jaxpapers.lrnn.experiments import RECIPE
+    from jaxpapers.lrnn.experiments._recipe import _batches, curriculum_length
+
+    sizes = RECIPE._replace(steps=100, start_len=4, train_len=40, ramp=0.5, batch=3)
+    assert [curriculum_length(s, sizes) for s in (0, 25, 50, 99)] == [4, 22, 40, 40]
+    b = _batches([(False, 0), (True, 0)], 25, sizes)
+    # Flat: every position 1..40 labelled; curriculum: positions 1..22 only, same tokens shape.
+    assert b["mask"].shape == (2, 3, 41)
+    np.testing.assert_array_equal(b["mask"][0].sum(-1), np.full(3, 40.0))
+    np.testing.assert_array_equal(b["mask"][1].sum(-1), np.full(3, 22.0))
+    assert b["mask"][1][:, 23:].sum() == 0.0 and b["mask"][1][:, 1:23].min() == 1.0
+    with pytest.raises(ValueError, match="ramp=0.0"):
+        curriculum_length(0, sizes._replace(ramp=0.0))

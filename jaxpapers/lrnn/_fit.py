@@ -95,7 +95,9 @@ def fit(
 
     ``batch_fn(step)`` returns ``{"tokens": [S, B, T], "labels": [S, B, T], "mask": [S, B, T]}``.
     Optimiser: element-wise clipping at 1 then Adam with a linear warm-up and cosine decay; the
-    same for every mixer.
+    same for every mixer. Checkpoints: at the end only for runs of up to 1,000 steps (an orbax
+    save costs CPU-seconds, and short runs are cached whole by the experiments), else every
+    ``steps // 5`` steps.
     """
     logits_fn = seed_logits(models.graphdef)
 
@@ -113,7 +115,7 @@ def fit(
         steps=steps,
         key=key,
         checkpoint_dir=checkpoint_dir,
-        checkpoint_every=max(1, steps // 2),
+        checkpoint_every=steps if steps <= 1000 else max(1, steps // 5),
         desc=desc,
     )
     return result.params

@@ -1,9 +1,13 @@
 """P13 experiments: registrations and sizes only (data, training and plots in the modules).
 
-State tracking (Grazzi et al., 2024 protocol at miniature size): every mixer (LRU; H-LRU K = 2, 4;
-BD-LRU b = 2, 4, 8) is trained on sequences of 40 symbols with a label at every prefix (so on all
-lengths 1..40; bracket task: expressions of odd length 3..39, one label per sequence) with the
-same optimiser, learning rate, steps and width (``_tracking.py``). Two verdicts per task, from the
+State tracking (Grazzi et al., 2024 protocol at miniature size): every mixer is trained on
+sequences of 40 symbols with a label at every prefix (so on all lengths 1..40; bracket task:
+expressions of odd length 3..39, one label per sequence) with the same optimiser, learning rate,
+steps and width (``_tracking.py``). The rows are the baseline and the two mixers the verdicts
+name (LRU, H-LRU K = 2, BD-LRU b = 8, ``RULE_MIXERS``), trained at every size; H-LRU K = 4 and
+BD-LRU b = 2, 4 are trained at ``--full`` only and reported in the extras ``more_mixers`` (quick
+mode cannot afford six compiled trainings: 6 x 300 steps of 12 stacked models was ~245 CPU-s
+under load, issue 11). Two verdicts per task, from the
 same trained models: ``tracking_<task>`` judges accuracy at the training lengths (what the
 abstract claims: the structured mixers can *represent and learn* the task), and
 ``generalisation_<task>`` accuracy at lengths 41..256 (positions 41..256 of 256-symbol
@@ -29,6 +33,22 @@ the group" (it can) from "training does not find it": what session measurements 
 latter beyond the training length, where the learned transitions contract (row L1 norms
 0.92-0.94, so a product of 80 of them has norm ~0.004) instead of staying on the unit sphere.
 
+``s5_recipe`` (``_recipe.py``, ``--full`` only, its own CPU-sized table ``RECIPE``): S_5 alone,
+2,000 steps, with a length curriculum (labelled prefix length 4 -> 40 over the first half of the
+steps) against the same training without it, to separate "too few steps / too hard a start" from
+"the optimiser does not find the permutation transitions" (issue 11). Measured (2 seeds,
+``results/full/P13/``): accuracy at lengths <= 40 of 0.031 (LRU), 0.034 (BD-LRU b = 8, no
+curriculum), 0.033 (with it), i.e. nothing beyond the first position (whose label is the token):
+neither 7x the steps nor the curriculum finds S_5 at this width; untried: wider models, more
+layers, gates initialised near token-dependent permutations.
+
+Quick-mode sizes (issue 11, 263 CPU-s before): the six-mixer tracking training cost ~245 CPU-s
+under load; quick now trains the three ``RULE_MIXERS`` (batch 16, 300 steps; batch 8 was tried and
+dropped BD-LRU b = 8 on mod 5 from 0.96 to 0.63, seeds 0.58 / 0.30 / 1.00, making
+``tracking_mod5`` inconclusive), and the LM 200 steps of batch 8 (was 300 of 16; bits per
+character then 3.59 / 3.43 / 3.32 for LRU / H-LRU 2 / BD-LRU 4 vs 3.27 / 3.11 / 3.06, same
+verdict).
+
 Language modelling (``_lm.py``): the docstrings of pure-Python standard-library modules, LRU vs
 H-LRU K = 2 vs BD-LRU b = 4 with the state width of each chosen so that the models' total
 parameter counts match the LRU's (within one block), validation bits per character.
@@ -52,6 +72,7 @@ from jaxpapers.lrnn._tasks import TASKS, task_spec
 from jaxpapers.lrnn.experiments._handset import handset_accuracy
 from jaxpapers.lrnn.experiments._lm import LM_MIXERS, lm_results, matched_state_width
 from jaxpapers.lrnn.experiments._plots import bar_plot
+from jaxpapers.lrnn.experiments._recipe import RecipeSizes, recipe_results
 from jaxpapers.lrnn.experiments._tracking import MIXERS, tracking_results
 
 PAPER = "P13"
@@ -62,6 +83,10 @@ SOLVER: dict[str, str] = {
     "mod5_brackets": "bdlru8",
 }
 SOLVED = 0.9  # accuracy that counts as solving a task
+# The baseline and the mixers the verdicts name: trained at every size (the rows of the tables).
+# The other structured mixers (hlru4, bdlru2, bdlru4) are trained at --full only and reported
+# in the extras ``more_mixers`` (quick mode cannot afford six compiled trainings, issue 11).
+RULE_MIXERS: tuple[str, ...] = ("lru", "hlru2", "bdlru8")
 TASK_NAMES = {
     "parity": "parity (Z_2)",
     "mod5": "mod-5 addition without brackets (Z_5)",
@@ -80,6 +105,7 @@ class TrackingSizes(NamedTuple):
     test_len: int
     eval_batch: int
     lr: float
+    mixers: tuple[str, ...]
 
 
 class LMSizes(NamedTuple):
@@ -97,15 +123,15 @@ class LMSizes(NamedTuple):
 TRACKING = {
     "smoke": TrackingSizes(
         d_model=8, d_state=8, n_layers=1, batch=4, steps=4, train_len=12, test_len=24,
-        eval_batch=4, lr=3e-3,
+        eval_batch=4, lr=3e-3, mixers=RULE_MIXERS,
     ),
     "quick": TrackingSizes(
         d_model=32, d_state=32, n_layers=1, batch=16, steps=300, train_len=40, test_len=256,
-        eval_batch=64, lr=3e-3,
+        eval_batch=64, lr=3e-3, mixers=RULE_MIXERS,
     ),
     "full": TrackingSizes(
         d_model=64, d_state=64, n_layers=2, batch=64, steps=5000, train_len=40, test_len=256,
-        eval_batch=256, lr=1e-3,
+        eval_batch=256, lr=1e-3, mixers=MIXERS,
     ),
 }  # fmt: skip
 LM = {
@@ -114,7 +140,7 @@ LM = {
         max_chars=20_000,
     ),
     "quick": LMSizes(
-        d_model=32, d_state=32, n_layers=2, batch=16, steps=300, seq=64, eval_windows=64,
+        d_model=32, d_state=32, n_layers=2, batch=8, steps=200, seq=64, eval_windows=64,
         lr=3e-3, max_chars=None,
     ),
     "full": LMSizes(
@@ -133,10 +159,11 @@ def _tracking_run(task: str, split: str):
         sizes = _pick(ctx, TRACKING)
         res = tracking_results(ctx, sizes)
         other = "test" if split == "train" else "train"
-        values = {m: res[m][task][split] for m in MIXERS}
+        values = {m: res[m][task][split] for m in RULE_MIXERS}
         extras = {
-            f"{other}_length_accuracy": {m: res[m][task][other] for m in MIXERS},
-            "n_params": {m: res[m]["n_params"] for m in MIXERS},
+            f"{other}_length_accuracy": {m: res[m][task][other] for m in sizes.mixers},
+            "more_mixers": {m: res[m][task][split] for m in sizes.mixers if m not in RULE_MIXERS},
+            "n_params": {m: res[m]["n_params"] for m in sizes.mixers},
             "sizes": sizes._asdict(),
             "chance": 1.0 / task_spec(task).n_classes,
         }
@@ -165,7 +192,7 @@ for _task in TASKS:
             metric="accuracy on prefixes/expressions of the training lengths (<= 40), held out",
             lower_is_better=False,
             baselines=("lru",),
-            methods=tuple(m for m in MIXERS if m != "lru"),
+            methods=tuple(m for m in RULE_MIXERS if m != "lru"),
             rule=AllOf((Better(_solver, "lru"), Threshold(_solver, SOLVED, below=False))),
             run=_tracking_run(_task, "train"),
             plot=_tracking_plot(_task, "lengths <= 40"),
@@ -182,7 +209,7 @@ for _task in TASKS:
             metric="accuracy on positions/expressions of length 41-256 after training on <= 40",
             lower_is_better=False,
             baselines=("lru",),
-            methods=tuple(m for m in MIXERS if m != "lru"),
+            methods=tuple(m for m in RULE_MIXERS if m != "lru"),
             rule=AllOf((Better(_solver, "lru"), Threshold(_solver, SOLVED, below=False))),
             run=_tracking_run(_task, "test"),
             plot=_tracking_plot(_task, "lengths 41-256"),
@@ -266,4 +293,52 @@ register(
     )
 )
 
-__all__ = ["LM", "TRACKING", "matched_state_width"]
+
+# S_5 with a training recipe (issue 11; ``_recipe.py``): --full only, sized to run on CPU in
+# minutes (the "full" label names the size of this experiment's own table, not a GPU size).
+RECIPE = RecipeSizes(
+    d_model=32, d_state=32, n_layers=1, batch=16, steps=2000, train_len=40, test_len=256,
+    eval_batch=64, lr=3e-3, start_len=4, ramp=0.5,
+)  # fmt: skip
+
+
+def _run_recipe(ctx: Context) -> Outcome:
+    res = recipe_results(ctx, RECIPE)
+    rows = ("lru", "bdlru8_flat", "bdlru8_curriculum")
+    extras = {
+        "test_length_accuracy": {r: res[r]["test"] for r in rows},
+        "n_params": res["n_params"],
+        "sizes": RECIPE._asdict(),
+        "chance": 1.0 / 120,
+    }
+    return Outcome({r: res[r]["train"] for r in rows}, extras)
+
+
+register(
+    Experiment(
+        paper=PAPER,
+        id="s5_recipe",
+        claim=(
+            f"permutation composition in S_5: with a length curriculum and {RECIPE.steps} steps "
+            f"(S_5 alone), BD-LRU b = 8 learns it at the training lengths (accuracy >= {SOLVED}) "
+            "and beats the diagonal LRU"
+        ),
+        metric="accuracy on prefixes of the training lengths (<= 40), held out",
+        lower_is_better=False,
+        baselines=("lru",),
+        methods=("bdlru8_flat", "bdlru8_curriculum"),
+        rule=AllOf(
+            (
+                Better("bdlru8_curriculum", "lru"),
+                Threshold("bdlru8_curriculum", SOLVED, below=False),
+            )
+        ),
+        run=_run_recipe,
+        plot=lambda outcome, path: bar_plot(
+            outcome, path, "accuracy, lengths <= 40", "P13 S_5, curriculum recipe"
+        ),
+        sizes=("full",),
+    )
+)
+
+__all__ = ["LM", "RECIPE", "TRACKING", "matched_state_width"]

@@ -112,5 +112,5 @@ def tracking_results(ctx: Context, sizes) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     return {
         m: shared.cached(f"{m}_s{ctx.seeds}", lambda m=m: _train_mixer(ctx, work, m, sizes))
-        for m in MIXERS
+        for m in sizes.mixers
     }
