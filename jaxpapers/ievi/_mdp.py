@@ -109,7 +109,10 @@ def q_values(mdp: TabularMDP, V: Float[Array, " S"]) -> Float[Array, "S A"]:
     """
     # Contract in P's own [A, S, S] layout and transpose the small [A, S] result: asking for
     # "ast,t->sa" makes XLA copy all of P into a transposed layout on every call (10x slower
-    # inside a loop where P is an argument).
+    # inside a loop where P is an argument). In this layout XLA:CPU bitcasts P to [A * S, S] (no
+    # copy) and emits one tiled gemv split into row blocks run on its intra-op thread pool, so a
+    # sweep is memory-bound and already multi-threaded (S = 1000, A = 8, float64: ~4 ms of CPU
+    # per sweep spread evenly over 2 threads; OpenBLAS single-threaded ~4.5 ms).
     return mdp.R + mdp.gamma * jnp.einsum("ast,t->as", mdp.P, V).T
 
 

@@ -23,7 +23,7 @@ What the miniature experiments measure (``jaxpapers reproduce P07``): two distan
 to the exact posterior (``mixture_*``, ``gaussian_*``) and to the sampler's own output at
 ``ref_nfe`` steps (``*_disc``: the discretisation error that a second-order correction targets),
 each with its own verdict; knobs tuned per sampler over widened grids, with grid-edge flags in the
-extras. Quick-mode results (3 seeds; d = 8 and 80 tuned, d = 800 untuned at a small size, digits
+extras. Quick-mode results (3 seeds; d = 8 and 80 tuned, the d = 800 bed at ``--full`` only, digits
 with an exact kernel denoiser of 64 training digits instead of the U-Net of ``--full``): to the
 exact posterior LAMP is worse over every backbone on the mixture beds (e.g. d = 8 DPS +0.09/+0.06
 SW at NFE 10/20) and better over DiffPIR on the small-bias Gaussian bed (-0.06/-0.03); to the

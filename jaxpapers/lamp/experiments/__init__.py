@@ -20,9 +20,14 @@ step count (bit for bit, tested), so one compiled program per bed, backbone and 
 tuning, both NFE levels, the high-NFE reference, the ablation and the A = 0 check; chains are a
 flat batch of one size per bed (tuning cells use fewer samples per validation problem, tests
 only the tuned configurations); XLA backend optimisation level 1. Sizes cut in quick mode only:
-d = 80 at 128 samples per problem, d = 800 untuned at 32 samples on one problem per seed (its
-verdicts are indicative; resolved at ``--full``), digits with the kernel denoiser of 64 training
-digits at 10 steps and 8 images per seed (the U-Net at ``--full``; see ``_digits``).
+d = 80 at 128 samples per problem, digits with the kernel denoiser of 64 training digits at 10
+steps and 8 images per seed (the U-Net at ``--full``; see ``_digits``). The d = 800 bed runs at
+``--full`` only (``Experiment.sizes``): quick mode used to run it untuned at 32 samples on one
+problem per seed, verdicts it called indicative (its cost: below). Measured on a machine
+at load average 25-40 (2 cores): 169 CPU-s with the d = 800 bed, 146 CPU-s without it, every
+remaining row mean identical. The digits are ~30% of what is left (one task profiled alone in a
+fresh process: 28.5 CPU-s, of which 14.5 compiling 62 programs and 3.9 importing sklearn behind
+``load_digits``; compiling its samplers at level 0 instead of 1 saved only 2.6 CPU-s).
 """
 
 from __future__ import annotations
@@ -59,8 +64,8 @@ SIZES = {
         digits=DigitsModel(kind="kernel", kde_components=64),
         digits_nfe=10,
         digits_images=8,
-        # d = 80 at half the samples; d = 800 untuned on one problem per seed (resolved at --full).
-        per_dim={80: {"samples": 128}, 800: {"problems": 1, "samples": 32, "tune": False}},
+        # d = 80 at half the samples (the d = 800 bed runs at --full only: _mixture.FULL_ONLY_DIMS).
+        per_dim={80: {"samples": 128}},
     ),
     "full": Sizes(
         nfe=(20, 100),
@@ -108,6 +113,7 @@ for _bed in _mixture.BEDS.values():
                     rule=paired_rule([f"LAMP-{_kind} @{lv}" for lv in LEVELS], True),
                     run=_sized(_mixture.run_bed, _bed, _kind, _metric),
                     plot=_plots.plot_levels,
+                    sizes=_mixture.bed_run_sizes(_bed),
                 )
             )
 

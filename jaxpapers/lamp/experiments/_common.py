@@ -57,7 +57,7 @@ class Sizes(NamedTuple):
       digits_nfe: steps of the digits samplers.
       digits_images: test images per seed (and validation images for tuning).
       per_dim: overrides of ``problems``, ``samples``, ``tune`` per bed dimension (quick mode
-        runs the d = 80 and d = 800 beds smaller).
+        runs the d = 80 bed smaller).
     """
 
     nfe: tuple[int, int]
