@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -74,23 +75,26 @@ def check_functions(x: jax.Array, y: jax.Array, names: tuple[str, str] = ("x", "
             raise ValueError(f"{name} (shape {a.shape}) contains {bad} NaN or infinite values")
 
 
-@jax.tree_util.register_pytree_node_class
-class HilbertCost(costs.TICost):
+class HilbertCost(eqx.Module, costs.TICost):
     r"""ott cost on kernel features, translation invariant: :math:`h(z) = \|z\|^2` (linear base)
     or :math:`h(z) = 2 - 2\exp(-\|z\|^2 / 2\ell^2)` (RBF base), with :math:`z = a - b`.
+
+    An ``eqx.Module`` (the pytree registration ott's ``PointCloud`` flattens it with) and an ott
+    :class:`~ott.geometry.costs.TICost`.
 
     Attributes:
       bandwidth: :math:`\ell` (a pytree leaf; ``None`` for the linear base).
       base: ``"linear"`` or ``"rbf"`` (static).
     """
 
-    def __init__(self, bandwidth: float | jax.Array | None = None, base: str = "rbf"):
-        if base not in ("linear", "rbf"):
-            raise ValueError(f"base={base!r}; expected 'linear' or 'rbf'")
-        if base == "rbf" and bandwidth is None:
+    bandwidth: float | jax.Array | None = None
+    base: str = eqx.field(default="rbf", static=True)
+
+    def __check_init__(self):
+        if self.base not in ("linear", "rbf"):
+            raise ValueError(f"base={self.base!r}; expected 'linear' or 'rbf'")
+        if self.base == "rbf" and self.bandwidth is None:
             raise ValueError("an RBF HilbertCost needs a bandwidth; got None")
-        self.bandwidth = bandwidth
-        self.base = base
 
     def _from_sq(self, d2):
         if self.base == "linear":
@@ -105,15 +109,6 @@ class HilbertCost(costs.TICost):
 
     def all_pairs(self, x: jax.Array, y: jax.Array) -> jax.Array:
         return self._from_sq(sq_distances(x, y))
-
-    def tree_flatten(self):
-        return (self.bandwidth,), self.base
-
-    @classmethod
-    def tree_unflatten(cls, aux_data, children):
-        obj = object.__new__(cls)
-        obj.bandwidth, obj.base = children[0], aux_data
-        return obj
 
 
 def hilbert_cost_fn(kernel: FunctionKernel, fa: jax.Array, fb: jax.Array) -> HilbertCost:
@@ -177,6 +172,7 @@ def hilbert_sinkhorn_divergence(
     relative_epsilon: bool = True,
     max_iterations: int = 2000,
     threshold: float = 1e-3,
+    anderson: int = 3,
 ) -> HilbertSinkhornDivergence:
     r"""Hilbert Sinkhorn divergence between two samples of functions (kFFM, NeurIPS 2026).
 
@@ -192,16 +188,24 @@ def hilbert_sinkhorn_divergence(
       epsilon: entropic regularisation (relative to the std of the x-y cost by default).
       relative_epsilon: scale-free epsilon.
       max_iterations, threshold: Sinkhorn stopping rule.
+      anderson: memory of ott's Anderson acceleration of the three solves (0: off; see
+        :class:`~jaxpapers.kffm.KernelOTPairing`).
 
     Returns:
       A :class:`HilbertSinkhornDivergence`.
     """
     from ott.geometry import pointcloud
+    from ott.solvers.linear import acceleration
     from ott.tools import sinkhorn_divergence
 
     x, y = jnp.asarray(x), jnp.asarray(y)
     check_functions(x, y)
     check_epsilon(epsilon)
+    if not (isinstance(anderson, int) and anderson >= 0):
+        raise ValueError(f"anderson={anderson!r}; expected an integer memory >= 0")
+    solve_kwargs = {"max_iterations": max_iterations, "threshold": threshold}
+    if anderson:
+        solve_kwargs["anderson"] = acceleration.AndersonAcceleration(memory=anderson)
     fa, fb = kernel.features(x), kernel.features(y)
     # ott 0.6 broadcasts ranks implicitly (marginal errors): allow it inside the solves only.
     with jax.numpy_rank_promotion("allow"):
@@ -212,7 +216,7 @@ def hilbert_sinkhorn_divergence(
             cost_fn=hilbert_cost_fn(kernel, fa, fb),
             epsilon=epsilon,
             relative_epsilon="std" if relative_epsilon else None,
-            solve_kwargs={"max_iterations": max_iterations, "threshold": threshold},
+            solve_kwargs=solve_kwargs,
         )
     return HilbertSinkhornDivergence(
         div, jnp.all(jnp.asarray(out.converged)), jnp.asarray(out.n_iters)

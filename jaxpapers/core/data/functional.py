@@ -33,11 +33,11 @@ Everything is generated offline from an explicit ``key`` (same key, same data) a
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Literal
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -92,13 +92,11 @@ def covariance(
     return variance * k
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class GaussianProcessPrior:
+class GaussianProcessPrior(eqx.Module):
     """A zero-mean GP on a fixed 1-D or 2-D grid, ready to sample inside jitted code.
 
-    Build it with :func:`gaussian_process_prior`. Array fields are pytree leaves; the kernel
-    description is static.
+    Build it with :func:`gaussian_process_prior`. An ``eqx.Module``: the array fields are pytree
+    leaves, the kernel description is static; the structure is validated at construction.
 
     Attributes:
       grid: ``[n]`` grid points (1-D) or ``[n1 * n2, 2]`` points of a 2-D grid (row-major).
@@ -113,12 +111,37 @@ class GaussianProcessPrior:
 
     grid: jax.Array
     factor: jax.Array
-    kernel: str = dataclasses.field(metadata=dict(static=True), default="matern52")
-    lengthscale: float = dataclasses.field(metadata=dict(static=True), default=0.1)
-    variance: float = dataclasses.field(metadata=dict(static=True), default=1.0)
-    method: str = dataclasses.field(metadata=dict(static=True), default="cholesky")
-    n_features: int = dataclasses.field(metadata=dict(static=True), default=1024)
-    shape: tuple[int, ...] | None = dataclasses.field(metadata=dict(static=True), default=None)
+    kernel: str = eqx.field(static=True, default="matern52")
+    lengthscale: float = eqx.field(static=True, default=0.1)
+    variance: float = eqx.field(static=True, default=1.0)
+    method: str = eqx.field(static=True, default="cholesky")
+    n_features: int = eqx.field(static=True, default=1024)
+    shape: tuple[int, ...] | None = eqx.field(static=True, default=None)
+
+    def __hash__(self) -> int:
+        # Identity hash, as for the former plain dataclass: ``jax.jit(prior.sample)`` hashes the
+        # bound method, and the array fields are not hashable.
+        return object.__hash__(self)
+
+    def __check_init__(self):
+        if self.kernel not in ("rbf", *_NU):
+            raise ValueError(f"kernel={self.kernel!r}; expected one of ('rbf', {', '.join(_NU)})")
+        if self.method not in ("cholesky", "spectral"):
+            raise ValueError(f"method={self.method!r}; expected 'cholesky' or 'spectral'")
+        _check_positive(
+            lengthscale=self.lengthscale, variance=self.variance, n_features=self.n_features
+        )
+        n_points = self.grid.shape[0] if self.grid.ndim in (1, 2) else -1
+        if self.grid.ndim not in (1, 2) or (self.grid.ndim == 2 and self.grid.shape[1] != 2):
+            raise ValueError(f"grid must be [n] or [n, 2] points; got shape {self.grid.shape}")
+        expected = (n_points, n_points) if self.method == "cholesky" else (0, 0)
+        if tuple(self.factor.shape) != expected:
+            raise ValueError(
+                f"factor has shape {self.factor.shape}; expected {expected} for method "
+                f"{self.method!r} on {n_points} grid points"
+            )
+        if self.shape is not None and math.prod(self.shape) != n_points:
+            raise ValueError(f"shape={self.shape!r} does not match the {n_points} grid points")
 
     @property
     def grid_shape(self) -> tuple[int, ...]:

@@ -66,6 +66,14 @@ are undertrained (gp_mixture MMD ~0.16 at 100 steps, ~0.05 at 150): the MMD clai
 training than quick mode allows (the issue's measurement: at 300 steps kFFM was behind FFM, at
 2,000 the gap vanished inside the floor) and are not resolvable in quick mode; ``--full`` trains
 5,000 steps at 128 points. The evaluation experiment resolves already at quick size.
+Session 5 (issue 11, measured at machine load 30-38, which inflates CPU seconds): 207 CPU-s
+before and 203 CPU-s after Anderson acceleration of every Sinkhorn solve (pairings and the HSD
+extra), all verdicts unchanged and every row mean within 0.05 seed std. Where the CPU goes in the
+1-D family (single measurements): data generation ~10 CPU-s; the training step compiles in 14
+CPU-s and runs in 0.34 CPU-s (5.8 and 0.21 with the OT pairings replaced by independent pairs:
+the four Sinkhorn pairings cost ~8 CPU-s of compile and ~13 of the 100 steps); the HSD extra 4.3
+-> 1.6 CPU-s with Anderson; the Tsit5 scoring ~8. The 90 CPU-s aim is not met; the next levers
+are one Sinkhorn solve (one compile) for all OT pairings of a step and the FNO step itself.
 
 Layout: ``__init__`` holds the registrations and the size tables; data sets, pairings and the
 prior in ``_data.py``, training in ``_train.py``, scoring in ``_score.py``, the pair-draw
