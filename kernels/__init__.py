@@ -9,7 +9,8 @@ Each kernel module holds a ``*_kernel`` on refs, a jitted wrapper with static bl
   of quantized models); :func:`quantize`, :func:`pack_codes` / :func:`unpack_codes` build its
   packed-weight layout.
 * :func:`counter_noise`: a dense matrix of Rademacher / binary-aggregated Gaussian values of
-  ``(seed, position)``; :func:`counter_hash` is the integer hash behind both.
+  ``(seed, position)``; :func:`counter_hash` is the integer hash behind both, and
+  :func:`gaussian_from_bits` turns its words into standard Gaussian values (dense MeZO ``z``).
 
 Examples:
     >>> import jax.numpy as jnp
@@ -20,7 +21,7 @@ Examples:
 """
 
 from jaxpapers_kernels._backend import default_interpret, has_accelerator
-from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash
+from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash, gaussian_from_bits
 from jaxpapers_kernels.counter_noise import counter_noise, counter_noise_reference
 from jaxpapers_kernels.quant_matmul import (
     NO_PERTURBATION,
@@ -44,6 +45,7 @@ __all__ = [
     "counter_noise",
     "counter_noise_reference",
     "default_interpret",
+    "gaussian_from_bits",
     "has_accelerator",
     "pack_codes",
     "perturbed_quant_matmul",

@@ -16,6 +16,13 @@ The binary-aggregated Gaussian (BAG) variable with ``k`` bits is
 mean 0, variance 1, bounded by ``sqrt(k)``, fourth moment ``3 - 2/k`` (Gaussian: 3; Rademacher,
 ``k = 1``: 1). One 32-bit hash supplies all ``k <= 32`` signs, so the aggregation costs nothing
 beyond a popcount.
+
+A standard Gaussian value from one word (:func:`gaussian_from_bits`) uses the inverse error
+function, as ``jax.random.normal`` does, on the top 24 bits: ``u = (2 (h >> 8) + 1) / 2^24 - 1``
+is one of ``2^24`` equally likely odd multiples of ``2^-24`` in ``(-1, 1)`` (symmetric, never
+``+-1``), and ``z = sqrt(2) erfinv(u)``, ``|z| <= 5.4``. Unlike ``jax.random`` (threefry, which
+XLA:CPU lowers to a loop over whole-tensor counter arrays), it is elementwise in
+``(seed, position)``, so XLA fuses it into the consumer and a dense ``z`` never has to exist.
 """
 
 from __future__ import annotations
@@ -70,4 +77,17 @@ def bag_from_bits(bits: jax.Array, k: int, dtype: jnp.dtype = jnp.float32) -> ja
     return ((2 * ones - k).astype(dtype)) * jnp.asarray(1.0 / k**0.5, dtype)
 
 
-__all__ = ["bag_from_bits", "counter_hash", "lowbias32", "popcount32"]
+def gaussian_from_bits(bits: jax.Array, dtype: jnp.dtype = jnp.float32) -> jax.Array:
+    """Standard Gaussian value ``sqrt(2) erfinv((2 (bits >> 8) + 1) / 2^24 - 1)`` of each word.
+
+    Args:
+      bits: ``uint32`` words from :func:`counter_hash`.
+      dtype: float dtype of the result (computed in float32).
+    """
+    top = (jnp.asarray(bits, jnp.uint32) >> _u32(8)).astype(jnp.int32)
+    # 2 top - (2^24 - 1): an odd integer in [-(2^24 - 1), 2^24 - 1], exact in float32.
+    u = (2 * top - (2**24 - 1)).astype(jnp.float32) * jnp.float32(2.0**-24)
+    return (jnp.float32(2.0**0.5) * jax.lax.erf_inv(u)).astype(dtype)
+
+
+__all__ = ["bag_from_bits", "counter_hash", "gaussian_from_bits", "lowbias32", "popcount32"]

@@ -73,3 +73,21 @@ def test_effective_rank_closed_form():
     q = np.linalg.qr(np.random.default_rng(0).normal(size=(20, 20)))[0]
     np.testing.assert_allclose(effective_rank(q[:, :3] @ np.diag([2.0, 2.0, 2.0]) @ q[:3]), 3.0)
     np.testing.assert_allclose(effective_rank(np.eye(5)), 5.0)
+
+
+def test_small_loss_xent_keeps_tiny_losses():
+    """Against float64 logsumexp: accurate where jax.nn.log_softmax rounds the loss to 0."""
+    from scipy.special import logsumexp
+
+    from jaxpapers.lqzo.experiments._estimator import small_loss_xent
+
+    logits = np.array([[10.0, -9.0], [-8.0, 9.5], [3.0, 2.5], [-1.0, 4.0]], np.float32)
+    y = np.array([0, 1, 0, 0])
+    want = np.mean(logsumexp(logits.astype(np.float64), axis=1) - logits[np.arange(4), y])
+    got = float(small_loss_xent(jnp.asarray(logits), jnp.asarray(y)))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    sep = jnp.asarray(logits[:2])
+    plain = -jnp.mean(jax.nn.log_softmax(sep)[jnp.arange(2), jnp.asarray(y[:2])])
+    assert float(plain) == 0.0  # float32 log_softmax loses it
+    want_sep = np.mean(np.log1p(np.exp([-19.0, -17.5])))
+    np.testing.assert_allclose(float(small_loss_xent(sep, jnp.asarray(y[:2]))), want_sep, rtol=1e-6)

@@ -36,7 +36,13 @@ the perturbation nor a float weight exists in memory. On CPU the same descriptio
 the jnp reference (the layer's perturbed scales and float weight formed per layer and freed);
 both paths give the same losses for the same seeds. Only the update ``g Z`` forms a scale-sized
 tensor. The MeZO baseline follows MeZO's Algorithm 1: ``z`` regenerated tensor by tensor from the
-step seed in each pass and in the update, never one vector for the whole model.
+step seed in each pass and in the update, never one vector for the whole model. Its Gaussian
+entries come from the counter hash (``sqrt(2) erfinv`` of 24 hash bits of the position and the
+leaf seed), not from ``jax.random``: elementwise, so XLA fuses them into their consumers, whereas
+threefry lowers on XLA:CPU to a loop over whole-tensor counter arrays. On float MiniLM (batch
+8 x 32) that took the step's compiled peak from 360 MiB to 256 MiB, against 348 MiB for MeZO's
+Algorithm 1 written plainly with ``jax.random`` (``benchmarks/lqzo.py``), and made the step 1.9x
+faster than that plain version.
 
 Experiments (``jaxpapers reproduce P02``): :mod:`jaxpapers.lqzo.experiments`.
 

@@ -13,10 +13,15 @@ dense Gaussian. Entries of ``U`` and ``V`` are binary-aggregated Gaussian (BAG) 
 ``U`` gets a fresh seed every step, ``V`` every ``nu`` steps (lazy sampling, LOZO).
 Only ``(m + n) r`` numbers are ever drawn; no weight-sized perturbation exists.
 
-Dense (MeZO's Algorithm 1): tensor by tensor, ``z_i ~ N(0, I)`` of leaf ``i``'s shape from
-``fold_in(key(seed), i)`` (or counter-hash Rademacher/BAG entries of the leaf's own seed),
-regenerated for each of the two forward passes and for the update and never one vector for the
-whole model.
+Dense (MeZO's Algorithm 1): tensor by tensor, ``z_i ~ N(0, I)`` of leaf ``i``'s shape, entry
+``j`` a Gaussian value of the counter hash of ``(seed_i, j)`` with leaf ``i``'s own seed
+(:func:`jaxpapers_kernels.counter_hash.gaussian_from_bits`; Rademacher/BAG entries of the same
+words for those noises) for each of the two forward passes and the update, never one vector
+for the whole model. Being elementwise in the position, the generation fuses into its consumers
+(XLA may still keep one leaf's ``z`` that it reuses: on float MiniLM it keeps the embedding
+table's, 44.7 MiB); ``jax.random.normal`` (threefry) lowers on XLA:CPU to a loop over
+whole-tensor counter arrays, which for that table alone held 134 MiB of temporaries (two
+``uint32`` counter arrays and ``z``).
 
 Fused (``fused=True``, low-rank counter-hash noise only): the forward passes receive
 :class:`~jaxpapers.lqzo.PerturbedScales` leaves instead of ``theta + eps Z``, so a
@@ -32,7 +37,7 @@ from typing import Any, Literal, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxpapers_kernels.counter_hash import counter_hash
+from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash, gaussian_from_bits
 from jaxpapers_kernels.counter_noise import counter_noise_reference
 from jaxpapers_kernels.quant_matmul import LowRankSpec
 
@@ -183,20 +188,33 @@ def leaf_spec(shape: tuple[int, ...], config: ZOConfig) -> LowRankSpec:
     return LowRankSpec(config.rank, k, matrix_view_shape(shape, config.isotropic))
 
 
+def _flat_index(shape: tuple[int, ...]) -> jax.Array:
+    """``uint32`` row-major flat position of every entry of ``shape`` (broadcast iotas: fusible)."""
+    index = jnp.zeros(shape, jnp.uint32)
+    stride = 1
+    for axis in range(len(shape) - 1, -1, -1):
+        index = index + jax.lax.broadcasted_iota(jnp.uint32, shape, axis) * jnp.uint32(stride)
+        stride *= shape[axis]
+    return index
+
+
 def dense_leaf(seeds: jax.Array, index: int, like: jax.Array, config: ZOConfig) -> jax.Array:
     """Dense ``z`` of leaf ``index`` (shape and dtype of ``like``), drawn from that leaf's seed.
 
-    Gaussian: ``normal(fold_in(key(seeds[0]), index))``; Rademacher/BAG: counter-hash entries of
-    the leaf seed. One tensor at a time, as in MeZO's Algorithm 1.
+    Entry at flat position ``j``: ``gaussian_from_bits(counter_hash(seed_i, j))`` (Gaussian) or
+    the BAG value of the same word (Rademacher/BAG), ``seed_i = leaf_seeds(seeds, index)[0]``.
+    One tensor at a time, as in MeZO's Algorithm 1, and elementwise in the position, so XLA can
+    fuse the generation into each consumer (perturbed weight, embedding gather, update) instead
+    of storing ``z`` and threefry's counter arrays.
     """
     shape = tuple(jnp.shape(like))
-    size = math.prod(shape)
+    if math.prod(shape) >= 2**32:
+        raise ValueError(f"parameter shape {shape} has >= 2**32 entries; positions are uint32")
+    bits = counter_hash(leaf_seeds(seeds, index)[0], _flat_index(shape))
     if config.noise == "gaussian":
-        key = jax.random.fold_in(jax.random.key(seeds[0]), index)
-        z = jax.random.normal(key, shape, jnp.float32)
+        z = gaussian_from_bits(bits)
     else:
-        k = 1 if config.noise == "rademacher" else config.bag_k
-        z = counter_noise_reference(leaf_seeds(seeds, index)[0], (size, 1), k=k).reshape(shape)
+        z = bag_from_bits(bits, 1 if config.noise == "rademacher" else config.bag_k)
     return z.astype(jnp.result_type(like))
 
 

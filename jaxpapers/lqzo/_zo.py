@@ -110,8 +110,9 @@ def zo_estimate(
                     for i, p in enumerate(leaves)
                 ]
             )
-        # Tensor by tensor (MeZO's Algorithm 1): z_i is a pure function of (seeds, i), so XLA
-        # generates it once per step for both passes and the update in the same program.
+        # Tensor by tensor (MeZO's Algorithm 1): z_i is an elementwise function of (seeds, i,
+        # position) (counter hash), so XLA fuses it into each consumer, at most one z_i is
+        # stored (MiniLM: the embedding table's), and no threefry counter arrays exist.
         return treedef.unflatten(
             [
                 p + step.astype(p.dtype) * perturbation_leaf(seeds, i, p, config)

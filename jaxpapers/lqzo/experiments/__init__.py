@@ -13,7 +13,7 @@
 
 Every ZO row picks its learning rate per method from ``base * lr_grid`` on validation data (a
 pilot run of ``tune_steps`` steps, one seed, the grid vectorised), then runs all seeds; test
-accuracy is reported (:mod:`._train`). Quick mode (2 CPU cores, ~100 CPU-s for the paper) runs
+accuracy is reported (:mod:`._train`). Quick mode (2 CPU cores; budget below) runs
 every row at its base rate without a pilot, 60 (text) / 100 (ViT) ZO steps and 3 seeds: too
 short for ZO fine-tuning to move accuracy much, so a quick "inconclusive" on the two accuracy
 experiments says the budget cannot separate the methods; ``--full`` tunes on the widened grid
@@ -22,6 +22,27 @@ views; its two forward passes go through the fused path (the Pallas kernel on GP
 
 Verdicts: LQZO beats QZO-style at INT4 and at INT2 beyond the seed spread (accuracy), and has a
 lower normalised estimator error at both bit widths (estimator quality).
+
+Quick budget (issue 11), measured 2026-12-01 at load average ~30 on 2 cores (CPU-s inflated by
+the contention): the whole quick run took 263.6 CPU-s before and 229.3 CPU-s after the
+counter-hash MeZO/QZO directions of that day (195 CPU-s recorded earlier on a quieter machine;
+aim 90: not met). Per experiment, each in its own process with compile events counted through
+``jax.monitoring``: ``minilm_vader`` 73.8 CPU-s, 54 XLA compiles, 46% of its wall time in
+backend compilation and 11% in tracing; ``vit_digits`` 87.5 CPU-s, 114 compiles, 62% and 15%.
+The cost is compilation, not steps: each accuracy experiment compiles ~12 large programs (one
+per ZO row, the Adam runs, the evaluators) and ~100 small eager ones. Compiling a ViT ZO row with
+``FAST_COMPILE`` (100 steps x 3 seeds included): 9.2 vs 9.6 CPU-s (warm process): not the lever.
+Left to try: one program per method for both bit widths (INT4 and INT2 codes are packed to
+different shapes, so this needs a bit-width-independent layout on the jnp path), fewer rows at
+quick size, and the estimator's lower layers in float as in the text experiment.
+
+Estimator quality at INT2, seed 1 (flagged as identically zero LQZO estimates): not clipping and
+not LQZO. The per-batch head separates that batch of 16 so well that its float32 cross-entropy
+was ``2^-23 / 16`` (one example one ulp above 0, ``log_softmax`` rounding the rest to 0), so
+``L(+eps) = L(-eps)`` exactly for every direction and every estimate was 0 (normalised error
+exactly 1, cosine 0); the QZO-style row's value for that seed was rounding noise too. The
+estimator's loss is now :func:`._estimator.small_loss_xent` (same value, float32-accurate when
+tiny); with it the same batch gives nonzero estimates (e.g. ``g = 3.0e-8`` at loss ``9.2e-9``).
 """
 
 from __future__ import annotations
