@@ -125,12 +125,16 @@ def test_losses_reduce_to_conditional_in_their_limits(key):
     sc = lambda p_: scale_loss(
         net, (p_, q), x0, lab, x0, lab, key=k, schedule=SCH, w=1.0, self_weight=0.0
     )
+    pairs = ((gft, cond), (mg, cond), (sc, cond0))
+    # One program for every value and gradient (eager calls cost a compile per primitive).
+    both = jax.jit(
+        lambda p_: [(jax.value_and_grad(o)(p_), jax.value_and_grad(r)(p_)) for o, r in pairs],
+        compiler_options=FAST_COMPILE,
+    )
     tol = tolerance(np.float32, 10.0)
-    for other, ref in ((gft, cond), (mg, cond), (sc, cond0)):
-        np.testing.assert_allclose(other(p), ref(p), **tol)
-        for a, b in zip(
-            jax.tree.leaves(jax.grad(other)(p)), jax.tree.leaves(jax.grad(ref)(p)), strict=True
-        ):
+    for (v_other, g_other), (v_ref, g_ref) in both(p):
+        np.testing.assert_allclose(v_other, v_ref, **tol)
+        for a, b in zip(jax.tree.leaves(g_other), jax.tree.leaves(g_ref), strict=True):
             np.testing.assert_allclose(a, b, **tol)
 
 
@@ -203,8 +207,12 @@ def test_fit_vmap_over_seeds_matches_single_runs_and_scale_runs():
     mix = checkerboard_mixture(2)
     keys = jax.random.split(jax.random.key(0), 2)
     method = Method("scale", w=1.5, refresh=5, self_steps=3, self_batch=16)
-    res = jax.vmap(lambda p, k: fit(net, method, p, mix, key=k, steps=10, batch=16))(ps, keys)
-    single = fit(net, method, _p(ps, 1), mix, key=keys[1], steps=10, batch=16)
+    run = lambda p, k: fit(net, method, p, mix, key=k, steps=10, batch=16)
+    # Both in one program (one compile): the vmapped run and the single run of seed 1.
+    res, single = jax.jit(
+        lambda ps, keys: (jax.vmap(run)(ps, keys), run(_p(ps, 1), keys[1])),
+        compiler_options=FAST_COMPILE,
+    )(ps, keys)
     np.testing.assert_allclose(res.losses[1], single.losses, rtol=1e-4, atol=1e-5)
     assert bool(jnp.all(res.finite)) and res.losses.shape == (2, 10)
 
@@ -235,16 +243,19 @@ def test_ar_limits_cca_at_reference_and_sampler_nfe(key):
     x, lab = _batch(key, 16)
     tok = tm.quantise(x)
     k = jax.random.key(2)
-    ref = ar_conditional_loss(tm, p, tok, lab, key=k, p_uncond=0.0)
-    np.testing.assert_allclose(
-        ar_scale_loss(tm, (p, q), tok, lab, tok, lab, w=1.0, self_weight=0.0), ref, rtol=1e-5
-    )
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # one compile for the lot
+    def run(p, q, tok, lab, key):
+        ref = ar_conditional_loss(tm, p, tok, lab, key=k, p_uncond=0.0)
+        sc = ar_scale_loss(tm, (p, q), tok, lab, tok, lab, w=1.0, self_weight=0.0)
+        cca = cca_loss(tm, p, p, tok, lab, key=k, lam=0.5)
+        one = ar_sample(tm, p, lab, key=key)
+        return ref, sc, cca, one, ar_sample(tm, p, lab, key=key, mode="cfg", w=1.0)
+
+    ref, sc, cca, one, cfg1 = run(p, q, tok, lab, key)
+    np.testing.assert_allclose(sc, ref, rtol=1e-5)
     # CCA at the reference: Delta = 0, the loss is (1 + lambda) log 2.
-    np.testing.assert_allclose(
-        cca_loss(tm, p, p, tok, lab, key=k, lam=0.5), 1.5 * np.log(2), rtol=1e-6
-    )
-    one = ar_sample(tm, p, lab, key=key)
-    cfg1 = ar_sample(tm, p, lab, key=key, mode="cfg", w=1.0)
+    np.testing.assert_allclose(cca, 1.5 * np.log(2), rtol=1e-6)
     np.testing.assert_array_equal(one.tokens, cfg1.tokens)
     assert int(one.nfe) == 2 and int(cfg1.nfe) == 4
     assert one.tokens.shape == (16, 2) and int(one.tokens.max()) < 8

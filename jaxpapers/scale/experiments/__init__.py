@@ -5,6 +5,20 @@ Every headline row trains for the same number of Adam steps; the tables' NFE col
 extras. SCALE's self-generated samples: every ``refresh`` steps, ``self_batch`` deterministic DDIM
 samples of ``sample_steps`` steps (the evaluation sampler) from the stop-gradient likelihood model
 (see ``jaxpapers.scale._train``).
+
+Cost of a quick run (issue 12; CPU-s measured per study phase while the 2-core machine ran ~30
+other processes, so absolute figures are inflated): before the train/evaluate split, the 2-D
+study took 128 CPU-s (trace 8.6, lower 2.2, XLA compile 52.0, run 61.3) and the 8-D one 113
+(6.1, 1.6, 38.7, 64.0); the token-model study's quick run cost 68.7 CPU-s on a near-idle machine
+with its training fully optimised (146.8 with FAST_COMPILE). The run is the four training loops
+(per 1,500 steps x 3 seeds: conditional ~9 CPU-s, SCALE ~24: its self samples and second
+network), and it cannot simply be shrunk: at
+``batch = self_batch = 128`` the 2-D study ran in 82 CPU-s but every method lost about one nat of
+log-likelihood (CFG -2.68, GFT -2.93, MG -2.81, SCALE -5.44) and ``sanity_limits`` failed (CFG(w=3)
+error to the guided target 0.537 vs 0.483 to the unguided one): the quick models are at the edge
+of being trained. FAST_COMPILE on a training loop halves its compile (conditional 4.5 -> 2.3
+CPU-s, SCALE 10.7 -> 5.8) and doubles its run (9.0 -> 18.3, 24.4 -> 48.3), so only the light
+programs (evaluation: samplers, scores, DPO) use it in quick mode (``Sizes.fast_compile_light``).
 """
 
 from __future__ import annotations
@@ -41,7 +55,8 @@ class Sizes(NamedTuple):
     ar_finetune: int
     ar_width: int
     cca_beta: float
-    fast_compile: bool  # compile each study with FAST_COMPILE (CPU quick runs: compile-bound)
+    fast_compile: bool  # compile each study with FAST_COMPILE (CPU smoke runs: compile-bound)
+    fast_compile_light: bool  # FAST_COMPILE for the light (evaluation) programs
 
 
 SIZES = {
@@ -49,19 +64,21 @@ SIZES = {
         steps=40, batch=64, hidden=32, depth=2, n_eval=64, sample_steps=4, refresh=10,
         self_batch=64, mg_w=2.0, scale_w=1.5, dpo_pairs=64, dpo_steps=10, dpo_beta=1.0,
         digits_steps=40, digits_hidden=32, digits_eval=40, classifier_steps=20, ar_steps=20,
-        ar_finetune=20, ar_width=16, cca_beta=1.0, fast_compile=True,
+        ar_finetune=20, ar_width=16, cca_beta=1.0, fast_compile=True, fast_compile_light=True,
     ),
     "quick": Sizes(
         steps=1500, batch=256, hidden=128, depth=3, n_eval=512, sample_steps=10, refresh=10,
         self_batch=256, mg_w=2.0, scale_w=1.5, dpo_pairs=512, dpo_steps=200, dpo_beta=1.0,
         digits_steps=1000, digits_hidden=256, digits_eval=500, classifier_steps=500,
         ar_steps=600, ar_finetune=300, ar_width=32, cca_beta=1.0, fast_compile=False,
+        fast_compile_light=True,
     ),
     "full": Sizes(
         steps=20000, batch=512, hidden=256, depth=4, n_eval=2048, sample_steps=10, refresh=10,
         self_batch=512, mg_w=2.0, scale_w=1.5, dpo_pairs=4096, dpo_steps=2000, dpo_beta=1.0,
         digits_steps=20000, digits_hidden=512, digits_eval=2000, classifier_steps=3000,
         ar_steps=10000, ar_finetune=5000, ar_width=64, cca_beta=1.0, fast_compile=False,
+        fast_compile_light=False,
     ),
 }  # fmt: skip
 
@@ -70,7 +87,7 @@ def _sizes(ctx: Context) -> Sizes:
     return ctx.pick(smoke=SIZES["smoke"], quick=SIZES["quick"], full=SIZES["full"])
 
 
-def _mixture(ctx: Context, dim: int) -> dict[str, Any]:
+def _mixture_results(ctx: Context, dim: int) -> dict[str, Any]:
     return ctx.cached(
         f"mixture{dim}d_{ctx.size}_{ctx.seeds}",
         lambda: mixture_study(
@@ -81,7 +98,7 @@ def _mixture(ctx: Context, dim: int) -> dict[str, Any]:
 
 
 def _run_sanity(ctx: Context) -> Outcome:
-    r = _mixture(ctx, 2)["sanity"]  # the 2-D study's conditional model, same program
+    r = _mixture_results(ctx, 2)["sanity"]  # the 2-D study's conditional model, same program
     values = {
         "|CFG(w=1) - conditional| (samples, max)": r["cfg"],
         "|GFT(beta=1) - conditional| (loss)": r["gft"],
@@ -125,7 +142,7 @@ _register(
 
 
 def _mixture_outcome(ctx: Context, dim: int, rows: tuple[str, ...], metric: str) -> Outcome:
-    r = _mixture(ctx, dim)
+    r = _mixture_results(ctx, dim)
     values = {row: r["rows"][row][metric] for row in rows}
     return Outcome(values, r)
 
@@ -201,7 +218,7 @@ _register(
 )
 
 
-def _digits(ctx: Context) -> dict[str, Any]:
+def _digits_results(ctx: Context) -> dict[str, Any]:
     return ctx.cached(
         f"digits_{ctx.size}_{ctx.seeds}",
         lambda: digits_study(_sizes(ctx), ctx.seed_list),
@@ -210,7 +227,7 @@ def _digits(ctx: Context) -> dict[str, Any]:
 
 
 def _digits_outcome(ctx: Context, metric: str) -> Outcome:
-    r = _digits(ctx)
+    r = _digits_results(ctx)
     return Outcome({row: r["rows"][row][metric] for row in HEADLINE}, r)
 
 

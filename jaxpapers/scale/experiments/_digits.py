@@ -82,7 +82,6 @@ def digits_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
     keys = jax.vmap(lambda s: jax.random.key(2000 + s))(seeds_arr)
     steps, n = sizes.sample_steps, sizes.digits_eval
     labels = jnp.arange(n, dtype=jnp.int32) % NUM_CLASSES
-    real_feats = jax.jit(lambda p, x: classify(p, x, True))(cls_params, jnp.asarray(x_te))
     methods = {
         "conditional": Method("conditional"),
         "gft": Method("gft"),
@@ -100,7 +99,7 @@ def digits_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
     key = jax.random.key(31)
     ws = jnp.asarray(W_GRID)
 
-    def study(init, keys, cls_params, real_feats):
+    def train(init, keys):
         trained = {}
         for name, method in methods.items():
             res = jax.vmap(
@@ -109,22 +108,33 @@ def digits_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
                 )
             )(init, keys)
             trained[name] = res.params[0] if name == "scale" else res.params
+        return trained
+
+    def evaluate(trained, cls_params, x_te, x_tr):
+        real_feats = classify(cls_params, x_te, True)
 
         def metrics(x):
             acc = jnp.mean(jnp.argmax(classify(cls_params, x), -1) == labels)
             feats = classify(cls_params, x, True)
             return {"accuracy": acc, "frechet": frechet_distance(feats, real_feats)}
 
-        # One copy of each sampler in the program: GFT (over the scale grid), MG and SCALE
-        # share the one-pass sampler through a job axis; CFG is vmapped over the grid.
+        # One copy of each sampler in the program, vmapped over one flat (job x seed) axis: GFT
+        # (over the scale grid), MG and SCALE share the one-pass sampler; CFG runs the grid.
         stack = lambda *ps: jax.tree.map(lambda *a: jnp.stack(a), *ps)
-        nw = len(W_GRID)
+        nw, ns = len(W_GRID), len(seeds)
+
+        def flat_sample(draw, params, scalars):  # [jobs, seeds, ...] -> [jobs, seeds, n, 64]
+            jobs = scalars.shape[0]
+            flat = jax.tree.map(lambda a: a.reshape(jobs * ns, *a.shape[2:]), params)
+            x = jax.vmap(draw)(flat, scalars[np.repeat(np.arange(jobs), ns)])
+            return x.reshape(jobs, ns, *x.shape[1:])
+
         jobs = stack(*[trained["gft"]] * nw, trained["mg"], trained["scale"])
         scalars = jnp.concatenate([1.0 / ws, jnp.ones(2)])
         one = lambda p, sc: sample_one_pass(net, p, labels, key=key, num_steps=steps, scalar=sc).x
-        x_one = jax.vmap(lambda ps, sc: jax.vmap(lambda p: one(p, sc))(ps))(jobs, scalars)
+        x_one = flat_sample(one, jobs, scalars)
         cfg = lambda p, w: sample_cfg(net, p, labels, key=key, num_steps=steps, w=w).x
-        x_cfg = jax.vmap(lambda w: jax.vmap(lambda p: cfg(p, w))(trained["conditional"]))(ws)
+        x_cfg = flat_sample(cfg, stack(*[trained["conditional"]] * nw), ws)
         xs = jnp.clip(jnp.concatenate([x_cfg, x_one]), -1.0, 1.0)  # [jobs, seeds, n, 64]
         sc = jax.vmap(jax.vmap(metrics))(xs)
 
@@ -140,14 +150,15 @@ def digits_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
         w2 = W_GRID.index(2.0)
         shown = {"CFG (w=2)": xs[w2], "GFT (w=2)": xs[nw + w2], "MG": xs[2 * nw]}
         shown["SCALE"] = xs[2 * nw + 1]
-        return rows, {k: v[0, :40] for k, v in shown.items()}
+        real_acc = jnp.mean(jnp.argmax(classify(cls_params, x_tr), -1) == data.labels)
+        return rows, {k: v[0, :40] for k, v in shown.items()}, real_acc
 
-    rows, shown = study_jit(study, sizes)(init, keys, cls_params, real_feats)
+    trained = study_jit(train, sizes)(init, keys)
+    evaluate = study_jit(evaluate, sizes, light=True)
+    rows, shown, real_acc = evaluate(trained, cls_params, jnp.asarray(x_te), jnp.asarray(x_tr))
     grids = {k: np.asarray(v).reshape(40, 8, 8).tolist() for k, v in shown.items()}
-    real_logits = jax.jit(classify)(cls_params, jnp.asarray(x_tr))
-    real_acc = float(jnp.mean(jnp.argmax(real_logits, -1) == train_set.labels))
     return {
         "rows": {r: {k: np.asarray(v).tolist() for k, v in s.items()} for r, s in rows.items()},
-        "classifier_accuracy_on_generator_training_digits": real_acc,
+        "classifier_accuracy_on_generator_training_digits": float(real_acc),
         "grids": grids,
     }

@@ -7,10 +7,14 @@ guidance scale of CFG and GFT (chosen at sampling time) is picked per seed on a 
 validation draw from ``W_GRID``; MG and SCALE train one fixed scale each. SCALE's Diffusion-DPO
 fine-tuning (pairs ranked by the true class log-likelihood) runs on the 2-D bed.
 
-The whole study (training of every method, every sampler over the scale grid and both draws,
-scoring, DPO, and on the 2-D bed the ``sanity_limits`` numbers of the trained conditional model)
-is one jitted program: one XLA compile, no op-by-op dispatch, which is what a quick run on a CPU
-is dominated by. Quick sizes compile it with ``FAST_COMPILE`` (``Sizes.fast_compile``).
+The study is two jitted programs: training (every method, vmapped over seeds; compiled with
+full optimisation, since it is where the compute is) and evaluation (DPO, every sampler over the
+scale grid and both draws, scoring and, on the 2-D bed, the ``sanity_limits`` numbers of the
+trained conditional model; little compute, so quick sizes compile it with ``FAST_COMPILE``,
+``Sizes.fast_compile_light``). No op-by-op dispatch. Each sampler appears once in the evaluation
+program, vmapped over one flat (job x seed) axis: every inlined copy of a DDIM sampler, and every
+vmap level around one, costs tracing and compile time of its own (measured on a loaded machine: a
+vmapped sampler ~3 CPU-s of compile, each of the four training loops 6-11 CPU-s).
 """
 
 from __future__ import annotations
@@ -42,10 +46,15 @@ METRICS = ("log_lik", "precision", "recall", "sw")
 Array = jax.Array
 
 
-def study_jit(fn: Any, sizes: Any) -> Any:
+def study_jit(fn: Any, sizes: Any, *, light: bool = False) -> Any:
     """``jax.jit(fn)``, with the fast-compile XLA options where ``sizes.fast_compile`` says so
-    (small CPU runs, where the compile costs more than the compute it would speed up)."""
-    return jax.jit(fn, compiler_options=FAST_COMPILE if sizes.fast_compile else None)
+    (small CPU runs, where the compile costs more than the compute it would speed up) and, for a
+    ``light`` program (evaluation: samplers, scoring, DPO), where
+    ``sizes.fast_compile_light`` does. Measured on the 2-D mixture's training loops: FAST_COMPILE
+    halves their compile time and doubles their run time, so heavy programs keep full
+    optimisation."""
+    fast = sizes.fast_compile or (light and sizes.fast_compile_light)
+    return jax.jit(fn, compiler_options=FAST_COMPILE if fast else None)
 
 
 def _score(mix, x, labels, ref, key) -> dict[str, Array]:
@@ -95,10 +104,7 @@ def mixture_study(
         ),
     }
 
-    def study(init, train_keys):
-        ref = mix.sample(jax.random.key(7), labels)
-        val_ref = mix.sample(jax.random.key(8), labels)
-        k_test, k_val, k_sw = jax.random.key(11), jax.random.key(12), jax.random.key(13)
+    def train(init, train_keys):
         trained = {}
         for name, method in methods.items():
             res = jax.vmap(
@@ -107,43 +113,48 @@ def mixture_study(
                 )
             )(init, train_keys)
             trained[name] = res.params[0] if name == "scale" else res.params
+        return trained
 
-        # Every sampler and the scorer appear once in the program (a job axis, vmapped), since
-        # each inlined copy of a DDIM sampler costs a compile of its own.
-        def one_pass(params, scalars, keys):  # params [jobs, seeds, ...] -> [jobs, seeds, n, d]
-            one = lambda p, s, k: (
-                sample_one_pass(net, p, labels, key=k, num_steps=steps, scalar=s).x
-            )
-            return jax.vmap(lambda p, s, k: jax.vmap(lambda q: one(q, s, k))(p))(
-                params, scalars, keys
-            )
+    def evaluate(trained):
+        ref = mix.sample(jax.random.key(7), labels)
+        val_ref = mix.sample(jax.random.key(8), labels)
+        k_test, k_val, k_sw = jax.random.key(11), jax.random.key(12), jax.random.key(13)
+        nw, ns = len(W_GRID), len(seeds)
+        tuned_dpo = _dpo(net, mix, trained["scale"], sizes) if with_dpo else None
 
-        def cfg_grid(num_steps):  # [2 (test, val), w, seeds, n, d]
-            one = lambda p, w, k: sample_cfg(net, p, labels, key=k, num_steps=num_steps, w=w).x
-            per_w = lambda k, w: jax.vmap(lambda p: one(p, w, k))(trained["conditional"])
-            return jax.vmap(lambda k: jax.vmap(lambda w: per_w(k, w))(ws))(
-                jnp.stack([k_test, k_val])
-            )
+        # Every sampler appears once in the program, vmapped over one flat (job x seed) axis:
+        # each inlined copy of a DDIM sampler, and each vmap level around it, costs compile time.
+        def flat_sample(draw, params, scalars, keys):
+            """``params`` [jobs, seeds, ...], ``scalars`` and ``keys`` [jobs] -> [jobs, seeds,
+            n, d]."""
+            jobs = scalars.shape[0]
+            flat = jax.tree.map(lambda a: a.reshape(jobs * ns, *a.shape[2:]), params)
+            rep = np.repeat(np.arange(jobs), ns)
+            x = jax.vmap(draw)(flat, scalars[rep], keys[rep])
+            return x.reshape(jobs, ns, *x.shape[1:])
 
-        nw = len(W_GRID)
+        one = lambda p, s, k: sample_one_pass(net, p, labels, key=k, num_steps=steps, scalar=s).x
         stack = lambda *ps: jax.tree.map(lambda *a: jnp.stack(a), *ps)
         jobs = [trained["conditional"], *[trained["gft"]] * (2 * nw), trained["mg"]]
-        jobs.append(trained["scale"])
-        scalars = jnp.concatenate([jnp.ones(1), 1.0 / ws, 1.0 / ws, jnp.ones(2)])
-        keys = jnp.stack([k_test, *[k_test] * nw, *[k_val] * nw, k_test, k_test])
-        xs_one = one_pass(stack(*jobs), scalars, keys)
+        jobs += [trained["scale"], *([tuned_dpo] if with_dpo else [])]
+        scalars = jnp.concatenate([jnp.ones(1), 1.0 / ws, 1.0 / ws, jnp.ones(2 + with_dpo)])
+        keys = jnp.stack([k_test, *[k_test] * nw, *[k_val] * nw, *[k_test] * (2 + with_dpo)])
+        xs_one = flat_sample(one, stack(*jobs), scalars, keys)
+
+        def cfg_grid(num_steps):  # [2 * w (test, then val), seeds, n, d]
+            draw = lambda p, w, k: sample_cfg(net, p, labels, key=k, num_steps=num_steps, w=w).x
+            cond = stack(*[trained["conditional"]] * (2 * nw))
+            wk = jnp.concatenate([ws, ws]), jnp.stack([k_test] * nw + [k_val] * nw)
+            return flat_sample(draw, cond, *wk)
+
         xs_cfg = cfg_grid(steps)
         xs_half = cfg_grid(max(steps // 2, 1))
-        parts = [xs_one, xs_cfg.reshape(-1, *xs_cfg.shape[2:])]
-        parts.append(xs_half.reshape(-1, *xs_half.shape[2:]))
-        if with_dpo:
-            tuned_dpo = _dpo(net, mix, trained["scale"], sizes)
-            parts.append(one_pass(stack(tuned_dpo), jnp.ones(1), jnp.stack([k_test])))
-        xs = jnp.concatenate(parts)  # [jobs, seeds, n, d]
+        xs = jnp.concatenate([xs_one, xs_cfg, xs_half])  # [jobs, seeds, n, d]
+        n_one = len(jobs)
         # Validation draws are scored against the validation reference.
         is_val = np.zeros(xs.shape[0], bool)
         is_val[1 + nw : 1 + 2 * nw] = True
-        for base in (len(jobs), len(jobs) + 2 * nw):
+        for base in (n_one, n_one + 2 * nw):
             is_val[base + nw : base + 2 * nw] = True
         refs = jnp.where(jnp.asarray(is_val)[:, None, None], val_ref, ref)
         sc = jax.vmap(lambda x, r: jax.vmap(lambda y: _score(mix, y, labels, r, k_sw))(x))(xs, refs)
@@ -153,24 +164,25 @@ def mixture_study(
         rows["conditional (no guidance)"] = at(0)
         rows["GFT"], chosen_w["GFT"] = _pick_w(span(1, 1 + nw), sc["log_lik"][1 + nw : 1 + 2 * nw])
         rows["MG"], rows["SCALE"] = at(1 + 2 * nw), at(2 + 2 * nw)
-        for row, base in (("CFG", len(jobs)), ("CFG at SCALE's NFE", len(jobs) + 2 * nw)):
+        for row, base in (("CFG", n_one), ("CFG at SCALE's NFE", n_one + 2 * nw)):
             rows[row], chosen_w[row] = _pick_w(
                 span(base, base + nw), sc["log_lik"][base + nw : base + 2 * nw]
             )
         if with_dpo:
-            rows["SCALE+DPO"] = at(len(jobs) + 4 * nw)
+            rows["SCALE+DPO"] = at(3 + 2 * nw)
         exact = _score(mix, mix.sample(jax.random.key(99), labels), labels, ref, k_sw)
         sanity = {}
         if with_sanity:
-            # CFG at w = 1 (grid entry 0) against the conditional one-pass sampler, same key.
-            cfg1 = jnp.max(jnp.abs(xs_cfg[0, 0] - xs_one[0]), axis=(1, 2))
+            # CFG at w = 1 (grid entry 0, test key) against the conditional one-pass sampler.
+            cfg1 = jnp.max(jnp.abs(xs_cfg[0] - xs_one[0]), axis=(1, 2))
             sanity = {
                 "cfg": cfg1,
                 **sanity_numbers(net, mix, trained["conditional"], sizes, seeds_arr),
             }
         return rows, chosen_w, exact, sanity
 
-    rows, chosen_w, exact, sanity = study_jit(study, sizes)(init, train_keys)
+    trained = study_jit(train, sizes)(init, train_keys)
+    rows, chosen_w, exact, sanity = study_jit(evaluate, sizes, light=True)(trained)
     nfe = {
         "CFG": 2 * steps,
         "CFG at SCALE's NFE": 2 * max(steps // 2, 1),
@@ -198,7 +210,7 @@ def _dpo(net, mix, params, sizes):
     def one_seed(p, seed):
         ka, kb, kf = jax.random.split(jax.random.fold_in(jax.random.key(21), seed), 3)
         draw = lambda k: sample_one_pass(net, p, labels, key=k, num_steps=sizes.sample_steps).x
-        xa, xb = draw(ka), draw(kb)
+        xa, xb = jax.vmap(draw)(jnp.stack([ka, kb]))  # one sampler copy for both draws
         reward = lambda x: jax.vmap(mix.log_prob)(x, labels)
         pairs = rank_pairs(xa, xb, labels, reward(xa), reward(xb))
         out, _ = dpo_fit(
