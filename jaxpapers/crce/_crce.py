@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_labels, check_shape
+from jaxpapers.core.checks import check_labels, check_shape, is_concrete
 from jaxpapers.crce._cams import Head, contrastive_cam, grad_cam
 
 ATTRIBUTIONS = ("contrastive", "gradcam")
@@ -55,7 +55,7 @@ class CRCE(eqx.Module):
             raise ValueError(f"attribution={self.attribution!r}; expected one of {ATTRIBUTIONS}")
         if self.context not in CONTEXTS:
             raise ValueError(f"context={self.context!r}; expected one of {CONTEXTS}")
-        if not isinstance(self.beta, jax.core.Tracer) and float(self.beta) < 0:
+        if is_concrete(self.beta) and float(self.beta) < 0:
             raise ValueError(f"beta={self.beta!r}; expected >= 0")
 
 

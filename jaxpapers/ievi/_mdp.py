@@ -9,6 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from jaxpapers.core.checks import is_concrete
+
 #: Rows of P may miss 1 by rounding (Dirichlet rows miss by ~3e-15 in float64); accept this much.
 ROW_SUM_TOL = 1e-5
 
@@ -35,16 +37,12 @@ class TabularMDP(NamedTuple):
         return self.P.shape[-3]
 
 
-def _is_concrete(x) -> bool:
-    return not isinstance(x, jax.core.Tracer)
-
-
 def check_transitions(P, name: str = "P") -> None:
     """Raise ``ValueError`` unless ``P`` is ``[A, S, S]`` with non-negative rows summing to 1."""
     shape = np.shape(P)
     if len(shape) != 3 or shape[-1] != shape[-2]:
         raise ValueError(f"{name} must have shape [A, S, S]; got {shape}")
-    if _is_concrete(P):
+    if is_concrete(P):
         arr = np.asarray(P, dtype=np.float64)
         if not np.all(np.isfinite(arr)) or arr.min() < -ROW_SUM_TOL:
             raise ValueError(f"{name} must hold finite non-negative probabilities")
@@ -75,11 +73,11 @@ def make_mdp(P, R, gamma) -> TabularMDP:
         raise ValueError(
             f"R must have shape [S, A] = [{S}, {A}] to match P {P.shape}; got {R.shape}"
         )
-    if _is_concrete(R) and not np.all(np.isfinite(np.asarray(R))):
+    if is_concrete(R) and not np.all(np.isfinite(np.asarray(R))):
         raise ValueError("R must be finite")
     if np.ndim(gamma) != 0:
         raise ValueError(f"gamma must be a scalar; got shape {np.shape(gamma)}")
-    if _is_concrete(gamma) and not 0.0 <= float(gamma) < 1.0:
+    if is_concrete(gamma) and not 0.0 <= float(gamma) < 1.0:
         raise ValueError(f"gamma must lie in [0, 1); got {float(gamma)}")
     return TabularMDP(P, R, jnp.asarray(gamma, dtype=P.dtype))
 
@@ -91,7 +89,7 @@ def check_policy(mdp: TabularMDP, policy) -> None:
         raise ValueError(
             f"policy must have shape [S, A] = {list(expected)}; got {np.shape(policy)}"
         )
-    if _is_concrete(policy):
+    if is_concrete(policy):
         err = np.abs(np.asarray(policy, dtype=np.float64).sum(-1) - 1.0).max()
         if err > ROW_SUM_TOL:
             raise ValueError(f"rows of policy must sum to 1; the worst row is off by {err:.3g}")

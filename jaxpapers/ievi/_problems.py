@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import is_concrete
 from jaxpapers.ievi._mdp import TabularMDP, check_transitions
 
 
@@ -99,7 +100,7 @@ def perturbed_model(
     the row-wise error at :math:`\delta` (capped where even :math:`\epsilon = 1` falls short).
     """
     check_transitions(P, "P")
-    if not isinstance(l1_error, jax.core.Tracer) and not 0.0 <= float(l1_error) <= 2.0:
+    if is_concrete(l1_error) and not 0.0 <= float(l1_error) <= 2.0:
         raise ValueError(f"l1_error must lie in [0, 2]; got {float(l1_error)}")
     Q = jax.random.dirichlet(key, jnp.ones(P.shape[-1], P.dtype), P.shape[:-1])
     dist = jnp.sum(jnp.abs(P - Q), axis=-1, keepdims=True)

@@ -34,6 +34,7 @@ import numpy as np
 from jaxtyping import Array, Float
 from ott.geometry import costs
 
+from jaxpapers.core.checks import is_concrete
 from jaxpapers.kffm._kernels import FunctionKernel, sq_distances
 
 
@@ -67,7 +68,7 @@ def check_functions(x: jax.Array, y: jax.Array, names: tuple[str, str] = ("x", "
         )
     for a, name in ((x, names[0]), (y, names[1])):
         # Concrete inputs are checked for NaN/inf; under jit values are unknown until run time.
-        if isinstance(a, jax.core.Tracer):
+        if not is_concrete(a):
             continue
         finite = np.isfinite(np.asarray(a))  # NumPy: jnp ops would be staged inside a jit trace
         if not finite.all():

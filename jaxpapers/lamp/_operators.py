@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxpapers.core.checks import is_concrete
+
 
 def _thin_svd(matrix: np.ndarray, dtype) -> tuple[Array, Array, Array]:
     u, s, vt = np.linalg.svd(np.asarray(matrix, np.float64), full_matrices=False)
@@ -174,7 +176,7 @@ class AveragePool(LinearOperator):
 
 def check_sigma_y(sigma_y: ArrayLike) -> None:
     """Raise ``ValueError`` if a concrete ``sigma_y`` is negative or not a scalar."""
-    if isinstance(sigma_y, jax.core.Tracer):
+    if not is_concrete(sigma_y):
         return
     arr = np.asarray(sigma_y)
     if arr.shape != () or not np.isfinite(arr) or arr < 0:

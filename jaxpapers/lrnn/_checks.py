@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
 import numpy as np
+
+from jaxpapers.core.checks import is_concrete
 
 MODES: tuple[str, ...] = ("auto", "sequential", "associative", "chunked")
 
@@ -20,7 +21,7 @@ def check_mode(mode: str, chunk: int) -> None:
 
 def check_finite(name: str, x: Any) -> None:
     """Debug check: raise if a concrete ``x`` holds NaN or inf (needs concrete, untraced values)."""
-    if isinstance(x, jax.core.Tracer):
+    if not is_concrete(x):
         raise ValueError(
             f"debug=True checks {name} for non-finite values and needs concrete arrays; "
             "call the layer outside jax.jit/vmap/grad or set debug=False"

@@ -43,6 +43,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import is_concrete
+
 KernelName = Literal["rbf", "matern12", "matern32", "matern52"]
 _NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
 
@@ -593,7 +595,7 @@ def navier_stokes2d_solve(
     _check_positive(t_final=t_final, steps=steps)
     if not isinstance(steps, int | np.integer):
         raise ValueError(f"steps={steps!r}; expected a positive integer")
-    if not isinstance(w0, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(w0))):
+    if is_concrete(w0) and not bool(jnp.all(jnp.isfinite(w0))):
         raise ValueError(f"w0 has non-finite values (nan/inf), e.g. {w0[~jnp.isfinite(w0)][0]}")
     dtype = w0.dtype if jnp.issubdtype(w0.dtype, jnp.floating) else jnp.float32
     w0 = w0.astype(dtype)
