@@ -10,8 +10,9 @@ fine-tuning (pairs ranked by the true class log-likelihood) runs on the 2-D bed.
 The study is two jitted programs: training (every method, vmapped over seeds; compiled with
 full optimisation, since it is where the compute is) and evaluation (DPO, every sampler over the
 scale grid and both draws, scoring and, on the 2-D bed, the ``sanity_limits`` numbers of the
-trained conditional model; little compute, so quick sizes compile it with ``FAST_COMPILE``,
-``Sizes.fast_compile_light``). No op-by-op dispatch. Each sampler appears once in the evaluation
+trained conditional model; little compute, but compiling it with ``FAST_COMPILE`` slowed its
+run more than it saved, so only smoke sizes do, ``Sizes.fast_compile_light``). No op-by-op
+dispatch. Each sampler appears once in the evaluation
 program, vmapped over one flat (job x seed) axis: every inlined copy of a DDIM sampler, and every
 vmap level around one, costs tracing and compile time of its own (measured on a loaded machine: a
 vmapped sampler ~3 CPU-s of compile, each of the four training loops 6-11 CPU-s).
