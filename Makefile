@@ -23,7 +23,7 @@ install: $(STAMP)
 reproduce: $(STAMP)
 	$(VENV)/bin/jaxpapers reproduce --quick --out $(OUT)
 
-## make test: the whole suite (under 15 minutes on 2 cores)
+## make test: the whole suite (about 25 minutes on 2 cores; the aim is 15)
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
