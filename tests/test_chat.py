@@ -14,6 +14,7 @@ from jaxpapers.core.chat import (
     ChatModel,
     FunctionChatModel,
     LocalDecoderChat,
+    LogprobUnavailableError,
     Transcript,
     atomic_write_text,
     chat_examples,
@@ -73,7 +74,7 @@ def test_function_chat_model_passes_only_declared_keywords(key):
     assert isinstance(model, ChatModel)
     assert model.chat(HI, key=key, temperature=0.3, max_tokens=5) == "ok"
     assert got == {"max_tokens": 5}
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(LogprobUnavailableError, match="no logprob_fn"):
         model.logprob(HI, "x")
     with pytest.raises(ValueError, match="expected str"):
         FunctionChatModel(lambda m: 3).chat(HI, key=key)

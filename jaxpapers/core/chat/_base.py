@@ -60,6 +60,15 @@ def validate_messages(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
+class LogprobUnavailableError(ValueError):
+    """The model cannot score a continuation: a rule-based agent built without ``logprob_fn``.
+
+    Such an agent is a complete chat model; roles that need scores (judges, probers) take a
+    model that has them (:class:`LocalDecoderChat`, or a ``logprob_fn``). ``jaxpapers serve``
+    answers HTTP 400 for it.
+    """
+
+
 @runtime_checkable
 class ChatModel(Protocol):
     """What every chat backend provides: sampling a reply and scoring a given continuation.
@@ -127,7 +136,7 @@ class FunctionChatModel:
       fn: ``fn(messages, *, key, temperature, max_tokens) -> str``; keyword arguments that ``fn``
         does not declare are not passed (``fn(messages, *, key)`` is enough for most agents).
       logprob_fn: optional ``logprob_fn(messages, continuation) -> float``; without it
-        :meth:`logprob` raises ``NotImplementedError``.
+        :meth:`logprob` raises :class:`LogprobUnavailableError`.
       name: the model id reported by ``jaxpapers serve``.
 
     Examples:
@@ -175,5 +184,7 @@ class FunctionChatModel:
     def logprob(self, messages: Sequence[Message], continuation: str) -> float:
         messages = validate_messages(messages)
         if self.logprob_fn is None:
-            raise NotImplementedError(f"{self.name}: no logprob_fn was given")
+            raise LogprobUnavailableError(
+                f"{self.name}: cannot score continuations (no logprob_fn was given)"
+            )
         return float(self.logprob_fn(messages, continuation))

@@ -19,7 +19,13 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from jaxpapers.core.chat._base import ChatModel, check_sampling, seed_to_key, validate_messages
+from jaxpapers.core.chat._base import (
+    ChatModel,
+    LogprobUnavailableError,
+    check_sampling,
+    seed_to_key,
+    validate_messages,
+)
 from jaxpapers.core.chat._openai import CONTINUATION_FIELD
 
 
@@ -83,7 +89,7 @@ def create_app(models: ChatModel | Mapping[str, ChatModel]):
 
         try:
             content, logprob = await run_in_threadpool(run)
-        except NotImplementedError as err:
+        except LogprobUnavailableError as err:
             return error(400, f"model {name!r} cannot do this: {err}")
         except ValueError as err:
             return error(400, str(err))
