@@ -130,8 +130,8 @@ def test_rapo_weights_asymmetric_bounded_against_numpy():
     np.testing.assert_allclose(np.asarray(both[1]), got, **tolerance(np.float32))
 
 
-def test_pmi_against_per_prefix_brute_force():
-    """The PMI the RL step uses equals log-softmax differences recomputed prefix by prefix."""
+def _tiny_policy():
+    """``(graphdef, state)`` of a one-layer, width-16 decoder over the world's vocabulary."""
     model = DecoderLM(
         WORLD.vocab_size,
         d_model=16,
@@ -140,7 +140,12 @@ def test_pmi_against_per_prefix_brute_force():
         max_len=PROMPT_LEN + COMPLETION_LEN,
         rngs=nnx.Rngs(0),
     )
-    graphdef, state = nnx.split(model)
+    return nnx.split(model)
+
+
+def test_pmi_against_per_prefix_brute_force():
+    """The PMI the RL step uses equals log-softmax differences recomputed prefix by prefix."""
+    graphdef, state = _tiny_policy()
     batch = Batch(jnp.array([[1, 2, 3, 4], [0, 3, 7, 5]]), jnp.array([0, 2]))
     reply = ideal_reply(WORLD, batch)
     tokens = jnp.concatenate(
@@ -154,7 +159,7 @@ def test_pmi_against_per_prefix_brute_force():
     # position pos - 1 those of the prefix; the offsets and the subtraction are what is checked
     want = np.zeros((2, COMPLETION_LEN))
     for seq, sign in ((tokens, 1), (null, -1)):
-        logits = np.asarray(model(seq), np.float64)
+        logits = np.asarray(nnx.merge(graphdef, state)(seq), np.float64)
         for b in range(2):
             for j in range(COMPLETION_LEN):
                 pos = PROMPT_LEN + j
@@ -231,15 +236,7 @@ def test_grpo_with_kl_equals_rapo_with_unit_weights_in_one_step():
     RAPO with alpha = gamma = 0 (unit weights) must give the same loss on the same rollouts.
     (The states after the step are not compared: Adam's first step is about lr * sign(g), which
     turns rounding-level gradient differences into step-size-level ones.)"""
-    model = DecoderLM(
-        WORLD.vocab_size,
-        d_model=16,
-        num_heads=2,
-        num_layers=1,
-        max_len=PROMPT_LEN + COMPLETION_LEN,
-        rngs=nnx.Rngs(0),
-    )
-    graphdef, state = nnx.split(model)
+    graphdef, state = _tiny_policy()
     # a reference that differs from the policy, so the KL term is not zero
     ref = jax.tree.map(lambda x: x + 0.05 * jnp.ones_like(x), state)
     config = RLConfig(group_size=2, beta=0.5)
