@@ -36,9 +36,13 @@ HAND_WRITTEN = sorted(DOCS.glob("*.md"))
 WITH_SNIPPETS = [p for p in HAND_WRITTEN if _python_blocks(p)]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
-    """Build the site with ``--strict`` (any warning, e.g. a broken cross-reference, fails)."""
+    """Build the site with ``--strict`` (any warning, e.g. a broken cross-reference, fails).
+
+    Session scope: the module's tests are one xdist group, but a worker may interleave other
+    modules' tests between them, which would tear a module-scoped site down and build it again.
+    """
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "JAX_PLATFORMS": "cpu"}
     proc = subprocess.run(

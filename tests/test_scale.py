@@ -13,7 +13,7 @@ import scipy.linalg
 from flax import nnx
 from helpers import FAST_COMPILE, tolerance
 
-from jaxpapers.core.diffusion import VPSchedule
+from jaxpapers.core.diffusion import CountingDenoiser, VPSchedule, sample_ddim
 from jaxpapers.core.nn.mlp import MLPDenoiser
 from jaxpapers.core.nn.unet import UNet
 from jaxpapers.scale import (
@@ -144,21 +144,6 @@ def test_stop_gradients_where_the_formulas_put_them(key):
     x0, lab = _batch(key)
     k = jax.random.key(4)
     zero = lambda tree: max(float(jnp.abs(a).max()) for a in jax.tree.leaves(tree))
-    # MG: no gradient reaches the EMA teacher.
-    g_ema = jax.grad(lambda e: mg_loss(net, p, e, x0, lab, key=k, schedule=SCH, w=3.0))(q)
-    assert zero(g_ema) == 0.0
-    # SCALE: the real-data term sends nothing to the self network, and nothing flows into the
-    # self-generated samples; the self term does train the self network.
-    g = jax.grad(
-        lambda pair: scale_loss(
-            net, pair, x0, lab, x0, lab, key=k, schedule=SCH, w=2.0, self_weight=0.0
-        )
-    )((p, q))
-    assert zero(g[1]) == 0.0 and zero(g[0]) > 0.0
-    g_x = jax.grad(
-        lambda xs: scale_loss(net, (p, q), x0, lab, xs, lab, key=k, schedule=SCH, w=2.0)
-    )(x0)
-    assert float(jnp.abs(g_x).max()) == 0.0
 
     # GFT: the null pass is a constant: the gradient equals that of the formula with the null
     # prediction computed outside.
@@ -173,8 +158,28 @@ def test_stop_gradients_where_the_formulas_put_them(key):
         pred = beta[:, None] * net(p_, n.x_t, n.t, lab_, beta) + (1 - beta[:, None]) * e_null
         return jnp.mean(jnp.sum((pred - n.eps) ** 2, -1))
 
-    g1 = jax.grad(lambda p_: gft_loss(net, p_, x0, lab, key=k, schedule=SCH))(p)
-    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(jax.grad(gft_manual)(p)), strict=True):
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # one program for every gradient
+    def grads(p, q, x0):
+        g_ema = jax.grad(lambda e: mg_loss(net, p, e, x0, lab, key=k, schedule=SCH, w=3.0))(q)
+        g_pair = jax.grad(
+            lambda pair: scale_loss(
+                net, pair, x0, lab, x0, lab, key=k, schedule=SCH, w=2.0, self_weight=0.0
+            )
+        )((p, q))
+        g_x = jax.grad(
+            lambda xs: scale_loss(net, (p, q), x0, lab, xs, lab, key=k, schedule=SCH, w=2.0)
+        )(x0)
+        g_gft = jax.grad(lambda p_: gft_loss(net, p_, x0, lab, key=k, schedule=SCH))(p)
+        return g_ema, g_pair, g_x, g_gft, jax.grad(gft_manual)(p)
+
+    g_ema, g, g_x, g1, g_ref = grads(p, q, x0)
+    # MG: no gradient reaches the EMA teacher.
+    assert zero(g_ema) == 0.0
+    # SCALE: the real-data term sends nothing to the self network, and nothing flows into the
+    # self-generated samples; the self term does train the self network.
+    assert zero(g[1]) == 0.0 and zero(g[0]) > 0.0
+    assert float(jnp.abs(g_x).max()) == 0.0
+    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g_ref), strict=True):
         np.testing.assert_allclose(a, b, **tolerance(np.float32, 10.0))
 
 
@@ -187,6 +192,14 @@ def test_cfg_at_w1_is_the_conditional_model_and_nfe_is_exact(key):
     lab = jnp.array([0, 1, 2, 3, 4])
     one = sample_one_pass(net, p, lab, key=key, num_steps=6)
     cfg = sample_cfg(net, p, lab, key=key, num_steps=6, w=1.0)
+    # The one-pass sampler is the core's diffrax DDIM on the conditional network (same key).
+    eps = lambda x, t: net(p, x, jnp.full(lab.shape, t), lab, jnp.ones(lab.shape))
+    core = jax.jit(
+        lambda k: sample_ddim(CountingDenoiser(eps), SCH, (5, 2), key=k, num_steps=6),
+        compiler_options=FAST_COMPILE,
+    )(key)
+    np.testing.assert_allclose(one.x, core.x, **tolerance(np.float32, 10.0))
+    assert int(core.nfe) == 6
     np.testing.assert_allclose(cfg.x, one.x, **tolerance(np.float32, 10.0))
     assert int(one.nfe) == 6 and int(cfg.nfe) == 12
     again = sample_one_pass(net, p, lab, key=key, num_steps=6)
@@ -268,14 +281,19 @@ def test_frechet_matches_scipy_and_mixture_metrics_on_exact_samples(rng, key):
     ref = np.sum((a.mean(0) - b.mean(0)) ** 2) + np.trace(
         s1 + s2 - 2 * scipy.linalg.sqrtm(s1 @ s2).real
     )
-    np.testing.assert_allclose(frechet_distance(jnp.asarray(a), jnp.asarray(b)), ref, rtol=1e-3)
-    mix = checkerboard_mixture(2)
+    fd = jax.jit(frechet_distance, compiler_options=FAST_COMPILE)
+    np.testing.assert_allclose(fd(jnp.asarray(a), jnp.asarray(b)), ref, rtol=1e-3)
     lab = jnp.arange(512) % 4
-    x, y = mix.sample(key, lab), mix.sample(jax.random.key(5), lab)
-    m = mixture_metrics(mix, x, lab, y)
+
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # one program for both scores
+    def scores(mix, key):
+        x, y = mix.sample(key, lab), mix.sample(jax.random.key(5), lab)
+        wrong = mix.sample(key, (lab + 1) % 4)
+        return mixture_metrics(mix, x, lab, y), mixture_metrics(mix, wrong, lab, y)
+
+    m, wrong = scores(checkerboard_mixture(2), key)
     assert float(m.precision) > 0.95 and float(m.recall) > 0.9
     # Samples of the neighbouring class, scored as the intended one, fall outside its support.
-    wrong = mixture_metrics(mix, mix.sample(key, (lab + 1) % 4), lab, y)
     assert float(wrong.precision) < 0.1
 
 

@@ -27,7 +27,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.data.scenes import BACKGROUNDS, Scene, SceneConfig, render, sample_layout
+from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.data.scenes import (
+    BACKGROUNDS,
+    Scene,
+    SceneConfig,
+    compiled_if_eager,
+    render,
+    sample_layout,
+)
 
 
 def check_groups(groups: Sequence[Sequence[int]], num_classes: int, num_objects: int) -> np.ndarray:
@@ -98,18 +106,25 @@ def make_cooccurring_scenes(
             )
     kc, kl, kr, kb, kp = jax.random.split(key, 5)
     classes = cooccurring_classes(groups, n, cfg.num_objects, key=kc)
+    if background is None:
+        background = jax.random.randint(kb, (n,), 0, len(BACKGROUNDS))
+    bg = jnp.broadcast_to(jnp.asarray(background, jnp.int32), (n,))
+    pal = None if palette is None else jnp.asarray(palette, jnp.float32)
+    jitter = float(jitter) if is_concrete(jitter) else jitter
+    return compiled_if_eager(_render_classes, key, n=n, jitter=jitter)(
+        cfg, classes, kl, kr, kp, bg, pal
+    )
+
+
+def _render_classes(cfg, classes, kl, kr, kp, bg, pal, *, n, jitter) -> Scene:
     layouts = jax.vmap(lambda k, c: sample_layout(cfg, key=k, classes=c))(
         jax.random.split(kl, n), classes
     )
-    if palette is not None:
-        pal = jnp.asarray(palette, jnp.float32)
+    if pal is not None:
         km, kj = jax.random.split(kp)
         mode = jax.random.randint(km, classes.shape, 0, pal.shape[1])
         noise = jax.random.uniform(kj, (*classes.shape, cfg.channels), minval=-1.0) * jitter
         layouts = layouts._replace(colours=jnp.clip(pal[classes, mode] + noise, 0.0, 1.0))
-    if background is None:
-        background = jax.random.randint(kb, (n,), 0, len(BACKGROUNDS))
-    bg = jnp.broadcast_to(jnp.asarray(background, jnp.int32), (n,))
     return jax.vmap(lambda lay, b, k: render(cfg, lay, background=b, key=k))(
         layouts, bg, jax.random.split(kr, n)
     )

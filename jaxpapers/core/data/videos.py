@@ -34,6 +34,7 @@ from jaxpapers.core.data.scenes import (
     BACKGROUNDS,
     Scene,
     SceneConfig,
+    compiled_if_eager,
     move_layout,
     render,
     sample_layout,
@@ -74,6 +75,13 @@ def make_videos(
     if not 0 <= background < len(BACKGROUNDS):
         raise ValueError(f"background={background}; expected a kind in [0, {len(BACKGROUNDS)})")
 
+    speed = float(speed) if is_concrete(speed) else speed
+    return compiled_if_eager(
+        _make_videos, key, n=n, frames=frames, background=background, speed=speed
+    )(cfg, key, pool)
+
+
+def _make_videos(cfg, key, pool, *, n, frames, background, speed) -> Scene:
     def one(k: jax.Array) -> Scene:
         kc, kl, kv, kr = jax.random.split(k, 4)
         cls = pool[jax.random.randint(kc, (cfg.num_objects,), 0, pool.shape[0])]
