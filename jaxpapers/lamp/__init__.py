@@ -23,15 +23,32 @@ What the miniature experiments measure (``jaxpapers reproduce P07``): two distan
 to the exact posterior (``mixture_*``, ``gaussian_*``) and to the sampler's own output at
 ``ref_nfe`` steps (``*_disc``: the discretisation error that a second-order correction targets),
 each with its own verdict; knobs tuned per sampler over widened grids, with grid-edge flags in the
-extras. Quick-mode results (3 seeds; d = 8 and 80 tuned, the d = 800 bed at ``--full`` only, digits
-with an exact kernel denoiser of 64 training digits instead of the U-Net of ``--full``): to the
-exact posterior LAMP is worse over every backbone on the mixture beds (e.g. d = 8 DPS +0.09/+0.06
-SW at NFE 10/20) and better over DiffPIR on the small-bias Gaussian bed (-0.06/-0.03); to the
-sampler's own converged output LAMP is better over DPS and DiffPIR on the Gaussian bed and
-inconclusive or worse on the mixture beds, where the small quick validation sets make DiffPIR's
-tuned lambda noisy. With no measurement LAMP is DPM-Solver++(2M) and helps
-(``unconditional_2m``: -0.11/-0.04 over DDIM). DDRM's eta still tunes to 1, the grid edge
-(reported in the extras); ``results/P07`` has every number.
+extras. Quick-mode results (3 seeds; d = 8 and 80 tuned): to the exact posterior LAMP is worse
+over every backbone on the mixture beds (e.g. d = 8 DPS +0.09/+0.06 SW at NFE 10/20) and better
+over DiffPIR on the small-bias Gaussian bed (-0.06/-0.03); to the sampler's own converged output
+LAMP is better over DPS and DiffPIR on the Gaussian bed and inconclusive or worse on the mixture
+beds, where the small quick validation sets make DiffPIR's tuned lambda noisy. With no
+measurement LAMP is DPM-Solver++(2M) and helps (``unconditional_2m``: -0.11/-0.04 over DDIM).
+DDRM's eta still tunes to 1, the grid edge (reported in the extras); ``results/P07`` has every
+number.
+
+Measurement history of the quick run (CPU-s = user + sys on the 2-core machine): 257 s wall
+quiet (older); 169 CPU-s with the d = 800 bed at load 25-40, 146 without it (d = 800 moved to
+``--full``); 155 CPU-s at load ~33 (this session's baseline), then 89 CPU-s at load ~33 with the
+digits (58 CPU-s; a kernel denoiser at quick, not the paper's learned one) and the strength x lag
+ablation (11 CPU-s) moved to ``--full``, every remaining row mean and verdict identical. Quick
+mode is compile-bound (d = 8 DDRM bed: 10.9 CPU-s fresh, 2.0 CPU-s with its programs compiled).
+
+``--full`` study (``disc_nfe_*``, CPU-sized, ``results/full/P07``): discretisation error against
+NFE 5-40 with each sampler's own 400-step output as reference, 2 seeds x 2 problems x 512
+samples, knobs at their grid's middle. Gaussian bed (d = 16): LAMP lowers DPS's error at every
+NFE (-0.003/-0.026/-0.029/-0.007 at 5/10/20/40) and DiffPIR's (-0.009/-0.048/-0.017/-0.001),
+with every per-seed difference negative except DPS at NFE 40 (one seed +0.003); verdicts
+inconclusive with 2 seeds. DiffPIR's error floors at ~0.07 from NFE 20 on (the sliced-W2 noise
+of 512-sample sets, presumably), so only NFE <= 20 resolve a difference. Over DDRM (eta 0.6)
+LAMP helps at NFE 5/10 (-0.031/-0.008) and hurts at 20/40 (+0.035/+0.020). Mixture bed (d = 8):
+LAMP's error is larger at NFE 5-20 over every backbone (DPS +0.14/+0.10/+0.03 at 5/10/20) and
+within -0.006..+0.03 at NFE 40, where the errors (0.28-0.38) are still far from converged.
 
 Example::
 

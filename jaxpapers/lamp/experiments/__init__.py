@@ -14,20 +14,23 @@
 All LAMP rows use the default lag of the denoised prediction (see ``jaxpapers.lamp``); the
 backbone rows run ``lamp(backbone, 0.0)``, the backbone bit for bit.
 
-Quick-mode budget (about 100 CPU-s for the paper, from ~1,600): the samplers run through
-``_common.run_chain``, the solver steps of ``sample_posterior`` in a ``fori_loop`` with a traced
-step count (bit for bit, tested), so one compiled program per bed, backbone and lag serves
-tuning, both NFE levels, the high-NFE reference, the ablation and the A = 0 check; chains are a
-flat batch of one size per bed (tuning cells use fewer samples per validation problem, tests
-only the tuned configurations); XLA backend optimisation level 1. Sizes cut in quick mode only:
-d = 80 at 128 samples per problem, digits with the kernel denoiser of 64 training digits at 10
-steps and 8 images per seed (the U-Net at ``--full``; see ``_digits``). The d = 800 bed runs at
-``--full`` only (``Experiment.sizes``): quick mode used to run it untuned at 32 samples on one
-problem per seed, verdicts it called indicative (its cost: below). Measured on a machine
-at load average 25-40 (2 cores): 169 CPU-s with the d = 800 bed, 146 CPU-s without it, every
-remaining row mean identical. The digits are ~30% of what is left (one task profiled alone in a
-fresh process: 28.5 CPU-s, of which 14.5 compiling 62 programs and 3.9 importing sklearn behind
-``load_digits``; compiling its samplers at level 0 instead of 1 saved only 2.6 CPU-s).
+* ``disc_nfe_<bed>_<backbone>`` (``--full`` only, sized for a CPU by its own table
+  ``_mixture.DISC_NFE``): the discretisation error against NFE (5, 10, 20, 40) with each sampler's
+  own 400-step output as reference (``results/full/P07``).
+
+Quick-mode budget: the samplers run through ``_common.run_chain``, the solver steps of
+``sample_posterior`` in a ``fori_loop`` with a traced step count (bit for bit, tested), so one
+compiled program per bed, backbone and lag serves tuning, both NFE levels, the high-NFE reference
+and the A = 0 check; chains are a flat batch of one size per bed (tuning cells use fewer samples
+per validation problem, tests only the tuned configurations); XLA backend optimisation level 1.
+Quick mode is compile-bound (the d = 8 DDRM bed: 10.9 CPU-s in a fresh process, 2.0 CPU-s when
+its programs are already compiled). Sizes cut in quick mode: d = 80 at 128 samples per problem.
+At ``--full`` only (``Experiment.sizes``; ``--experiments`` still runs them at any size): the
+d = 800 bed, the digits (quick mode could afford only an exact kernel denoiser of 64 training
+digits, not the paper's learned U-Net) and the strength x lag ablation. Measured under load
+average ~33 on the 2-core machine (CPU-s = user + sys): 155 CPU-s with the digits and the
+ablation (digits 58, ablation 11), 89 CPU-s without them, every remaining row mean and verdict
+identical. Earlier: 169 CPU-s with the d = 800 bed, 146 without it (load 25-40).
 """
 
 from __future__ import annotations
@@ -79,6 +82,13 @@ SIZES = {
         digits_images=64,
     ),
 }
+
+
+# Studies that run at --full only (an explicit ``--experiments`` still runs them at any size):
+# the digits (quick mode could afford only an exact kernel denoiser, not the paper's learned one,
+# for 58 of the quick run's 155 CPU-s) and the strength x lag ablation (11 CPU-s, three more
+# compiled programs for the data-consistent lag).
+FULL_ONLY = ("full",)
 
 
 def _sized(fn, *args):
@@ -140,6 +150,7 @@ register(
             tuple(AnyOf(tuple(Threshold(r, 0.0, below=True) for r in rows)) for rows in _ABL)
         ),
         run=_sized(_mixture.run_ablation),
+        sizes=FULL_ONLY,
     )
 )
 
@@ -215,6 +226,7 @@ for _task in _digits.TASKS:
             rule=paired_rule([f"LAMP-{k}" for k in BACKBONES], False),
             run=_sized(_digits.run_psnr, _task),
             plot=_plots.plot_examples,
+            sizes=FULL_ONLY,
         )
     )
 
@@ -230,5 +242,33 @@ register(
         + tuple(f"LAMP-{k} (mean over tasks)" for k in BACKBONES),
         rule=paired_rule([f"LAMP-{k} (mean over tasks)" for k in BACKBONES], False),
         run=_sized(_digits.run_ssim),
+        sizes=FULL_ONLY,
     )
 )
+
+# --full only, sized for a CPU (its own table ``_mixture.DISC_NFE``): discretisation error vs NFE.
+for _bed in _mixture.DISC_NFE_BEDS:
+    for _kind in BACKBONES:
+        _prefix = "mixture" if _bed.prior == "grid" else "gaussian"
+        _diffs = [_mixture.disc_nfe_row(_kind, k, None) for k in _mixture.DISC_NFE.nfe]
+        register(
+            Experiment(
+                paper="P07",
+                id=f"disc_nfe_{_prefix}_{_kind.lower()}_d{_bed.dim}",
+                claim=f"LAMP over {_kind} has a smaller discretisation error than {_kind} at every "
+                f"NFE in {_mixture.DISC_NFE.nfe} (distance to the sampler's own "
+                f"{_mixture.DISC_NFE.ref_nfe}-step output; {_bed.prior} prior, d={_bed.dim}, "
+                f"m={_bed.m}, sigma_y={_bed.sigma_y})",
+                metric="sliced W2 to the same sampler's output at ref_nfe steps (same knob, same "
+                "noise); LAMP-X rows: paired per-seed difference",
+                lower_is_better=True,
+                baselines=tuple(
+                    _mixture.disc_nfe_row(_kind, k, False) for k in _mixture.DISC_NFE.nfe
+                ),
+                methods=tuple(_mixture.disc_nfe_row(_kind, k, True) for k in _mixture.DISC_NFE.nfe)
+                + tuple(_diffs),
+                rule=paired_rule(_diffs, True),
+                run=lambda ctx, b=_bed, k=_kind: _mixture.run_disc_nfe(ctx, b, k),
+                sizes=("full",),
+            )
+        )

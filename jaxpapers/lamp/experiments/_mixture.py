@@ -482,3 +482,88 @@ def run_nfe(ctx: Context, sz: Sizes) -> Outcome:
         values[f"{kind}+LAMP / {kind} NFE"] = [float(np.mean(ratios))] * len(ctx.seed_list)
         values[f"{kind} NFE / steps"] = [float(np.mean(per_step))] * len(ctx.seed_list)
     return Outcome(values, {"counts [backbone min, max, LAMP min, max]": counts})
+
+
+# ---- --full study: discretisation error against NFE (CPU-sized) ------------------------------
+
+
+class DiscNfeSizes(NamedTuple):
+    """Sizes of the discretisation-error-vs-NFE study (one table: it runs at ``--full`` only,
+    sized for a CPU)."""
+
+    nfe: tuple[int, ...] = (5, 10, 20, 40)
+    ref_nfe: int = 400
+    problems: int = 2
+    samples: int = 512
+
+
+DISC_NFE = DiscNfeSizes()
+DISC_NFE_BEDS = (BEDS["gauss_d16"], BEDS["d8"])
+
+
+def disc_nfe_row(kind: str, nfe: int, lamp_on: bool | None) -> str:
+    """Row name: backbone (``False``), LAMP over it (``True``), paired difference (``None``)."""
+    name = {False: kind, True: f"{kind}+LAMP", None: f"LAMP-{kind}"}[lamp_on]
+    return f"{name} @NFE {nfe}"
+
+
+def run_disc_nfe(ctx: Context, bed: Bed, kind: str, sz: DiscNfeSizes = DISC_NFE) -> Outcome:
+    """Discretisation error (sliced W2 to the same sampler's ``ref_nfe``-step output, same knob,
+    same initial noise and re-noising keys) of ``kind`` and LAMP over it at every NFE of
+    ``sz.nfe``; the knob fixed at its grid's middle value (the error is measured against the
+    same knob's converged output, so it is defined for any knob), the distance to the exact
+    posterior in the extras. One compiled program (traced step count) serves every NFE and the
+    reference."""
+    prob_sz = Sizes(sz.nfe[:2], sz.ref_nfe, sz.problems, sz.samples, False, (), None, 0, 0)
+    prior, ops, ys, refs = problems(bed, prob_sz, ctx.seed_list)
+    n_p, n = refs.shape[0], refs.shape[1]
+    s = len(ctx.seed_list)
+    hp, _ = tune(None, kind, False)
+    max_steps = max(sz.ref_nfe, *sz.nfe)
+    values: dict[str, list[float]] = {}
+    posterior: dict[str, list[float]] = {}
+    for g, lamp_on in ((0.0, False), (1.0, True)):
+        blk = _config_block(hp, g, n_p, n, 7)
+
+        def run(steps, blk=blk):
+            x, _ = run_block(
+                ctx, kind, DEFAULT_LAG, prior, bed.sigma_y, ops, ys, blk, steps, max_steps
+            )
+            return x.reshape(n_p, n, -1)
+
+        x_ref = run(sz.ref_nfe)
+        posterior[f"{kind if not lamp_on else kind + '+LAMP'} @NFE {sz.ref_nfe}"] = _per_seed(
+            np.asarray(_sw(x_ref, refs, jax.random.key(2))), s
+        )
+        for steps in sz.nfe:
+            x = run(steps)
+            values[disc_nfe_row(kind, steps, lamp_on)] = _per_seed(
+                np.asarray(_sw(x, x_ref, jax.random.key(3))), s
+            )
+            posterior[disc_nfe_row(kind, steps, lamp_on)] = _per_seed(
+                np.asarray(_sw(x, refs, jax.random.key(2))), s
+            )
+    for steps in sz.nfe:
+        values[disc_nfe_row(kind, steps, None)] = list(
+            np.subtract(
+                values[disc_nfe_row(kind, steps, True)], values[disc_nfe_row(kind, steps, False)]
+            )
+        )
+    slopes = {}
+    for lamp_on in (False, True):
+        e = [np.mean(values[disc_nfe_row(kind, k, lamp_on)]) for k in sz.nfe]
+        slopes[kind + ("+LAMP" if lamp_on else "")] = float(
+            np.polyfit(np.log(sz.nfe), np.log(np.maximum(e, 1e-12)), 1)[0]
+        )
+    extras = {
+        "settings": {
+            **bed._asdict(),
+            **sz._asdict(),
+            "knob": GRIDS[kind][0],
+            "value": hp,
+            "lag": DEFAULT_LAG,
+        },
+        "log-log slope of the mean discretisation error against NFE": slopes,
+        "sliced W2 to the exact posterior (per seed)": posterior,
+    }
+    return Outcome(values, extras)
