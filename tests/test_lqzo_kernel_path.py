@@ -103,8 +103,10 @@ def test_fused_equals_dense_path_and_same_trajectory():
     seeds = jnp.asarray([5, 6], jnp.uint32)
     kw = dict(eps=1e-2, rank=2, noise="bag", isotropic=True)
     value = lambda q: loss(q, aux, data)
-    fused = zo_estimate(value, delta, seeds, make_config(**kw, fused=True))
-    dense = zo_estimate(value, delta, seeds, make_config(**kw))
+    # jitted: one compile each instead of an eager op-by-op run
+    estimate = jax.jit(lambda d, c: zo_estimate(value, d, seeds, c))
+    fused = estimate(delta, make_config(**kw, fused=True))
+    dense = estimate(delta, make_config(**kw))
     np.testing.assert_allclose(float(fused.loss), float(dense.loss), rtol=1e-6)
     np.testing.assert_allclose(
         float(fused.raw_projected_grad), float(dense.raw_projected_grad), rtol=1e-3, atol=1e-4

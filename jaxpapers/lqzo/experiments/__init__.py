@@ -13,12 +13,15 @@
 
 Every ZO row picks its learning rate per method from ``base * lr_grid`` on validation data (a
 pilot run of ``tune_steps`` steps, one seed, the grid vectorised), then runs all seeds; test
-accuracy is reported (:mod:`._train`). Quick mode (2 CPU cores; budget below) runs
-every row at its base rate without a pilot, 60 (text) / 100 (ViT) ZO steps and 3 seeds: too
-short for ZO fine-tuning to move accuracy much, so a quick "inconclusive" on the two accuracy
-experiments says the budget cannot separate the methods; ``--full`` tunes on the widened grid
-and trains 3000 steps. LQZO adds rank 4, ``nu = 10``, BAG with k = 4, isotropic
-views; its two forward passes go through the fused path (the Pallas kernel on GPU/TPU).
+accuracy is reported (:mod:`._train`). When ``tune_steps >= steps`` (the smoke size) the pilot
+would be as long as the run: every (seed, rate) pair then runs in one program and the rate with
+the best seed-mean validation accuracy is chosen (``extras["tuning"][row]["protocol"]``). Quick
+mode (2 CPU cores; budget below) runs every row at its base rate without a pilot, 60 (text) /
+100 (ViT) ZO steps and 3 seeds: too short for ZO fine-tuning to move accuracy much, so a quick
+"inconclusive" on the two accuracy experiments says the budget cannot separate the methods;
+``--full`` tunes on the widened grid and trains 3000 steps. LQZO adds rank 4, ``nu = 10``, BAG
+with k = 4, isotropic views; its two forward passes go through the fused path (the Pallas kernel
+on GPU/TPU).
 
 Verdicts: LQZO beats QZO-style at INT4 and at INT2 beyond the seed spread (accuracy), and has a
 lower normalised estimator error at both bit widths (estimator quality).
@@ -35,6 +38,33 @@ per ZO row, the Adam runs, the evaluators) and ~100 small eager ones. Compiling 
 Left to try: one program per method for both bit widths (INT4 and INT2 codes are packed to
 different shapes, so this needs a bit-width-independent layout on the jnp path), fewer rows at
 quick size, and the estimator's lower layers in float as in the text experiment.
+
+Budget work of 2026-12-01 (helper H_lqzo; load average 25-55 on 2 cores, so CPU-s are
+inflated and only comparable within one sitting). Profile of the text experiment at smoke size
+(cProfile + ``jax.monitoring``): tracing took as long as XLA's compile (261 vs 254 s of wall
+time) because :func:`jaxpapers.lqzo.zo_finetune` wrapped ``vmap`` around its ``lax.scan`` and
+the scan's batching rule re-traces the whole ZO step until the carry's batched axes settle.
+``zo_finetune`` now scans over steps with the (seed, learning rate) members vectorised inside the
+step (same losses and parameters up to float32 rounding; quick ``minilm_vader`` rows identical):
+text smoke 80.6 -> 57.0 CPU-s under cProfile, tracing 261 -> 66 s, compiling 254 -> 143 s.
+Also: one evaluator program per model for all splits and any number of stacked parameters
+(``_train.make_evaluator``), only the top layer quantized when ``quantize_lower=False``, the
+estimator's lower layers in float at the quick size (one compiled lower stack for both bit
+widths), smoke size 2 steps with joint tuning, ``FAST_COMPILE`` for the smoke-size evaluators
+and estimator programs. Measured after these changes: the whole quick run 254.9 CPU-s at load
+25-55 (229.3 before at load 30-40: no measurable gain at the quick size; accuracy rows identical
+to before at the same seeds; the estimator's rows changed with its float lower layers, e.g.
+QZO-style INT4 9.95e4 vs 1.03e5; all three verdicts inconclusive, as before); the text
+experiment at smoke size 74.9 -> 47.7 CPU-s (same harness, load ~20 and ~16); ViT 68.5 and
+estimator 45.3 CPU-s at smoke size, each in its own process (load ~10-16; the ViT's largest
+single item is the MeZO full-precision row's compile, 42 of its 147 s of compile wall time);
+``tests/test_lqzo_experiments.py`` 182.7 CPU-s in all at load 25-55.
+Not met: the quick aim (80 CPU-s) and the smoke-test aim (40 CPU-s); each experiment still
+compiles one large program per ZO row (five), the ZO steps of the float MiniLM layer (MeZO) run
+slowly under ``FAST_COMPILE`` (7 CPU-s of the text smoke at 4 steps), and INT4 and INT2 codes
+are packed to different shapes (no shared program per method). ``--full`` for the estimator (a
+900 CPU-s study at reduced size) was started under ``nice -n 10`` but got 50 CPU-s in 41 minutes
+at load 50 and was stopped: no ``results/full/P02``.
 
 Estimator quality at INT2, seed 1 (flagged as identically zero LQZO estimates): not clipping and
 not LQZO. The per-batch head separates that batch of 16 so well that its float32 cross-entropy
@@ -91,7 +121,9 @@ GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
 QUICK_GRID = (1.0,)
 
 TEXT = {
-    "smoke": Sizes(lr=TEXT_LR, lr_grid=(0.5, 1.0), tune_steps=2),
+    "smoke": Sizes(
+        steps=2, fo_steps=2, lr=TEXT_LR, lr_grid=(0.5, 1.0), tune_steps=2, quantize_lower=False
+    ),
     "quick": Sizes(
         steps=60,
         fo_steps=40,
@@ -118,7 +150,7 @@ TEXT = {
     ),
 }
 VIT = {
-    "smoke": Sizes(lr=VIT_LR, lr_grid=(0.5, 1.0), tune_steps=2, n_val=32),
+    "smoke": Sizes(steps=2, fo_steps=2, lr=VIT_LR, lr_grid=(0.5, 1.0), tune_steps=2, n_val=32),
     "quick": Sizes(
         steps=100,
         fo_steps=40,
@@ -142,7 +174,7 @@ VIT = {
 }
 ESTIMATOR = {
     "smoke": Sizes(est_pool=64, est_batch=8, est_dirs=4),
-    "quick": Sizes(est_pool=1024, est_batch=16, est_dirs=16),
+    "quick": Sizes(est_pool=1024, est_batch=16, est_dirs=16, quantize_lower=False),
     "full": Sizes(est_pool=4096, est_batch=64, est_dirs=256),
 }
 

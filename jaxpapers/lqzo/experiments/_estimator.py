@@ -2,8 +2,11 @@
 
 Layer: the top encoder layer of all-MiniLM-L6-v2, every linear layer quantized group-wise
 (``group_size`` codes per scale); its scale corrections ``delta`` are the parameters, the loss is
-cross-entropy of a nearest-centroid head on a batch of VADER entries (lower layers quantized
-alike and frozen). The true gradient ``G = dL/d delta`` at ``delta = 0`` comes from backprop.
+cross-entropy of a nearest-centroid head on a batch of VADER entries; the five lower layers are
+frozen, quantized alike at ``--full`` and kept in float at the quick size (``quantize_lower``:
+one compiled lower stack serves both bit widths; the quantized top layer, whose scale gradient
+is estimated, is the same). The true gradient ``G = dL/d delta`` at ``delta = 0`` comes from
+backprop.
 
 The loss is :func:`small_loss_xent` (cross-entropy that stays accurate when tiny): with
 ``jax.nn.log_softmax`` a batch that the head separates well (INT2, seed 1, quick) had a loss of a
@@ -21,9 +24,9 @@ Vetterli 2007) is reported in the natural ``[G, N]`` view and LQZO's near-square
 
 Budget: the programs here run for well under a second each but take ~4 CPU-s each to compile
 (one per estimator configuration and bit width; ``FAST_COMPILE`` did not shorten the compile and
-made the run 4x slower, measured). The lower layers run through one compiled encoder layer shared
-by all five, and the backprop gradient is computed once per batch and passed to the forward-only
-estimator programs.
+made the run 4x slower, measured; the smoke size uses it, its programs run for milliseconds).
+The lower layers run through one compiled encoder layer shared by all five, and the backprop
+gradient is computed once per batch and passed to the forward-only estimator programs.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import numpy as np
 from flax import nnx
 
 from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.lqzo import (
     estimate_to_gradient,
     make_config,
@@ -139,25 +143,46 @@ def estimator_quality(gd, s0, rest, h, mask, y, config, seeds, grad):
     return jnp.mean(err), jnp.mean(cos)
 
 
+def _call(cache: dict, key: Any, fn: Any, options: dict | None, static: Any, *args: Any) -> Any:
+    """``fn(static, *args)`` through a program compiled once per ``key`` with ``options``."""
+    if key not in cache:
+        cache[key] = fn.lower(static, *args).compile(options)
+    return cache[key](*args)
+
+
 def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     """Rows of the estimator-quality experiment (see the module docstring)."""
     from jaxpapers.core.nn.bert import load_minilm
 
     sz = ctx.pick(**sizes)
+    # Smoke-size programs run for milliseconds: compile them cheaply (at the quick size
+    # FAST_COMPILE made the run 4x slower, see the module docstring).
+    fast = ctx.pick(smoke=FAST_COMPILE, quick=None, full=None)
+    programs: dict[Any, Any] = {}
     data = vader_tokens(sz.est_pool)
     base = load_minilm()
     values: dict[str, list[float]] = {}
     cosines: dict[str, list[float]] = {}
     ranks: dict[str, dict[str, float]] = {}
+    float_layers = None if sz.quantize_lower else [nnx.split(x) for x in base.layers[:-1]]
+    base_def, base_state = nnx.split(base)
+    last = len(base.layers) - 1
     for bits in sz.bits:
-        model = quantize_linears(nnx.clone(base), bits=bits, group_size=sz.est_group)
+        model = nnx.clone(base)
+        quantize_linears(
+            model,
+            bits=bits,
+            group_size=sz.est_group,
+            where=None if sz.quantize_lower else lambda path, m: path[:2] == ("layers", last),
+        )
         top = model.layers[-1]
-        model_def, model_state = nnx.split(model)
-        layers = [nnx.split(layer) for layer in model.layers[:-1]]
+        # Embeddings are never quantized: one compiled embedding serves every bit width.
+        layers = float_layers or [nnx.split(layer) for layer in model.layers[:-1]]
 
-        def lower(ids, mask, model_def=model_def, model_state=model_state, layers=layers):
-            # One compiled encoder layer serves all five lower layers (they share a graph).
-            h = _embed_jit(model_def, model_state, ids)
+        def lower(ids, mask, layers=layers):
+            # One compiled encoder layer serves all five lower layers (they share a graph); with
+            # float lower layers (quantize_lower=False) it also serves both bit widths.
+            h = _embed_jit(base_def, base_state, ids)
             for layer_def, state in layers:
                 h = _apply_layer(layer_def, state, h, mask)
             return h
@@ -169,7 +194,7 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             mask, y = jnp.asarray(data.mask[pick]), jnp.asarray(data.y[pick])
             h = lower(jnp.asarray(data.ids[pick]), mask)
             batch = (h, mask, y)
-            grad = true_gradient(gd, s0, rest, *batch)
+            grad = _call(programs, ("grad", bits), true_gradient, fast, gd, s0, rest, *batch)
             if seed == ctx.seed_list[0]:
                 nat, iso = [], []
                 for g in jax.tree.leaves(grad):
@@ -187,7 +212,14 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
                 }
             seeds = jax.random.bits(jax.random.key(seed), (sz.est_dirs, 2), jnp.uint32)
             for name, cfg in _configs().items():
-                err, cos = estimator_quality(gd, s0, rest, *batch, cfg, seeds, grad)
+                err, cos = _call(
+                    programs,
+                    (name, bits),
+                    estimator_quality,
+                    fast,
+                    gd,
+                    *(s0, rest, *batch, cfg, seeds, grad),
+                )
                 row = f"{name} INT{bits}"
                 values.setdefault(row, []).append(float(err))
                 cosines.setdefault(row, []).append(float(cos))
@@ -210,6 +242,9 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             "gradient_effective_rank": ranks,
             "setting": {
                 "layer": "all-MiniLM-L6-v2 top encoder layer, quantized scales (relative delta)",
+                "lower_layers": "quantized like the top layer"
+                if sz.quantize_lower
+                else "kept in float (shared by both bit widths)",
                 "group_size": sz.est_group,
                 "directions_per_seed": sz.est_dirs,
                 "batch": sz.est_batch,

@@ -22,6 +22,7 @@ import numpy as np
 from flax import nnx
 
 from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales
 from jaxpapers.lqzo.experiments._data import cached_array, vader_tokens
 from jaxpapers.lqzo.experiments._train import (
@@ -30,6 +31,7 @@ from jaxpapers.lqzo.experiments._train import (
     Problem,
     Quantized,
     accuracy,
+    make_evaluator,
     run_rows,
     xent,
 )
@@ -79,8 +81,15 @@ class TopLayer:
         quantize_lower: bool = True,
     ):
         self.model = nnx.clone(base)
+        top_index = len(base.layers) - 1
         if bits is not None:
-            quantize_linears(self.model, bits=bits, group_size=group_size)
+            # Without ``quantize_lower`` the lower layers are never used quantized: skip them.
+            quantize_linears(
+                self.model,
+                bits=bits,
+                group_size=group_size,
+                where=None if quantize_lower else lambda path, m: path[:2] == ("layers", top_index),
+            )
         # With ``quantize_lower=False`` only the top layer is quantized: every model then shares
         # the float lower layers' outputs (computed once; the quick size's budget lever).
         lower_model = self.model if quantize_lower else base
@@ -136,15 +145,16 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     def fp_loss(p, aux, b):
         return xent(_text_logits(nnx.merge(graphdef, p, aux), fp.head, b[0], b[1]), b[2])
 
-    fp_split = {k: split_arrays(fp, k) for k in splits if splits[k].stop > splits[k].start}
+    fast = ctx.pick(smoke=FAST_COMPILE, quick=None, full=None)
+    live = [k for k in splits if splits[k].stop > splits[k].start]
 
-    @functools.partial(jax.jit, static_argnums=0)
-    def fp_logits(name, p):
-        h, m, _ = fp_split[name]
-        return jax.vmap(lambda q: _text_logits(nnx.merge(graphdef, q, rest), fp.head, h, m))(p)
+    def eval_splits(top: TopLayer) -> dict[str, tuple[Any, np.ndarray]]:
+        return {k: (split_arrays(top, k)[:2], y[splits[k]]) for k in live}
 
-    def fp_eval(p, name: str) -> list[float]:
-        return [accuracy(lg, fp_split[name][2]) for lg in np.asarray(fp_logits(name, p))]
+    def fp_apply(p, consts, inputs):
+        return _text_logits(nnx.merge(graphdef, p, consts[0]), consts[1], *inputs)
+
+    fp_eval = make_evaluator(fp_apply, (rest, fp.head), eval_splits(fp), fast)
 
     quantized = {}
     for bits in sz.bits:
@@ -153,19 +163,14 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             _head_logits(top.head, top.pooled[splits["test"]]), y[splits["test"]]
         )
         gd, s0, qrest = split_scales(top.top)
-        qsplit = {k: split_arrays(top, k) for k in fp_split}
 
         def q_loss(d, aux, b, gd=gd, head=top.head):
             return xent(_text_logits(merge_scaled(gd, aux[0], d, aux[1]), head, b[0], b[1]), b[2])
 
-        @functools.partial(jax.jit, static_argnums=0)
-        def q_logits(name, d, gd=gd, s0=s0, qrest=qrest, head=top.head, qsplit=qsplit):
-            h, m, _ = qsplit[name]
-            return jax.vmap(lambda e: _text_logits(merge_scaled(gd, s0, e, qrest), head, h, m))(d)
+        def q_apply(d, consts, inputs, gd=gd):
+            return _text_logits(merge_scaled(gd, consts[0], d, consts[1]), consts[2], *inputs)
 
-        def q_eval(d, name: str, q_logits=q_logits, qsplit=qsplit) -> list[float]:
-            return [accuracy(lg, qsplit[name][2]) for lg in np.asarray(q_logits(name, d))]
-
+        q_eval = make_evaluator(q_apply, (s0, qrest, top.head), eval_splits(top), fast)
         # Every quantized model is trained on its own cached lower-layer outputs.
         quantized[bits] = Quantized(
             q_loss, s0, (s0, qrest), q_eval, (top.hidden[:n], mask[:n], y[:n])

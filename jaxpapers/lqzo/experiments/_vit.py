@@ -13,6 +13,7 @@ import optax
 from flax import nnx
 
 from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.core.train import train
 from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales, zeros_like_tree
 from jaxpapers.lqzo.experiments._data import digits_transfer
@@ -21,7 +22,7 @@ from jaxpapers.lqzo.experiments._train import (
     ZO,
     Problem,
     Quantized,
-    accuracy,
+    make_evaluator,
     run_rows,
     xent,
 )
@@ -59,24 +60,20 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         checkpoint_every=sz.pretrain_steps,
     )
     params = pre.params
-    n_seeds = len(ctx.seed_list)
 
     def stack(tree):
-        return jax.tree.map(lambda x: jnp.broadcast_to(x, (n_seeds, *x.shape)), tree)
+        return jax.tree.map(lambda x: x[None], tree)
 
-    # Evaluators take stacked parameters; "before" reuses the same compiled function.
-    @jax.jit
-    def fp_logits(p, x):
-        return jax.vmap(lambda q: nnx.merge(graphdef, q, rest)(x))(p)
-
-    def fp_eval(p, name: str) -> list[float]:
-        x, y = splits[name]
-        return [accuracy(lg, y) for lg in np.asarray(fp_logits(p, x))]
+    fast = ctx.pick(smoke=FAST_COMPILE, quick=None, full=None)
+    eval_splits = {k: ((x,), y) for k, (x, y) in splits.items()}
+    fp_eval = make_evaluator(
+        lambda p, consts, inputs: nnx.merge(graphdef, p, consts)(inputs[0]), rest, eval_splits, fast
+    )
 
     pretrained = nnx.merge(graphdef, params, rest)
     before = {
         "pretraining loss, last step (centred digits)": float(pre.losses[-1]),
-        "full precision": fp_eval(stack(params), "test")[0],
+        "full precision": fp_eval(stack(params))["test"][0],
     }
     quantized = {}
     for bits in sz.bits:
@@ -87,18 +84,11 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         def q_loss(d, aux, b, gd=gd):
             return xent(merge_scaled(gd, aux[0], d, aux[1])(b[0]), b[1])
 
-        q_logits = jax.jit(
-            jax.vmap(
-                lambda e, x, gd=gd, s0=s0, qrest=qrest: merge_scaled(gd, s0, e, qrest)(x),
-                in_axes=(0, None),
-            )
-        )
+        def q_apply(d, consts, inputs, gd=gd):
+            return merge_scaled(gd, consts[0], d, consts[1])(inputs[0])
 
-        def q_eval(d, name: str, q_logits=q_logits) -> list[float]:
-            x, y = splits[name]
-            return [accuracy(lg, y) for lg in np.asarray(q_logits(d, x))]
-
-        before[f"INT{bits}"] = q_eval(stack(zeros_like_tree(s0)), "test")[0]
+        q_eval = make_evaluator(q_apply, (s0, qrest), eval_splits, fast)
+        before[f"INT{bits}"] = q_eval(stack(zeros_like_tree(s0)))["test"][0]
         quantized[bits] = Quantized(q_loss, s0, (s0, qrest), q_eval, data)
 
     prob = Problem(loss, params, rest, fp_eval, quantized, data)
