@@ -2,6 +2,12 @@
 functional flow-matching loss, sample with diffrax, score with MMD and the Hilbert Sinkhorn
 divergence.
 
+What it shows: the Sobolev-kernel OT pairs are closer than independent pairs (mean squared gap
+1.29 against 2.27), the loss falls (1.06 -> 0.34 over 200 steps), and the learned field carries
+GP prior draws to the data (MMD^2 to held-out data 0.46 for the prior, 0.027 for the samples,
+25 field evaluations of adaptive Tsit5). Imports and compiling dominate its run time (a version
+with 150 steps and 8 jitted Euler steps took the same CPU time, 39 CPU-s under load).
+
     python examples/kffm.py        (about 20 s on 2 CPU cores)
 """
 

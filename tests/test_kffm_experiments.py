@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 
-from jaxpapers.core.experiment import FAILS, HOLDS, UNSURE, AnyOf, Better, RowStats, run_paper
+from jaxpapers.core.experiment import FAILS, HOLDS, UNSURE, AnyOf, Better, RowStats
 from jaxpapers.kffm.experiments._rules import FloorBetter, floor_level
 from jaxpapers.kffm.experiments._score import steps_to_tolerance
 
@@ -28,8 +31,37 @@ def _better(m: dict, b: dict, floor: dict) -> str:
     return HOLDS if gain > spread else FAILS if gain < -spread else UNSURE
 
 
+# The smoke run and its resumed repeat, in a subprocess whose XLA compiles with the cheap settings
+# of jaxpapers.core.pytrees.FAST_COMPILE (as XLA flags: the training step is jitted inside
+# jaxpapers.core.train, which takes no compiler options). Smoke programs are compile-dominated.
+SMOKE_SCRIPT = """
+import json, pathlib, sys
+from jaxpapers.core.experiment import run_paper
+means = lambda rec: [[r["mean"] for r in e["rows"]] for e in rec["experiments"]]
+out = pathlib.Path(sys.argv[1])
+first = run_paper("P06", out, size="smoke", seeds=2, log=lambda s: None)
+again = run_paper("P06", out, size="smoke", seeds=2, resume=True, log=lambda s: None)
+print("RESULT" + json.dumps({"first": means(first), "again": means(again)}))
+"""
+
+
+def _smoke_run(out) -> dict:
+    flags = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip())
+    proc = subprocess.run(
+        [sys.executable, "-c", SMOKE_SCRIPT, str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT"))
+    return json.loads(line[len("RESULT") :])
+
+
 def test_p06_smoke_run(tmp_path):
-    record = run_paper("P06", tmp_path, size="smoke", seeds=2, log=lambda s: None)
+    runs = _smoke_run(tmp_path)
     saved = json.loads((tmp_path / "P06" / "result.json").read_text())
     assert saved["paper"] == "P06" and saved["size"] == "smoke"
     exps = {e["id"]: e for e in saved["experiments"]}
@@ -153,9 +185,9 @@ def test_p06_smoke_run(tmp_path):
     assert dr["verdict"] in {HOLDS, FAILS, UNSURE}
 
     # A resumed run keeps every finished experiment and returns the same numbers.
-    again = run_paper("P06", tmp_path, size="smoke", seeds=2, resume=True, log=lambda s: None)
-    means = lambda rec: [[r["mean"] for r in e["rows"]] for e in rec["experiments"]]
-    assert means(again) == means(record)
+    # (Both runs in the subprocess: the first run's means are those saved in result.json.)
+    assert runs["first"] == [[r["mean"] for r in e["rows"]] for e in saved["experiments"]]
+    assert runs["again"] == runs["first"]
 
 
 def test_any_of_rule():

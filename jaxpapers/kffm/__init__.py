@@ -59,7 +59,8 @@ Public API
 * OT: :func:`hilbert_geometry` (ott ``PointCloud`` with the Hilbert ``CostFn``),
   :func:`hilbert_sinkhorn_divergence`;
 * pairings: :class:`IndependentPairing` (FFM), :class:`EuclideanOTPairing` (OT-CFM),
-  :class:`KernelOTPairing` (kFFM), :func:`make_pairing_fn` (global or per-device pairing);
+  :class:`KernelOTPairing` (kFFM), :func:`make_pairing_fn` (global or per-device pairing),
+  :func:`draw_indices` (pairs drawn from a coupling, with or without replacement);
 * flow matching: :func:`ffm_interpolant`, :func:`ffm_target`, :func:`regression_loss`,
   :func:`flow_matching_loss`, :func:`generate` (diffrax, counted evaluations);
 * metrics: :func:`density_mse`, :func:`spectrum_mse` (MMD is ``jaxpapers.core.metrics.mmd_rbf``).
@@ -100,6 +101,7 @@ from jaxpapers.kffm._pairing import (
     IndependentPairing,
     KernelOTPairing,
     Pairing,
+    draw_indices,
     make_pairing_fn,
 )
 
@@ -118,6 +120,7 @@ __all__ = [
     "SignatureKernel",
     "SobolevKernel",
     "density_mse",
+    "draw_indices",
     "ffm_interpolant",
     "ffm_target",
     "flow_matching_loss",

@@ -61,10 +61,28 @@ class Pairing(NamedTuple):
     indices: jax.Array
 
 
-def _draw_indices(key, coupling, replace: bool) -> jax.Array:
-    """Data index for each prior draw: one categorical draw per row of the coupling, or (without
-    replacement) a random assignment that follows the coupling: Gumbel-perturbed log coupling
-    rounded to a permutation by a greedy row-by-row argmax over unused columns."""
+def draw_indices(key: jax.Array, coupling: jax.Array, replace: bool = True) -> jax.Array:
+    """Data index for each prior draw, drawn from a coupling (what the OT pairings do after the
+    solve; public so that one plan can be drawn from in both ways).
+
+    Args:
+      key: PRNG key.
+      coupling: ``[B, B']`` non-negative coupling (rows: prior draws, columns: data functions).
+      replace: ``True``: one categorical draw per row of the coupling (data functions may repeat);
+        ``False``: a random assignment that follows the coupling, each column used once (needs
+        ``B <= B'``): the Gumbel-perturbed log coupling rounded to a permutation by a greedy
+        row-by-row argmax over unused columns.
+
+    Returns:
+      ``[B]`` int data indices.
+    """
+    if coupling.ndim != 2:
+        raise ValueError(f"coupling must be a [B, B'] matrix; got shape {coupling.shape}")
+    if not replace and coupling.shape[0] > coupling.shape[1]:
+        raise ValueError(
+            f"replace=False needs at most as many rows as columns; got coupling shape "
+            f"{coupling.shape}"
+        )
     logits = jnp.log(jnp.maximum(coupling, 1e-30))
     if replace:
         return jax.random.categorical(key, logits, axis=1)
@@ -155,7 +173,7 @@ class _SinkhornPairing(eqx.Module):
                 ),
             )
         coupling = jax.lax.stop_gradient(out.matrix)
-        idx = _draw_indices(key, coupling, self.replace)
+        idx = draw_indices(key, coupling, self.replace)
         n_iters = jnp.asarray(out.n_iters, jnp.int32)
         return Pairing(x0, x1[idx], coupling, n_iters, jnp.asarray(out.converged), idx)
 
@@ -288,5 +306,6 @@ __all__ = [
     "IndependentPairing",
     "KernelOTPairing",
     "Pairing",
+    "draw_indices",
     "make_pairing_fn",
 ]

@@ -74,6 +74,15 @@ CPU-s and runs in 0.34 CPU-s (5.8 and 0.21 with the OT pairings replaced by inde
 the four Sinkhorn pairings cost ~8 CPU-s of compile and ~13 of the 100 steps); the HSD extra 4.3
 -> 1.6 CPU-s with Anderson; the Tsit5 scoring ~8. The 90 CPU-s aim is not met; the next levers
 are one Sinkhorn solve (one compile) for all OT pairings of a step and the FNO step itself.
+Session 6 (issue 20): the experiments import only the public ``jaxpapers.kffm`` API
+(``draw_indices``, the pair draw from a coupling, is now public). Quick mode before and after,
+same seeds: every row identical (and identical to the results committed before), verdicts
+unchanged (six MMD claims and ``kernels_pde`` inconclusive, ``evals_burgers`` and
+``pairing_draws`` hold); 224 CPU-s before (load 30-50, 2,964 s wall) and 225 CPU-s after (load
+5-15, 357 s wall: 1-D family 184 s, 2-D family 151 s, pair draws 9 s). No quick-mode size or
+program was changed this session (the machine's load made one quick run take ~50 minutes most
+of the session), so the 90 CPU-s aim is still not met; the POT-emd bench row (issue 22) and the
+``--full`` study were not done either.
 
 Layout: ``__init__`` holds the registrations and the size tables; data sets, pairings and the
 prior in ``_data.py``, training in ``_train.py``, scoring in ``_score.py``, the pair-draw

@@ -11,8 +11,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpapers.kffm._kernels import RBFKernel, SignatureKernel, SobolevKernel
-from jaxpapers.kffm._pairing import EuclideanOTPairing, IndependentPairing, KernelOTPairing
+from jaxpapers.kffm import (
+    EuclideanOTPairing,
+    IndependentPairing,
+    KernelOTPairing,
+    RBFKernel,
+    SignatureKernel,
+    SobolevKernel,
+)
 
 METHODS: dict[str, Callable[[], Any]] = {
     "ffm": IndependentPairing,

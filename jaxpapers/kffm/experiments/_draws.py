@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core.pytrees import FAST_COMPILE
-from jaxpapers.kffm._pairing import _draw_indices
+from jaxpapers.kffm import draw_indices
 from jaxpapers.kffm.experiments._data import Family, Sizes, dataset, make_pairing, prior
 
 OT_PAIRINGS = ("ot_euclid", "kffm_rbf", "kffm_sobolev", "kffm_signature")
@@ -50,7 +50,7 @@ def draw_stats(fam: Family, sizes: Sizes, seeds: list[int]) -> dict:
         for name, pairing in zip(OT_PAIRINGS, pairings, strict=True):
             plan = pairing(x0, x1, key=k1).coupling
             for draw, replace in DRAWS:
-                idx = _draw_indices(k1, plan, replace)
+                idx = draw_indices(k1, plan, replace)
                 distinct = jnp.sum(jnp.zeros(sizes.batch).at[idx].set(1.0)) / sizes.batch
                 out[f"{name}/{draw}"] = (distinct, cost(x0, x1[idx]))
         return out

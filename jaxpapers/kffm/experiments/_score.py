@@ -14,9 +14,13 @@ import numpy as np
 from jaxpapers.core.experiment import Context, write_json_atomic
 from jaxpapers.core.metrics import mmd_rbf
 from jaxpapers.core.pytrees import FAST_COMPILE
-from jaxpapers.kffm._flow import generate
-from jaxpapers.kffm._kernels import RBFKernel
-from jaxpapers.kffm._metrics import density_mse, spectrum_mse
+from jaxpapers.kffm import (
+    RBFKernel,
+    density_mse,
+    generate,
+    hilbert_sinkhorn_divergence,
+    spectrum_mse,
+)
 from jaxpapers.kffm.experiments._data import Family, Sizes
 from jaxpapers.kffm.experiments._train import model_index, shared_dir, train_all
 
@@ -28,7 +32,6 @@ BANDWIDTHS = (0.1, 0.2, 0.5, 1.0)
 
 def _scorer(apply, solver: str, steps: int, max_steps: int, n_shown: int):
     """``score(params, x0, test)``, vmapped over models: samples and their scores."""
-    from jaxpapers.kffm._hilbert_ot import hilbert_sinkhorn_divergence
 
     @jax.jit
     @jax.vmap

@@ -13,7 +13,7 @@ import numpy as np
 import optax
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.kffm._flow import regression_loss
+from jaxpapers.kffm import regression_loss
 from jaxpapers.kffm.experiments._data import Family, Sizes, dataset, make_pairing, prior
 
 
