@@ -116,3 +116,22 @@ def test_s5_recipe_curriculum_masks_labels_beyond_the_current_length():
     assert b["mask"][1][:, 23:].sum() == 0.0 and b["mask"][1][:, 1:23].min() == 1.0
     with pytest.raises(ValueError, match="ramp=0.0"):
         curriculum_length(0, sizes._replace(ramp=0.0))
+
+
+def test_masked_xent_and_accuracy_match_python_loops(rng):
+    from jaxpapers.lrnn import masked_accuracy, masked_xent
+
+    logits = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)  # [S, B, T, C]
+    labels = rng.integers(5, size=(2, 3, 4))
+    mask = (rng.random((2, 3, 4)) < 0.6).astype(np.float32)
+    mask[1] = 0.0  # an empty mask: accuracy NaN, loss 0
+    mask[0, 0, 0] = 1.0
+    xent, acc = np.asarray(masked_xent(logits, labels, mask)), masked_accuracy(logits, labels, mask)
+    sel = [(b, t) for b in range(3) for t in range(4) if mask[0, b, t]]
+    z = logits[0].astype(np.float64)
+    ref_xent = np.mean([math.log(np.exp(z[b, t]).sum()) - z[b, t, labels[0, b, t]] for b, t in sel])
+    ref_acc = np.mean([int(np.argmax(logits[0, b, t]) == labels[0, b, t]) for b, t in sel])
+    np.testing.assert_allclose(xent, [ref_xent, 0.0], rtol=1e-5, atol=1e-6)  # float32 log-sum-exp
+    assert acc[0] == ref_acc and math.isnan(acc[1])
+    with pytest.raises(ValueError, match=r"labels \(2, 3\)"):
+        masked_accuracy(logits, labels[:, :, 0], mask)

@@ -65,11 +65,24 @@ Scans (pure, jit/vmap/grad-able): :func:`diagonal_scan`, :func:`block_scan`,
 (pure): :func:`l1_normalise`, :func:`lru_lambda`, :func:`lru_recurrence`,
 :func:`hlru_recurrence`, :func:`bdlru_recurrence`. flax.nnx layers and models: :class:`LRU`,
 :class:`HLRU`, :class:`BDLRU`, :class:`ResidualBlock`, :class:`SequenceModel`,
-:func:`make_mixer`, :func:`parse_mixer`, :func:`count_params`. Data: :func:`make_batch`,
-:func:`task_spec`, :data:`TASKS`, :func:`load_corpus`, :func:`stdlib_docstrings`.
+:func:`make_mixer`, :func:`parse_mixer`, :func:`count_params`. Training one model per seed in
+one compiled step (parameters stacked on a leading seed axis): :class:`ModelConfig`,
+:class:`SeedModels`, :func:`init_models`, :func:`seed_logits`, :func:`fit`, :func:`masked_xent`,
+:func:`masked_accuracy`. Data: :func:`make_batch`, :func:`task_spec`, :data:`TASKS`,
+:class:`TaskBatch`, :class:`TaskSpec`, :func:`evaluate_expression`, :func:`load_corpus`,
+:func:`stdlib_docstrings`, :class:`Corpus`, :data:`VOCAB`.
 """
 
-from jaxpapers.lrnn._corpus import Corpus, load_corpus, stdlib_docstrings
+from jaxpapers.lrnn._corpus import VOCAB, Corpus, load_corpus, stdlib_docstrings
+from jaxpapers.lrnn._fit import (
+    ModelConfig,
+    SeedModels,
+    fit,
+    init_models,
+    masked_accuracy,
+    masked_xent,
+    seed_logits,
+)
 from jaxpapers.lrnn._layers import BDLRU, HLRU, LRU
 from jaxpapers.lrnn._models import (
     ResidualBlock,
@@ -106,8 +119,11 @@ __all__ = [
     "HLRU",
     "LRU",
     "TASKS",
+    "VOCAB",
     "Corpus",
+    "ModelConfig",
     "ResidualBlock",
+    "SeedModels",
     "SequenceModel",
     "TaskBatch",
     "TaskSpec",
@@ -118,15 +134,20 @@ __all__ = [
     "count_params",
     "diagonal_scan",
     "evaluate_expression",
+    "fit",
     "hlru_recurrence",
+    "init_models",
     "l1_normalise",
     "load_corpus",
     "lru_lambda",
     "lru_recurrence",
     "make_batch",
     "make_mixer",
+    "masked_accuracy",
+    "masked_xent",
     "parse_mixer",
     "resolve_mode",
+    "seed_logits",
     "stdlib_docstrings",
     "task_spec",
 ]

@@ -22,7 +22,8 @@ MODULES: tuple[str, ...] = (
     "email.message", "http.client", "urllib.parse", "random", "datetime", "ipaddress",
 )  # fmt: skip
 
-VOCAB = 128  # ASCII; any other character becomes "?"
+VOCAB = 128
+"""Size of the corpus alphabet: ASCII codes ``0..127`` (any other character becomes ``?``)."""
 
 
 class Corpus(NamedTuple):

@@ -1,5 +1,16 @@
 """Train one model per seed at once: parameters stacked on a leading seed axis, losses summed.
 
+Public (``jaxpapers.lrnn``): :class:`ModelConfig`, :class:`SeedModels`, :func:`init_models`,
+:func:`seed_logits`, :func:`masked_xent`, :func:`masked_accuracy`, :func:`fit`. A user trains
+the models of this package on a task of their own with them::
+
+    cfg = ModelConfig(vocab=6, n_out=4, mixer="bdlru8", d_model=32, d_state=32, n_layers=1)
+    models = init_models(cfg, seeds=[0, 1, 2])  # three models, parameters stacked
+    params = fit(models, batch_fn, steps=300, lr=3e-3, key=jax.random.key(0),
+                 checkpoint_dir=None, desc="my task")
+    logits = seed_logits(models.graphdef)(params, tokens)  # tokens [3, B, T]
+    acc = masked_accuracy(logits, labels, mask)  # [3]
+
 The loss handed to :func:`jaxpapers.core.train.train` is the sum over seeds of each seed's own
 loss, so the gradient with respect to seed ``s``'s parameters is that seed's gradient alone, and
 an element-wise optimiser (Adam, element-wise clipping) updates every seed exactly as separate
@@ -14,6 +25,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
@@ -74,11 +86,49 @@ def seed_logits(graphdef: Any) -> Callable[[Any, jax.Array], jax.Array]:
     return jax.vmap(one)
 
 
+def _check_labels(logits: Any, labels: Any, mask: Any) -> None:
+    shape = jnp.shape(logits)[:-1]
+    if len(shape) < 1 or jnp.shape(labels) != shape or jnp.shape(mask) != shape:
+        raise ValueError(
+            f"logits has shape {jnp.shape(logits)}, labels {jnp.shape(labels)} and mask "
+            f"{jnp.shape(mask)}; expected logits [S, ..., C] with labels and mask [S, ...]"
+        )
+
+
 def masked_xent(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:
-    """Mean cross-entropy (nats) over the positions where ``mask`` is 1, per leading seed."""
+    """Mean cross-entropy (nats) over the positions where ``mask`` is 1, per leading seed.
+
+    Args:
+      logits: ``[S, ..., C]``.
+      labels: ``[S, ...]`` integer classes.
+      mask: ``[S, ...]`` weights (1 where a label counts).
+
+    Returns:
+      ``[S]`` mean cross-entropy of each seed (0 where its mask is empty).
+    """
+    _check_labels(logits, labels, mask)
     ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
     axes = tuple(range(1, ce.ndim))
     return jnp.sum(ce * mask, axis=axes) / jnp.maximum(jnp.sum(mask, axis=axes), 1.0)
+
+
+def masked_accuracy(logits: Any, labels: Any, mask: Any) -> np.ndarray:
+    """Share of the positions where ``mask`` is 1 whose arg-max class is the label, per seed.
+
+    Args:
+      logits: ``[S, ..., C]``.
+      labels: ``[S, ...]`` integer classes.
+      mask: ``[S, ...]`` 0/1 weights.
+
+    Returns:
+      ``[S]`` NumPy accuracies (NaN where a seed's mask is empty).
+    """
+    _check_labels(logits, labels, mask)
+    hit = np.asarray(jnp.argmax(logits, axis=-1)) == np.asarray(labels)
+    mask = np.asarray(mask)
+    axes = tuple(range(1, mask.ndim))
+    total = mask.sum(axis=axes)
+    return np.where(total > 0, (hit * mask).sum(axis=axes) / np.maximum(total, 1), np.nan)
 
 
 def fit(

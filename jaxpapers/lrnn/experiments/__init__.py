@@ -49,6 +49,18 @@ dropped BD-LRU b = 8 on mod 5 from 0.96 to 0.63, seeds 0.58 / 0.30 / 1.00, makin
 character then 3.59 / 3.43 / 3.32 for LRU / H-LRU 2 / BD-LRU 4 vs 3.27 / 3.11 / 3.06, same
 verdict).
 
+Where the quick CPU goes (measured with the sizes above, 3 seeds, per part with
+``time.process_time``, load average 25-40 on 2 cores): 198.9 CPU-s in all, state tracking
+131.6 (three compiled trainings of 12 stacked models: ~5 CPU-s to compile each step and 57 /
+87 / 140 ms per step for LRU / H-LRU 2 / BD-LRU 8, i.e. ~85 CPU-s of the 300 steps), char LM
+52.7, hand-set 12.5; smoke 69.5 (tracking ~33, LM 31.3, hand-set 5.0: compiles). The tracking
+step is compute-bound at these sizes, not loop-bound: unrolling the sequential scan (8 or all
+41 steps) did not make a step cheaper and made compiles slower, and replacing the recurrences by
+a gate-times-value stand-in left the LRU step unchanged and cut BD-LRU 8's by only 20-30% (the
+dense projections, GLU and 120-class head dominate; 20-step timings, noisy under that load).
+So the quick budget (<= 80 CPU-s under load) needs smaller training (steps, batch, LM layers),
+which moves the measured accuracies; not done yet (issue 11 open).
+
 Language modelling (``_lm.py``): the docstrings of pure-Python standard-library modules, LRU vs
 H-LRU K = 2 vs BD-LRU b = 4 with the state width of each chosen so that the models' total
 parameter counts match the LRU's (within one block), validation bits per character.
@@ -68,7 +80,7 @@ from jaxpapers.core.experiment import (
     Threshold,
     register,
 )
-from jaxpapers.lrnn._tasks import TASKS, task_spec
+from jaxpapers.lrnn import TASKS, task_spec
 from jaxpapers.lrnn.experiments._handset import handset_accuracy
 from jaxpapers.lrnn.experiments._lm import LM_MIXERS, lm_results, matched_state_width
 from jaxpapers.lrnn.experiments._plots import bar_plot

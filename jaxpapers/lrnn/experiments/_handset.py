@@ -21,8 +21,7 @@ import itertools
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpapers.lrnn._recurrences import bdlru_recurrence
-from jaxpapers.lrnn._tasks import make_batch, task_spec
+from jaxpapers.lrnn import bdlru_recurrence, make_batch, task_spec
 
 BLOCK, BLOCKS = 8, 4
 _PERMS = np.array(list(itertools.permutations(range(5))), dtype=np.int64)

@@ -11,9 +11,17 @@ import numpy as np
 from flax import nnx
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.lrnn._corpus import VOCAB, load_corpus
-from jaxpapers.lrnn._fit import ModelConfig, fit, init_models, masked_xent, seed_logits
-from jaxpapers.lrnn._models import SequenceModel, parse_mixer
+from jaxpapers.lrnn import (
+    VOCAB,
+    ModelConfig,
+    SequenceModel,
+    fit,
+    init_models,
+    load_corpus,
+    masked_xent,
+    parse_mixer,
+    seed_logits,
+)
 
 LM_MIXERS: tuple[str, ...] = ("lru", "hlru2", "bdlru4")
 

@@ -14,7 +14,7 @@ steps, batch and width:
 
 The curriculum masks the labels of positions beyond the current length (the models are causal,
 so this is training on the shorter sequences) and keeps one batch shape: one compiled step for
-both BD-LRU variants (stacked with the seeds, :mod:`jaxpapers.lrnn._fit`).
+both BD-LRU variants (stacked with the seeds, :func:`jaxpapers.lrnn.fit`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,19 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.lrnn._fit import ModelConfig, fit, init_models, seed_logits
-from jaxpapers.lrnn._tasks import make_batch, task_spec
-from jaxpapers.lrnn.experiments._tracking import _accuracy
+from jaxpapers.lrnn import (
+    ModelConfig,
+    fit,
+    init_models,
+    make_batch,
+    masked_accuracy,
+    seed_logits,
+    task_spec,
+)
 
 TASK = "s5"
 
@@ -105,8 +112,10 @@ def _train(ctx: Context, work: Path, mixer: str, curricula: tuple[bool, ...], si
         checkpoint_dir=(work / "ckpt" / mixer).absolute(),
         desc=f"P13 S5 recipe {mixer}",
     )
-    logits_fn = jax.jit(seed_logits(models.graphdef))
-    longer, train = _accuracy(logits_fn, params, _eval(variants, sizes))
+    ev = _eval(variants, sizes)
+    logits = jax.jit(seed_logits(models.graphdef))(params, jnp.asarray(ev["tokens"]))
+    longer = masked_accuracy(logits, ev["labels"], ev["mask"])
+    train = masked_accuracy(logits, ev["labels"], ev["mask_train"])
     n = len(ctx.seed_list)
     out: dict[str, Any] = {"n_params": models.n_params}
     for j, c in enumerate(curricula):

@@ -1,7 +1,7 @@
 """State tracking: data batches, one compiled training per mixer (all tasks and seeds), accuracy.
 
 Every mixer is trained on all four tasks and all seeds in one compiled step (one model per task
-and seed, parameters stacked, ``jax.vmap``; see :mod:`jaxpapers.lrnn._fit`); embeddings and heads
+and seed, parameters stacked, ``jax.vmap``; see :func:`jaxpapers.lrnn.fit`); embeddings and heads
 are padded to the largest task so the stacked models share shapes. The result is cached per
 mixer (``ctx.cached``) and shared by the training-length and length-generalisation experiments.
 """
@@ -16,8 +16,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.lrnn._fit import ModelConfig, fit, init_models, seed_logits
-from jaxpapers.lrnn._tasks import TASKS, make_batch, task_spec
+from jaxpapers.lrnn import (
+    TASKS,
+    ModelConfig,
+    fit,
+    init_models,
+    make_batch,
+    masked_accuracy,
+    seed_logits,
+    task_spec,
+)
 
 MIXERS: tuple[str, ...] = ("lru", "hlru2", "hlru4", "bdlru2", "bdlru4", "bdlru8")
 
@@ -66,12 +74,10 @@ def _eval_batches(replicas, sizes) -> dict[str, np.ndarray]:
 def _accuracy(logits_fn, params, batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Accuracy per replica on ``mask`` and on ``mask_train`` (NaN where a mask is empty)."""
     logits = logits_fn(params, jnp.asarray(batch["tokens"]))
-    hit = np.asarray(jnp.argmax(logits, axis=-1)) == batch["labels"]
-    accs = []
-    for m in (batch["mask"], batch["mask_train"]):
-        total = m.sum(axis=(1, 2))
-        accs.append(np.where(total > 0, (hit * m).sum(axis=(1, 2)) / np.maximum(total, 1), np.nan))
-    return accs[0], accs[1]
+    return (
+        masked_accuracy(logits, batch["labels"], batch["mask"]),
+        masked_accuracy(logits, batch["labels"], batch["mask_train"]),
+    )
 
 
 def _train_mixer(ctx: Context, work: Path, mixer: str, sizes) -> dict[str, Any]:
