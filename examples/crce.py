@@ -4,6 +4,9 @@ Any network works once it is split into a feature extractor and a ``head`` mappi
 map ``[B, h, w, K]`` to logits: here a two-layer flax.nnx CNN written from scratch.
 
     python examples/crce.py
+
+Scale it up with more scenes and steps and a deeper network (``jaxpapers reproduce P09`` trains
+the paper's CNNs on Waterbirds-like scenes).
 """
 
 import jax
@@ -32,7 +35,7 @@ scenes = make_scenes(SceneConfig(num_objects=1, num_classes=3), 32, key=jax.rand
 images, labels = scenes.image, scenes.main_class
 context = 1.0 - cell_fractions(scenes.instances > 0, (8, 8))  # background share of each cell
 
-model = MyCNN(nnx.Rngs(0))
+model = nnx.jit(lambda: MyCNN(nnx.Rngs(0)))()  # built by one compiled program, not op by op
 optimizer = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
 
 
@@ -54,9 +57,14 @@ print(
     f"penalty (logit margin on context)^2 {float(penalty):.3f}"
 )
 
-feats = model.features(images)
-pred = jnp.argmax(model.head(feats), -1)
-ccam = contrastive_cam(model.head, feats, pred)  # [32, 8, 8], signed
-gcam = grad_cam(model.head, feats, pred)
+
+@nnx.jit
+def cams(model):
+    feats = model.features(images)
+    pred = jnp.argmax(model.head(feats), -1)
+    return contrastive_cam(model.head, feats, pred), grad_cam(model.head, feats, pred)
+
+
+ccam, gcam = cams(model)  # [32, 8, 8] each; ContrastiveCAM is signed
 print("ContrastiveCAM", ccam.shape, "sums to the logit margin:", float(ccam[0].sum()))
 print("Grad-CAM", gcam.shape)

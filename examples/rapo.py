@@ -1,6 +1,9 @@
 """Psy-CoT prompts, and GRPO vs RAPO losses on rollouts of a small decoder in the role-play world.
 
 python examples/rapo.py
+
+The policy here is untrained and tiny; ``jaxpapers reproduce P05`` warms a policy up and trains
+it with GRPO and RAPO (``rl_step``) to compare them.
 """
 
 import jax
@@ -45,17 +48,26 @@ lm = DecoderLM(
 )
 graphdef, state = nnx.split(lm)
 train, unseen = split_profiles(world)
-batch = draw_batch(jax.random.key(0), jnp.asarray(train), 4)
-tokens = rollout(graphdef, state, world, batch, key=jax.random.key(1), group_size=4)
-expanded = jax.tree.map(lambda a: jnp.repeat(a, 4, axis=0), batch)
-scores = score(world, expanded, tokens[:, PROMPT_LEN:])
-adv = group_advantages(scores.hackable_reward.reshape(4, 4)).reshape(-1)
-mask = completion_mask(tokens[:, PROMPT_LEN:])
-logp = completion_log_probs(graphdef, state, tokens)
-no_profile = tokens.at[:, 1:5].set(NULL_TOKEN)
-pmi = profile_token_pmi(logp, completion_log_probs(graphdef, state, no_profile))
-print("GRPO loss", float(grpo_loss(logp, logp, adv, mask).loss))
-print("RAPO loss", float(rapo_loss(logp, logp, adv, mask, pmi, alpha=1.0, gamma=0.5).loss))
-print(
-    "judge reward", float(scores.hackable_reward.mean()), "fidelity", float(scores.fidelity.mean())
-)
+
+
+@jax.jit  # one compiled program (called eagerly, every op would dispatch on its own)
+def losses(state, key):
+    kb, kr = jax.random.split(key)
+    batch = draw_batch(kb, jnp.asarray(train), 4)
+    tokens = rollout(graphdef, state, world, batch, key=kr, group_size=4)
+    expanded = jax.tree.map(lambda a: jnp.repeat(a, 4, axis=0), batch)
+    scores = score(world, expanded, tokens[:, PROMPT_LEN:])
+    adv = group_advantages(scores.hackable_reward.reshape(4, 4)).reshape(-1)
+    mask = completion_mask(tokens[:, PROMPT_LEN:])
+    logp = completion_log_probs(graphdef, state, tokens)
+    no_profile = tokens.at[:, 1:5].set(NULL_TOKEN)
+    pmi = profile_token_pmi(logp, completion_log_probs(graphdef, state, no_profile))
+    grpo = grpo_loss(logp, logp, adv, mask).loss
+    rapo = rapo_loss(logp, logp, adv, mask, pmi, alpha=1.0, gamma=0.5).loss
+    return grpo, rapo, scores.hackable_reward.mean(), scores.fidelity.mean()
+
+
+grpo, rapo, reward, fidelity = losses(state, jax.random.key(0))
+print("GRPO loss", float(grpo))
+print("RAPO loss", float(rapo))
+print("judge reward", float(reward), "fidelity", float(fidelity))

@@ -13,6 +13,7 @@ import pytest
 from jaxpapers.audit import (
     DISH_SYSTEM,
     FEATURES,
+    USER,
     Refinement,
     TargetConfig,
     WriterConfig,
@@ -34,7 +35,6 @@ from jaxpapers.audit import (
     run_deployment,
     wilson_interval,
 )
-from jaxpapers.audit._agents import USER
 from jaxpapers.core.chat import FunctionChatModel, Transcript
 from jaxpapers.core.experiment import run_paper
 

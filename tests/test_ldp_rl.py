@@ -95,8 +95,12 @@ def _numpy_backward(P, R, H):
     return V
 
 
-def test_backward_induction_and_policy_value_match_numpy(x64):
-    mdp = random_episodic_mdp(jax.random.key(2), 4, 3, 5)
+def test_backward_induction_and_policy_value_match_numpy(x64, rng):
+    # A random MDP drawn by NumPy (the float64 Dirichlet sampler would cost a compile).
+    P0 = rng.dirichlet(np.ones(4), size=(4, 3))
+    mdp = EpisodicMDP(
+        jnp.asarray(P0 / P0.sum(-1, keepdims=True)), jnp.asarray(rng.uniform(size=(4, 3))), 5
+    )
     P, R = np.asarray(mdp.P), np.asarray(mdp.R)
     Q, V = backward_induction(mdp.P, mdp.R, 5)
     np.testing.assert_allclose(V[0], _numpy_backward(P, R, 5), rtol=1e-12)
@@ -116,7 +120,7 @@ def test_ucbvi_learns_and_large_eps_matches_non_private():
 
 def test_bad_inputs():
     bandit = random_contextual_bandit(jax.random.key(0), 2, 2)
-    mdp = random_episodic_mdp(jax.random.key(0), 2, 2, 2)
+    mdp = EpisodicMDP(jnp.full((2, 2, 2), 0.5), jnp.full((2, 2), 0.5), 2)  # no sampler to compile
     for eps in (0.0, -1.0):
         with pytest.raises(ValueError, match="epsilon"):
             exp3_ldp(bandit, 10, eps, key=jax.random.key(0))

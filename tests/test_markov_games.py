@@ -35,7 +35,17 @@ from jaxpapers.markov_games import (
 
 @pytest.fixture(scope="module")
 def game():
-    return random_game(jax.random.key(3), 3, 2, (2, 3))
+    """H = 2, S = 3, actions (2, 3): Dirichlet(1) rows and U[0, 1] rewards like ``random_game``,
+    drawn by NumPy (spares compiling the Dirichlet sampler in every test process)."""
+    rng = np.random.default_rng(3)
+    P = rng.dirichlet(np.ones(3), size=(2, 3, 6))
+    R = rng.uniform(size=(2, 3, 6, 2))
+    return MarkovGame(
+        jnp.asarray(P / P.sum(-1, keepdims=True), jnp.float32),
+        jnp.asarray(R, jnp.float32),
+        jnp.full(3, 1 / 3, jnp.float32),
+        (2, 3),
+    )
 
 
 def _np_gap(game, policy):
@@ -118,9 +128,11 @@ def test_mixture_gap_reduces_to_markov_gap(game):
 def test_mixture_gap_against_brute_force_deviations():
     # S = 1, H = 2, two players with 2 actions: enumerate all 8 history-dependent deviations
     # (an own action at step 0, then one per observed opponent action) against a hidden mixture
-    g = random_game(jax.random.key(5), 1, 2, (2, 2))
-    R = np.asarray(g.rewards, np.float64)[:, 0]  # [H, J, m]
+    # S = 1: the transitions are all ones; U[0, 1] rewards from NumPy (no sampler to compile)
     rng = np.random.default_rng(0)
+    rewards = rng.uniform(size=(2, 1, 4, 2)).astype(np.float32)
+    g = MarkovGame(jnp.ones((2, 1, 4, 1)), jnp.asarray(rewards), jnp.ones(1), (2, 2))
+    R = np.asarray(g.rewards, np.float64)[:, 0]  # [H, J, m]
     pols = rng.dirichlet(np.ones(4), (2, 2, 1))  # [Z, H, S, J]
     w = np.array([0.4, 0.6])
     on = np.array(

@@ -3,13 +3,15 @@ per-prefix brute force, the role-play world's scores, the Psy-CoT format, and cl
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 from flax import nnx
-from helpers import tolerance
+from helpers import FAST_COMPILE, tolerance
 
 from jaxpapers.core.nn.decoder import DecoderLM
 from jaxpapers.rapo import (
@@ -130,6 +132,7 @@ def test_rapo_weights_asymmetric_bounded_against_numpy():
     np.testing.assert_allclose(np.asarray(both[1]), got, **tolerance(np.float32))
 
 
+@functools.cache  # built once per process, read only by the tests
 def _tiny_policy():
     """``(graphdef, state)`` of a one-layer, width-16 decoder over the world's vocabulary."""
     model = DecoderLM(
@@ -147,19 +150,29 @@ def test_pmi_against_per_prefix_brute_force():
     """The PMI the RL step uses equals log-softmax differences recomputed prefix by prefix."""
     graphdef, state = _tiny_policy()
     batch = Batch(jnp.array([[1, 2, 3, 4], [0, 3, 7, 5]]), jnp.array([0, 2]))
-    reply = ideal_reply(WORLD, batch)
-    tokens = jnp.concatenate(
-        [prompts(WORLD, batch), completions(WORLD, batch, reply, psycot=True)], 1
-    )
-    null = jnp.concatenate([prompts(WORLD, batch, with_profile=False), tokens[:, PROMPT_LEN:]], 1)
-    pmi = profile_token_pmi(
-        completion_log_probs(graphdef, state, tokens), completion_log_probs(graphdef, state, null)
-    )
+
+    # one program, compiled fast (eager, every forward dispatches op by op)
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    def pmi_and_logits(state, batch):
+        reply = ideal_reply(WORLD, batch)
+        tokens = jnp.concatenate(
+            [prompts(WORLD, batch), completions(WORLD, batch, reply, psycot=True)], 1
+        )
+        prompt = prompts(WORLD, batch, with_profile=False)
+        null = jnp.concatenate([prompt, tokens[:, PROMPT_LEN:]], 1)
+        pmi = profile_token_pmi(
+            completion_log_probs(graphdef, state, tokens),
+            completion_log_probs(graphdef, state, null),
+        )
+        model = nnx.merge(graphdef, state)
+        return pmi, (tokens, null), (model(tokens), model(null))
+
+    pmi, (tokens, null), full_logits = pmi_and_logits(state, batch)
     # one full forward per prompt version; causality (tested for the decoder) makes the logits at
     # position pos - 1 those of the prefix; the offsets and the subtraction are what is checked
     want = np.zeros((2, COMPLETION_LEN))
-    for seq, sign in ((tokens, 1), (null, -1)):
-        logits = np.asarray(nnx.merge(graphdef, state)(seq), np.float64)
+    for seq, sign, seq_logits in zip((tokens, null), (1, -1), full_logits, strict=True):
+        logits = np.asarray(seq_logits, np.float64)
         for b in range(2):
             for j in range(COMPLETION_LEN):
                 pos = PROMPT_LEN + j
@@ -243,13 +256,19 @@ def test_grpo_with_kl_equals_rapo_with_unit_weights_in_one_step():
     opt_state = optax.adam(config.learning_rate).init(state)
     train, _ = split_profiles(WORLD)
     batch = draw_batch(jax.random.key(1), jnp.asarray(train), 2)
-    common = dict(key=jax.random.key(2), config=config, alpha=0.0, gamma=0.0)
-    _, _, m_grpo = rl_step(graphdef, state, opt_state, ref, WORLD, batch, use_pmi=False, **common)
-    _, _, m_rapo = rl_step(graphdef, state, opt_state, ref, WORLD, batch, **common)
     no_kl = RLConfig(group_size=2, beta=0.0)
-    _, _, m_plain = rl_step(
-        graphdef, state, opt_state, ref, WORLD, batch, use_pmi=False, **{**common, "config": no_kl}
-    )
+
+    # the three steps in one program, compiled fast (eager, the update dispatches op by op)
+    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    def steps(state, opt_state, ref, batch, key):
+        common = dict(key=key, alpha=0.0, gamma=0.0)
+        args = (graphdef, state, opt_state, ref, WORLD, batch)
+        grpo = rl_step(*args, use_pmi=False, config=config, **common)[2]
+        rapo = rl_step(*args, config=config, **common)[2]
+        plain = rl_step(*args, use_pmi=False, config=no_kl, **common)[2]
+        return grpo, rapo, plain
+
+    m_grpo, m_rapo, m_plain = steps(state, opt_state, ref, batch, jax.random.key(2))
     # same loss (KL included) to float32 rounding of a batched vs unbatched reference forward
     np.testing.assert_allclose(float(m_grpo.loss), float(m_rapo.loss), rtol=1e-5, atol=1e-6)
     assert abs(float(m_grpo.loss) - float(m_plain.loss)) > 1e-4  # the KL term is really there

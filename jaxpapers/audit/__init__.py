@@ -72,6 +72,7 @@ from jaxpapers.audit._judge import (
     NaiveBayesRealism,
     WinRate,
     awareness_rates,
+    fit_awareness_lm,
     fit_realism_judge,
     make_awareness_scorer,
     make_pairwise_judge,
@@ -88,7 +89,7 @@ from jaxpapers.audit._loop import (
     run_audit,
     run_deployment,
 )
-from jaxpapers.audit._world import FEATURES, SCENARIOS, child_key, feature_counts
+from jaxpapers.audit._world import FEATURES, SCENARIOS, Scenario, child_key, feature_counts
 
 __all__ = [
     "AUDITOR",
@@ -101,6 +102,7 @@ __all__ = [
     "Awareness",
     "NaiveBayesRealism",
     "Refinement",
+    "Scenario",
     "TargetConfig",
     "WinRate",
     "WriterConfig",
@@ -109,6 +111,7 @@ __all__ = [
     "child_key",
     "dish_tool_result",
     "feature_counts",
+    "fit_awareness_lm",
     "fit_realism_judge",
     "make_awareness_scorer",
     "make_pairwise_judge",

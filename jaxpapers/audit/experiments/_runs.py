@@ -6,23 +6,30 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from jaxpapers.audit._agents import USER, make_scorer, make_target, make_writer
-from jaxpapers.audit._judge import (
+from jaxpapers.audit import (
+    SCENARIOS,
+    USER,
+    Refinement,
+    Scenario,
     awareness_rates,
     fit_awareness_lm,
     fit_realism_judge,
     make_pairwise_judge,
+    make_scorer,
+    make_target,
+    make_writer,
     realism_win_rate,
     render,
+    run_audit,
+    run_deployment,
 )
-from jaxpapers.audit._loop import Refinement, run_audit, run_deployment
-from jaxpapers.audit._world import CODING, SCENARIOS, Scenario
 from jaxpapers.core.chat import ChatModel, FunctionChatModel, Transcript
 from jaxpapers.core.experiment import Context, Outcome
 
 DEPTHS = (0, 1, 2, 4)
 # Independent key streams per purpose, so that e.g. the judge never sees the evaluated audits.
 _JUDGE_DEP, _JUDGE_AUD, _EVAL_DEP, _EVAL_AUD, _PAIR, _SECOND_DEP = range(6)
+CODING = tuple(s for s in SCENARIOS if s.coding)  # the scenarios DISH applies to
 
 
 class Sizes(NamedTuple):

@@ -76,12 +76,18 @@ def pretrain_and_evaluate(ctx: Context, sizes: Any, lambdas: tuple[float, ...]) 
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *states)
     lams = jnp.array([lam for lam, _ in runs])
     keys = jnp.stack([jax.random.key(1000 + s) for _, s in runs])
-    out = jax.vmap(
+    train = jax.vmap(
         lambda st, k, lam: pretrain(
             graphdef, st, x_tr, key=k, cfg=cfg, steps=sizes.steps, batch=sizes.batch, lam=lam
         )
-    )(stacked, keys, lams)
-    # Head logits and backbone tokens of every network, one program.
+    )
+    if ctx.size == "smoke":
+        # a few steps at tiny shapes: the compile is the whole cost (the quick and full runs
+        # compile it with the default options)
+        train = jax.jit(train, compiler_options=FAST_COMPILE)
+    out = train(stacked, keys, lams)
+    # Head logits and backbone tokens of every network, one program (FAST_COMPILE: a one-shot
+    # program whose compile, not its run, is the cost).
     feats = jax.jit(
         jax.vmap(lambda p, x: nnx.merge(graphdef, p)(x), in_axes=(0, None)),
         compiler_options=FAST_COMPILE,

@@ -26,8 +26,10 @@ class Sizes(NamedTuple):
 
 
 SIZES = {
+    # Smoke: three step sizes + the parameter-free Gaptron are four learners, the shape of the
+    # other experiments' grids, so parameter_free reuses their compiled run (as delay 0 does).
     "smoke": Sizes(
-        T=200, d=5, C=3, losses=("hinge",), delays=(0, 100), eta_grid=(0.1, 1.0), train=300
+        T=200, d=5, C=3, losses=("hinge",), delays=(0, 100), eta_grid=(0.1, 0.3, 1.0), train=300
     ),
     "quick": Sizes(T=3000),
     "full": Sizes(T=50_000, d=50, C=10),

@@ -270,8 +270,12 @@ def make_evaluate(cfg: VISConfig, graphdef):
     return run
 
 
-def run_protocol(sizes: Any, seeds: list[int]) -> dict[str, Any]:
-    """Every method on the task sequence; JSON-ready per-method matrices over seeds."""
+def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[str, Any]:
+    """Every method on the task sequence; JSON-ready per-method matrices over seeds.
+
+    ``fast`` compiles the training and evaluation programs with ``FAST_COMPILE`` (smoke runs:
+    at tiny shapes and a few steps the compiles are the whole cost).
+    """
     cfg = VISConfig(
         size=sizes.size,
         width=sizes.width,
@@ -310,16 +314,18 @@ def run_protocol(sizes: Any, seeds: list[int]) -> dict[str, Any]:
     params = stack_trees(base)
 
     finetune = _jit(
+        fast,
         jax.vmap(
             make_finetune(cfg, graphdef, steps=sizes.task_steps, batch=sizes.batch),
             in_axes=(0, 0, 0, 0, None, None, 0),
-        )
+        ),
     )
     encode_all = _jit(
-        jax.vmap(lambda p, x: jax.vmap(jax.vmap(lambda v: encode(graphdef, p, v)))(x))
+        fast, jax.vmap(lambda p, x: jax.vmap(jax.vmap(lambda v: encode(graphdef, p, v)))(x))
     )
     all_images = jnp.stack([v.image for v in videos], 1)  # [seeds, tasks, N, T, H, W, C]
     adapt = _jit(
+        fast,
         jax.vmap(
             make_adapt(
                 cfg,
@@ -330,10 +336,10 @@ def run_protocol(sizes: Any, seeds: list[int]) -> dict[str, Any]:
                 task_classes=jnp.stack([class_mask(task.pool) for task in TASKS]),
             ),
             in_axes=(0, 0, 0, 0, 0, 0, 0, None, 0, None, None, 0),
-        )
+        ),
     )
     evaluate = _jit(
-        jax.vmap(make_evaluate(cfg, graphdef), in_axes=(0, 0, 0, 0, 0, 0, None, None, 0, 0))
+        fast, jax.vmap(make_evaluate(cfg, graphdef), in_axes=(0, 0, 0, 0, 0, 0, None, None, 0, 0))
     )
 
     def keys(offset, n):
@@ -454,8 +460,8 @@ def run_protocol(sizes: Any, seeds: list[int]) -> dict[str, Any]:
     }
 
 
-def _jit(fn):
-    return jax.jit(fn)
+def _jit(fast: bool, fn):
+    return jax.jit(fn, compiler_options=FAST_COMPILE if fast else None)
 
 
 def _cat(a, b):

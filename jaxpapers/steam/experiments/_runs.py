@@ -28,7 +28,7 @@ FOLD = "DASH folded into the neck vs applied after it"
 def _protocol(ctx: Context, sizes: Any) -> dict[str, Any]:
     return ctx.cached(
         f"protocol_{ctx.size}_{ctx.seeds}",
-        lambda: run_protocol(sizes, ctx.seed_list),
+        lambda: run_protocol(sizes, ctx.seed_list, fast=ctx.size == "smoke"),
         shared=True,
     )
 
