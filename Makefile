@@ -25,7 +25,7 @@ reproduce: $(STAMP)
 
 ## make test: the whole suite (about 25 minutes on 2 cores; the aim is 15)
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 ## make bench: every benchmark in benchmarks/, writes $(OUT)/bench/NAME.json
 bench: $(STAMP)

@@ -30,3 +30,11 @@ def x64():
     """Run the test body with 64-bit JAX types enabled (for comparisons with float64 NumPy)."""
     with jax.enable_x64(True):
         yield
+
+
+def pytest_collection_modifyitems(config, items):
+    """Heaviest files first (those with a ``slow`` or smoke-run test): ``make test`` distributes
+    whole files (``--dist loadfile``: a file's compiled programs and module fixtures are built in
+    one worker), and a long file handed out last would run alone at the end."""
+    heavy = {item.path for item in items if item.get_closest_marker("slow") or "smoke" in item.name}
+    items.sort(key=lambda item: item.path not in heavy)  # stable: file order kept otherwise
