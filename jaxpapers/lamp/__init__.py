@@ -40,15 +40,16 @@ ablation (11 CPU-s) moved to ``--full``, every remaining row mean and verdict id
 mode is compile-bound (d = 8 DDRM bed: 10.9 CPU-s fresh, 2.0 CPU-s with its programs compiled).
 
 ``--full`` study (``disc_nfe_*``, CPU-sized, ``results/full/P07``): discretisation error against
-NFE 5-40 with each sampler's own 400-step output as reference, 2 seeds x 2 problems x 512
-samples, knobs at their grid's middle. Gaussian bed (d = 16): LAMP lowers DPS's error at every
-NFE (-0.003/-0.026/-0.029/-0.007 at 5/10/20/40) and DiffPIR's (-0.009/-0.048/-0.017/-0.001),
-with every per-seed difference negative except DPS at NFE 40 (one seed +0.003); verdicts
-inconclusive with 2 seeds. DiffPIR's error floors at ~0.07 from NFE 20 on (the sliced-W2 noise
-of 512-sample sets, presumably), so only NFE <= 20 resolve a difference. Over DDRM (eta 0.6)
-LAMP helps at NFE 5/10 (-0.031/-0.008) and hurts at 20/40 (+0.035/+0.020). Mixture bed (d = 8):
-LAMP's error is larger at NFE 5-20 over every backbone (DPS +0.14/+0.10/+0.03 at 5/10/20) and
-within -0.006..+0.03 at NFE 40, where the errors (0.28-0.38) are still far from converged.
+NFE 5-40 with each sampler's own 400-step output as reference, 5 seeds x 2 problems x 512
+samples, knobs at their grid's middle. Gaussian bed (d = 16): LAMP lowers DiffPIR's error at
+every NFE in every seed (-0.009/-0.047/-0.019/-0.003 at 5/10/20/40: holds) and DPS's at NFE 10
+and 20 in every seed (-0.027/-0.021), not at 5 (+0.000) or 40 (-0.005, 3 of 5 seeds):
+inconclusive. Errors floor at ~0.07 from NFE 20 on (the sliced-W2 noise of 512-sample sets,
+presumably), so mainly NFE <= 20 resolve a difference. Over DDRM (eta 0.6) LAMP helps at NFE
+5/10 (-0.029/-0.008) and hurts at 20/40 (+0.032/+0.017) in every seed: does not hold. Mixture bed
+(d = 8): LAMP's error is larger over DPS at every NFE in every seed (+0.145 .. +0.026: does not
+hold) and over DiffPIR/DDRM at NFE 5-10, crossing 0 by NFE 20-40 (inconclusive), where the
+errors (0.34-0.39) are still far from converged.
 
 Example::
 
