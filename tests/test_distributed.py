@@ -23,7 +23,7 @@ LIMIT_S = 300
 
 def _env() -> dict[str, str]:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
     return env
 
 
@@ -64,7 +64,8 @@ def _run_pair(ckpt: Path, fail_at: int = -1) -> list[subprocess.CompletedProcess
 
 
 def _single(ckpt: Path, resume_dir: Path | None) -> dict:
-    env = dict(_env(), XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    env = _env()
+    env["XLA_FLAGS"] = env["XLA_FLAGS"].replace("device_count=2", "device_count=4")
     proc = subprocess.run(
         [sys.executable, str(WORKER), "single", str(ckpt), str(resume_dir or "-")],
         env=env,

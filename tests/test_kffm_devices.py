@@ -58,13 +58,9 @@ SCRIPT = textwrap.dedent(
 
 
 def test_global_and_local_pairing_on_forced_host_devices():
-    # The subprocess's programs are compile-dominated: the cheap compiler settings of
-    # jaxpapers.core.pytrees.FAST_COMPILE, as XLA flags for the whole process.
-    flags = (
-        "--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0 "
-        "--xla_llvm_disable_expensive_passes=true"
-    )
-    env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
+    # The subprocess inherits the suite's fast-compile XLA flags (conftest) and adds 4 devices.
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+    env = dict(os.environ, XLA_FLAGS=flags.strip(), JAX_PLATFORMS="cpu")
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=1800
     )

@@ -31,9 +31,8 @@ def _better(m: dict, b: dict, floor: dict) -> str:
     return HOLDS if gain > spread else FAILS if gain < -spread else UNSURE
 
 
-# The smoke run and its resumed repeat, in a subprocess whose XLA compiles with the cheap settings
-# of jaxpapers.core.pytrees.FAST_COMPILE (as XLA flags: the training step is jitted inside
-# jaxpapers.core.train, which takes no compiler options). Smoke programs are compile-dominated.
+# The smoke run and its resumed repeat, in a subprocess (it inherits the suite's fast-compile XLA
+# flags from conftest). Smoke programs are compile-dominated.
 SMOKE_SCRIPT = """
 import json, pathlib, sys
 from jaxpapers.core.experiment import run_paper
@@ -46,8 +45,7 @@ print("RESULT" + json.dumps({"first": means(first), "again": means(again)}))
 
 
 def _smoke_run(out) -> dict:
-    flags = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flags).strip())
+    env = dict(os.environ)  # with the suite's fast-compile XLA flags (conftest)
     proc = subprocess.run(
         [sys.executable, "-c", SMOKE_SCRIPT, str(out)],
         env=env,

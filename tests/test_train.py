@@ -57,7 +57,8 @@ def _run_script(tmp_path: Path, *args: str, devices: int | None = None) -> dict:
     script.write_text(SCRIPT)
     env = dict(os.environ)
     if devices is not None:
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+        flags = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+        env["XLA_FLAGS"] = flags.strip()
     out = subprocess.run(
         [sys.executable, str(script), *args], capture_output=True, text=True, env=env, check=True
     )

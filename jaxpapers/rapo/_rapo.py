@@ -60,7 +60,7 @@ def rapo_weights(
 
     Examples:
         >>> import jax.numpy as jnp
-        >>> rapo_weights(jnp.array([[0.0, 10.0], [0.0, 10.0]]), jnp.array([1.0, -1.0]))
+        >>> rapo_weights(jnp.array([[0.0, 10.0], [0.0, 10.0]]), jnp.array([1.0, -1.0])).round(4)
         Array([[1. , 2. ],
                [1. , 0.5]], dtype=float32)
     """

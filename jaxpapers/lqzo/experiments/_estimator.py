@@ -52,7 +52,7 @@ from jaxpapers.lqzo import (
     zo_estimate,
 )
 from jaxpapers.lqzo.experiments._data import vader_tokens
-from jaxpapers.lqzo.experiments._text import _apply_layer
+from jaxpapers.lqzo.experiments._text import apply_layer
 from jaxpapers.lqzo.experiments._train import LQZO, ZO
 
 
@@ -184,7 +184,7 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             # float lower layers (quantize_lower=False) it also serves both bit widths.
             h = _embed_jit(base_def, base_state, ids)
             for layer_def, state in layers:
-                h = _apply_layer(layer_def, state, h, mask)
+                h = apply_layer(layer_def, state, h, mask)
             return h
 
         gd, s0, rest = split_scales(top)

@@ -62,7 +62,7 @@ def _embed(base, ids) -> np.ndarray:
 
 
 @functools.partial(jax.jit, static_argnums=0)
-def _apply_layer(layer_def, state, h, m):
+def apply_layer(layer_def, state, h, m):
     """One encoder layer; layers of one graph share a compile (module level: across models)."""
     return nnx.merge(layer_def, state)(h, m)
 
@@ -101,7 +101,7 @@ class TopLayer:
             layer_def, state = nnx.split(layer)
             return np.concatenate(
                 [
-                    np.asarray(_apply_layer(layer_def, state, h[p : p + 512], mask[p : p + 512]))
+                    np.asarray(apply_layer(layer_def, state, h[p : p + 512], mask[p : p + 512]))
                     for p in range(0, len(mask), 512)
                 ]
             )
