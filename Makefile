@@ -23,7 +23,7 @@ install: $(STAMP)
 reproduce: $(STAMP)
 	$(VENV)/bin/jaxpapers reproduce --quick --out $(OUT)
 
-## make test: the whole suite (about 25 minutes on 2 cores; the aim is 15)
+## make test: the whole suite (about 12 minutes on 2 cores)
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
