@@ -18,7 +18,6 @@ DOCS = ROOT / "docs"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("docs"),  # one worker builds the site once for the whole module
     pytest.mark.skipif(
         importlib.util.find_spec("mkdocs") is None
         or importlib.util.find_spec("mkdocstrings_handlers") is None
