@@ -160,14 +160,16 @@ def _peer_rows(quick: bool) -> list[dict]:
     np.testing.assert_allclose(np.asarray(sweeps(mdp, V_jx)), peer_sweeps(), rtol=1e-10)
     loops = {"default BLAS": peer_sweeps, "single-threaded BLAS": peer_sweeps_1thread}
     ours_loop = lambda: sweeps(mdp, V_jx)
-    in_loop = {k: paired_time_ratio(f, ours_loop, repeats=11) for k, f in loops.items()}
+    # settle: untimed calls before each timed one, so that neither side is timed while the other
+    # library's threads still spin on the 2 cores (OpenBLAS spins ~0.1 s after a call).
+    in_loop = {k: paired_time_ratio(f, ours_loop, repeats=11, settle=3) for k, f in loops.items()}
     # The single-call figure (one jitted sweep per call, dispatch included), reported alongside.
     ours_one = lambda: sweep(mdp, V_jx)
     calls = {
         "default BLAS": lambda: tool._bellmanOperator(V_np),
         "single-threaded BLAS": lambda: _one_sweep_1thread(tool, V_np),
     }
-    single = {k: paired_time_ratio(f, ours_one, repeats=21) for k, f in calls.items()}
+    single = {k: paired_time_ratio(f, ours_one, repeats=21, settle=60) for k, f in calls.items()}
     fastest = min(in_loop, key=lambda k: in_loop[k]["time"])
     fastest_one = min(single, key=lambda k: single[k]["time"])
     m, m1 = in_loop[fastest], single[fastest_one]
@@ -200,7 +202,7 @@ def _peer_rows(quick: bool) -> list[dict]:
     np_solve = lambda: _numpy_value_iteration(P2d, RT, gamma, tol)
     ours_res, (v_np, sweeps_np) = jax_solve(), np_solve()
     np.testing.assert_allclose(np.asarray(ours_res.V), v_np, rtol=1e-12)
-    m = paired_time_ratio(np_solve, jax_solve, repeats=3 if quick else 7)
+    m = paired_time_ratio(np_solve, jax_solve, repeats=3 if quick else 7, settle=1)
     rows.append(
         row(
             "numpy_over_jax_vi_solve_time_S1000_g0.99",

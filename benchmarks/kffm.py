@@ -83,6 +83,7 @@ def _pot_rows(quick: bool) -> list[dict]:
                     peers[peer],
                     lambda ours=ours, x0=x0, x1=x1, k=key: ours(x0, x1, k),
                     repeats=11 if quick else 21,
+                    settle=5,
                 )
                 rows.append(
                     row(

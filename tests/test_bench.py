@@ -54,6 +54,34 @@ def test_paired_time_ratio_exact_on_constant_costs(monkeypatch):
 def test_paired_time_ratio_rejects_no_repeats():
     with pytest.raises(ValueError, match="repeats=0"):
         bench.paired_time_ratio(lambda: 0, lambda: 0, repeats=0)
+    with pytest.raises(ValueError, match="settle=-1"):
+        bench.paired_time_ratio(lambda: 0, lambda: 0, settle=-1)
+
+
+def test_paired_time_ratio_settle_times_only_the_settled_call(monkeypatch):
+    # A call right after the other callable is slow (its threads still spin); settled calls are
+    # not. With settle=2 every timed call follows two untimed calls of the same callable.
+    clock = FakeClock()
+    monkeypatch.setattr(bench.time, "perf_counter", clock.perf_counter)
+    state = {"last": None, "calls": {"fn": 0, "base": 0}}
+
+    def make(name, cost):
+        def f():
+            clock.now += cost * (3.0 if state["last"] not in (None, name) else 1.0)
+            state["last"] = name
+            state["calls"][name] += 1
+
+        return f
+
+    fn, base = make("fn", 0.2), make("base", 0.1)
+    out = bench.paired_time_ratio(fn, base, repeats=4, warmup=0, settle=2)
+    assert out["ratio"] == pytest.approx(2.0)
+    assert state["calls"] == {"fn": 12, "base": 12}
+    # Without settling, the ABBA order times half the calls right after the other callable.
+    unsettled = bench.paired_time_ratio(fn, base, repeats=4, warmup=0)
+    assert unsettled["time"] == pytest.approx(0.4) and unsettled["baseline_time"] == pytest.approx(
+        0.2
+    )
 
 
 def test_executable_memory_counts_arguments_and_outputs():

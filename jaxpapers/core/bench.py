@@ -60,7 +60,12 @@ def interleaved_median_times(
 
 
 def paired_time_ratio(
-    fn: Callable[[], Any], baseline: Callable[[], Any], *, repeats: int = 21, warmup: int = 1
+    fn: Callable[[], Any],
+    baseline: Callable[[], Any],
+    *,
+    repeats: int = 21,
+    warmup: int = 1,
+    settle: int = 0,
 ) -> dict[str, float]:
     """Robust ``time(fn) / time(baseline)`` on a noisy machine.
 
@@ -68,16 +73,26 @@ def paired_time_ratio(
     forms one ratio; the result is the median ratio with its quartiles. A load change that lasts
     longer than one pair cancels in the ratio, which a ratio of two separate medians does not do.
 
+    ``settle`` untimed calls precede each timed call. Use it when the two callables run on
+    different thread pools: OpenBLAS's threads keep spinning on the cores for ~0.1 s after a
+    call, so a call timed right after the other library's is slowed by threads it does not own
+    (measured on 2 cores: a jitted Bellman sweep took 3.3 ms right after a NumPy/OpenBLAS one,
+    1.6 ms in its own steady state; ``settle=3`` recovers the latter).
+
     Returns:
       ``{"ratio", "q25", "q75", "time", "baseline_time"}`` (times: medians in seconds).
     """
     if repeats < 1:
         raise ValueError(f"repeats={repeats}; expected >= 1")
+    if settle < 0:
+        raise ValueError(f"settle={settle}; expected >= 0")
     for _ in range(warmup):
         jax.block_until_ready(fn())
         jax.block_until_ready(baseline())
 
     def timed(f: Callable[[], Any]) -> float:
+        for _ in range(settle):
+            jax.block_until_ready(f())
         t0 = time.perf_counter()
         jax.block_until_ready(f())
         return time.perf_counter() - t0
