@@ -74,21 +74,24 @@ model whose residual error is structured), a warm start of SCALE from a trained 
 model, the refresh period and ``self_batch`` (the self network's data), and ``w`` (1.5 here;
 guided networks that generate their own contrast would be unstable beyond 2).
 
-Quick mode (issue 12) runs the 2-D bed (``sanity_limits`` and every ``mixture2d_*`` claim) and
-the token model (``ar_cca``); the 8-D mixture and digits studies (``mixture8d_*``, ``digits_*``)
-are registered for ``--full`` (and smoke) only. Each study is a test bed of its own, with its
-own training and evaluation programs to compile, and the quick budget cannot hold four: measured
-per study under load, the 2-D bed alone cost 133 CPU-s (training: trace 3.0, compile 16.5, run
-62.3; evaluation: trace 5.6, compile 32.3, run 9.1) and the token model about 60. Shrinking the
-2-D bed does not work: at MLP 64 x 3 and 1,000 steps its training run fell from 62 to 25 CPU-s
-but every model was undertrained (CFG -4.57, GFT -5.47, MG -4.95, SCALE -8.51, unguided -4.96)
-and ``sanity_limits`` failed (CFG(w=3) error to the guided target 0.84 against 0.46 to the
-unguided one), so the quick sizes are unchanged. The last quick numbers of the moved studies
-(3 seeds): digits accuracy SCALE 0.39 +- 0.03 vs CFG 0.72, GFT 0.73, MG 0.71; Frechet distance
-SCALE 262 +- 32 vs CFG 250, GFT 190, MG 248 (both claims did not hold). The samplers stay on
-the core's diffrax DDIM solver (the design's promise); a ``lax.scan`` over the same DDIM step
-gives identical samples for about 2.5x less trace and compile time per sampler copy (measured:
-trace 1.6 -> 0.2, compile 3.8 -> 1.4 CPU-s), a cost the diffrax drive adds to every sampler.
+Quick mode (issue 12) runs the 2-D bed only (``sanity_limits`` and every ``mixture2d_*`` claim); the
+8-D mixture, digits and token-model studies (``mixture8d_*``, ``digits_*``, ``ar_cca``) are
+registered for ``--full`` (and smoke) only. Each study is a test bed of its own, with its own
+training and evaluation programs to compile, and the quick budget cannot hold more than one:
+measured per study under load, the 2-D bed alone cost 133 CPU-s (training: trace 3.0, compile 16.5,
+run 62.3; evaluation: trace 5.6, compile 32.3, run 9.1) and the token model about 60 (45 s of the
+141 s quiet quick run). Shrinking the 2-D bed does not work: at MLP 64 x 3 and 1,000 steps its
+training run fell from 62 to 25 CPU-s but every model was undertrained (CFG -4.57, GFT -5.47, MG
+-4.95, SCALE -8.51, unguided -4.96) and ``sanity_limits`` failed (CFG(w=3) error to the guided
+target 0.84 against 0.46 to the unguided one), so the quick sizes are unchanged. The last quick
+numbers of the moved studies (3 seeds): digits accuracy SCALE 0.39 +- 0.03 vs CFG 0.72, GFT 0.73, MG
+0.71; Frechet distance SCALE 262 +- 32 vs CFG 250, GFT 190, MG 248 (both claims did not hold); token
+model, floored class log-likelihood SCALE (AR) -1.166 +- 0.002 vs CCA -0.985 +- 0.016, CFG on logits
+-0.935 +- 0.034 (2 passes a token), conditional -1.262 +- 0.048 (``ar_cca`` did not hold). The
+samplers stay on the core's diffrax DDIM solver (the design's promise); a ``lax.scan`` over the same
+DDIM step gives identical samples for about 2.5x less trace and compile time per sampler copy
+(measured: trace 1.6 -> 0.2, compile 3.8 -> 1.4 CPU-s), a cost the diffrax drive adds to every
+sampler.
 
 Example::
 

@@ -7,15 +7,18 @@ guidance scale of CFG and GFT (chosen at sampling time) is picked per seed on a 
 validation draw from ``W_GRID``; MG and SCALE train one fixed scale each. SCALE's Diffusion-DPO
 fine-tuning (pairs ranked by the true class log-likelihood) runs on the 2-D bed.
 
-The study is two jitted programs: training (every method, vmapped over seeds; compiled with
-full optimisation, since it is where the compute is) and evaluation (DPO, every sampler over the
-scale grid and both draws, scoring and, on the 2-D bed, the ``sanity_limits`` numbers of the
-trained conditional model; little compute, but compiling it with ``FAST_COMPILE`` slowed its
-run more than it saved, so only smoke sizes do, ``Sizes.fast_compile_light``). No op-by-op
-dispatch. Each sampler appears once in the evaluation
-program, vmapped over one flat (job x seed) axis: every inlined copy of a DDIM sampler, and every
-vmap level around one, costs tracing and compile time of its own (measured on a loaded machine: a
-vmapped sampler ~3 CPU-s of compile, each of the four training loops 6-11 CPU-s).
+The study is two jitted programs, plus a third on the 2-D bed: training (every method, vmapped
+over seeds; compiled with full optimisation, since it is where the compute is), evaluation (DPO,
+every sampler over the scale grid and both draws, scoring; little compute, but compiling it with
+``FAST_COMPILE`` slowed its run more than it saved, so only smoke sizes do,
+``Sizes.fast_compile_light``) and, on the 2-D bed, the ``sanity_limits`` loss limits and
+guided-target errors of the trained conditional model (a few forward passes: always
+``FAST_COMPILE``; measured under load, 5.2 CPU-s of compile alone against ~16 CPU-s added to the
+evaluation program's full-optimisation compile). No op-by-op dispatch. Each sampler appears
+once in the evaluation program, vmapped over one flat (job x seed) axis: every inlined copy of a
+DDIM sampler, and every vmap level around one, costs tracing and compile time of its own
+(measured on a loaded machine: a vmapped sampler ~3 CPU-s of compile, each of the four training
+loops 6-11 CPU-s).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from jaxpapers.scale.experiments._sanity import sanity_numbers
 
 W_GRID = (1.0, 1.5, 2.0, 3.0)  # W_GRID[0] = 1 is also the sanity check's CFG(w=1) draw
 METRICS = ("log_lik", "precision", "recall", "sw")
+N_SHOWN = 256  # samples per row kept for the 2-D bed's scatter plot (first seed)
 
 Array = jax.Array
 
@@ -172,18 +176,27 @@ def mixture_study(
         if with_dpo:
             rows["SCALE+DPO"] = at(3 + 2 * nw)
         exact = _score(mix, mix.sample(jax.random.key(99), labels), labels, ref, k_sw)
-        sanity = {}
-        if with_sanity:
-            # CFG at w = 1 (grid entry 0, test key) against the conditional one-pass sampler.
-            cfg1 = jnp.max(jnp.abs(xs_cfg[0] - xs_one[0]), axis=(1, 2))
-            sanity = {
-                "cfg": cfg1,
-                **sanity_numbers(net, mix, trained["conditional"], sizes, seeds_arr),
-            }
-        return rows, chosen_w, exact, sanity
+        # CFG at w = 1 (grid entry 0, test key) against the conditional one-pass sampler.
+        cfg1 = jnp.max(jnp.abs(xs_cfg[0] - xs_one[0]), axis=(1, 2))
+        # The first seed's first test samples of every row (at its chosen scale), for the plot.
+        pick = lambda base: xs[base + jnp.argmax(sc["log_lik"][base + nw : base + 2 * nw, 0]), 0]
+        shown = {"exact": ref, "conditional (no guidance)": xs_one[0, 0], "CFG": pick(n_one)}
+        shown |= {"GFT": pick(1), "MG": xs_one[1 + 2 * nw, 0], "SCALE": xs_one[2 + 2 * nw, 0]}
+        if with_dpo:
+            shown["SCALE+DPO"] = xs_one[3 + 2 * nw, 0]
+        shown = {k: v[:N_SHOWN] for k, v in shown.items()}
+        return rows, chosen_w, exact, cfg1, shown
 
     trained = study_jit(train, sizes)(init, train_keys)
-    rows, chosen_w, exact, sanity = study_jit(evaluate, sizes, light=True)(trained)
+    rows, chosen_w, exact, cfg1, shown = study_jit(evaluate, sizes, light=True)(trained)
+    if with_sanity:
+        # The loss limits and the guided-target errors: a few forward passes, so their own
+        # program compiled with FAST_COMPILE at every size (inside the evaluation program they
+        # cost ~16 CPU-s of full-optimisation compile; alone: 11.8 full, 5.2 fast).
+        limits = jax.jit(
+            lambda p: sanity_numbers(net, mix, p, sizes, seeds_arr), compiler_options=FAST_COMPILE
+        )
+        sanity = {"cfg": cfg1, **limits(trained["conditional"])}
     nfe = {
         "CFG": 2 * steps,
         "CFG at SCALE's NFE": 2 * max(steps // 2, 1),
@@ -200,6 +213,12 @@ def mixture_study(
     }
     if with_sanity:
         out["sanity"] = {k: np.asarray(v).tolist() for k, v in sanity.items()}
+    if dim == 2:
+        out["samples"] = {
+            "seed": seeds[0],
+            "labels": np.asarray(labels[:N_SHOWN]).tolist(),
+            "x": {r: np.round(np.asarray(v), 3).tolist() for r, v in shown.items()},
+        }
     return out
 
 

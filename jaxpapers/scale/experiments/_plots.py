@@ -1,4 +1,5 @@
-"""Plots of the P04 experiments: per-method metric bars for the mixtures, digit sample grids."""
+"""Plots of the P04 experiments: per-method metric bars and 2-D sample scatters for the
+mixtures, digit sample grids."""
 
 from __future__ import annotations
 
@@ -22,6 +23,26 @@ def plot_mixture_table(outcome: Outcome, path: Path) -> None:
         ax.bar(range(len(names)), [v.mean() for v in vals], yerr=[v.std() for v in vals])
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
         ax.set_title(metric)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def plot_mixture_samples(outcome: Outcome, path: Path) -> None:
+    """Scatter of the first seed's 2-D samples, one panel per row (exact samples first),
+    coloured by their label, over the same axes."""
+    import matplotlib.pyplot as plt
+
+    shown = outcome.extras["samples"]
+    labels = np.asarray(shown["labels"])
+    first = ("exact", "conditional (no guidance)", "CFG", "GFT", "MG", "SCALE", "SCALE+DPO")
+    names = [n for n in first if n in shown["x"]] + [n for n in shown["x"] if n not in first]
+    fig, axes = plt.subplots(1, len(names), figsize=(2.3 * len(names), 2.6))
+    for ax, name in zip(np.atleast_1d(axes), names, strict=True):
+        x = np.asarray(shown["x"][name])
+        ax.scatter(x[:, 0], x[:, 1], c=labels, s=3, cmap="tab10", vmin=0, vmax=9)
+        ax.set(xlim=(-2.5, 2.5), ylim=(-2.5, 2.5), aspect="equal", xticks=[], yticks=[])
+        ax.set_title(name, fontsize=8)
+    fig.suptitle(f"2-D mixture samples (seed {shown['seed']})", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 

@@ -10,11 +10,11 @@ Rows (per seed):
   against the exact guided prediction, and (baseline) against the exact *unguided* conditional
   prediction: CFG should be closer to the guided target it approximates.
 
-The conditional model is the one the 2-D mixture study trains for CFG (same seeds), and these
-numbers are computed inside that study's jitted program (:func:`sanity_numbers`; the sampler
-row compares the study's CFG draw at ``w = 1`` with its one-pass draw of the conditional model,
-both at the test key on ``n_eval`` labels), so the sanity check costs no training and no sampler
-compile of its own.
+The conditional model is the one the 2-D mixture study trains for CFG (same seeds); the study
+computes these numbers right after its evaluation, in a small program of their own compiled with
+``FAST_COMPILE`` (:func:`sanity_numbers`; the sampler row compares the study's CFG draw at
+``w = 1`` with its one-pass draw of the conditional model, both at the test key on ``n_eval``
+labels), so the sanity check costs no training and no sampler compile of its own.
 """
 
 from __future__ import annotations
