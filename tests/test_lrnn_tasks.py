@@ -135,3 +135,21 @@ def test_masked_xent_and_accuracy_match_python_loops(rng):
     assert acc[0] == ref_acc and math.isnan(acc[1])
     with pytest.raises(ValueError, match=r"labels \(2, 3\)"):
         masked_accuracy(logits, labels[:, :, 0], mask)
+
+
+def test_tracking_replicas_keep_their_index_and_batches_when_tasks_are_left_out():
+    """Quick mode trains a subset of the tasks; a task's models (seed 1000 * index + seed) and
+    batches (rng [seed, index, step]) must not depend on which other tasks are stacked with it."""
+    from jaxpapers.lrnn.experiments import TRACKING
+    from jaxpapers.lrnn.experiments._tracking import _replicas, _train_batches
+
+    every = _replicas([0, 1])
+    assert every == [(i, t, s) for i, (t, s) in enumerate(itertools.product(TASKS, [0, 1]))]
+    some = _replicas([0, 1], ("parity", "s5"))
+    s5 = 2 * TASKS.index("s5")
+    assert some == [(0, "parity", 0), (1, "parity", 1), (s5, "s5", 0), (s5 + 1, "s5", 1)]
+    sizes = TRACKING["smoke"]
+    full, sub = _train_batches(every, 3, sizes), _train_batches(some, 3, sizes)
+    for k in ("tokens", "labels", "mask"):
+        np.testing.assert_array_equal(sub[k][:2], full[k][:2])
+        np.testing.assert_array_equal(sub[k][2:], full[k][s5 : s5 + 2])
