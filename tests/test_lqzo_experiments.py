@@ -91,3 +91,24 @@ def test_small_loss_xent_keeps_tiny_losses():
     assert float(plain) == 0.0  # float32 log_softmax loses it
     want_sep = np.mean(np.log1p(np.exp([-19.0, -17.5])))
     np.testing.assert_allclose(float(small_loss_xent(sep, jnp.asarray(y[:2]))), want_sep, rtol=1e-6)
+
+
+def test_one_byte_codes_keep_the_dequantized_weights(rng):
+    """INT4 / INT2 codes held one per byte: the same weights, one structure for both widths."""
+    from jaxpapers.lqzo import QuantizedLinear, dequantize, quantize_linears, split_scales
+    from jaxpapers.lqzo.experiments._train import one_byte_codes
+
+    model = ViT(ViTConfig(), rngs=nnx.Rngs(0))
+    gds = []
+    for bits in (4, 2):
+        q = nnx.clone(model)
+        quantize_linears(q, bits=bits, group_size=16, where=lambda path, m: path != ("embed",))
+        layers = [m for _, m in nnx.iter_modules(q) if isinstance(m, QuantizedLinear)]
+        weights = [np.asarray(dequantize(m.tensor)) for m in layers]
+        one_byte_codes(q)
+        assert all(m.bits == 8 for m in layers)
+        for m, w in zip(layers, weights, strict=True):
+            np.testing.assert_array_equal(np.asarray(dequantize(m.tensor)), w)
+            assert int(np.asarray(m.codes[...]).max()) < 2**bits
+        gds.append(split_scales(q)[0])
+    assert gds[0] == gds[1]

@@ -42,6 +42,7 @@ def zo_finetune(
     seeds: Sequence[int],
     learning_rates: Sequence[float] | None = None,
     compiler_options: dict[str, Any] | None = None,
+    stacked_aux: bool = False,
 ) -> FinetuneResult:
     """Run ``steps`` ZO steps for every seed, seeds vectorised with ``jax.vmap`` (one compile).
 
@@ -61,10 +62,15 @@ def zo_finetune(
         every (seed, learning rate) pair runs, vectorised (a learning-rate sweep in one compile).
       compiler_options: XLA options for this program (the smoke tests pass
         ``{"xla_backend_optimization_level": 0}``: compile time dominates tiny runs).
+      stacked_aux: ``aux`` leaves carry a leading axis of ``A`` models of one structure (e.g.
+        the INT4 and INT2 versions of a network whose codes have one layout): every (model,
+        seed[, learning rate]) member runs in the same program, model-major, and each model's
+        members equal a run with that model's ``aux`` alone (same batches and directions).
 
     Returns:
       :class:`FinetuneResult` with parameters stacked ``[S, ...]`` and losses ``[S, steps]``
-      (``[S, H, ...]`` and ``[S, H, steps]`` with ``H`` learning rates).
+      (``[S, H, ...]`` and ``[S, H, steps]`` with ``H`` learning rates; with ``stacked_aux``
+      a leading ``A`` axis in front).
     """
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps={steps}, batch_size={batch_size}; expected positive integers")
@@ -78,18 +84,29 @@ def zo_finetune(
             raise ValueError("learning_rates is empty; expected at least one value")
         lrs = list(learning_rates)
     n_lr = 1 if lrs is None else len(lrs)
-    # Members (seed, learning rate), seed-major. The scan runs over steps with every member
-    # vectorised inside its body: one batching pass over the step, instead of vmap around
+    n_aux = 1
+    if stacked_aux:
+        sizes = {jnp.shape(x)[0] if jnp.ndim(x) else None for x in jax.tree.leaves(aux)}
+        if len(sizes) != 1 or None in sizes or 0 in sizes:
+            raise ValueError(
+                f"stacked_aux=True but aux leaves have leading sizes {sorted(map(str, sizes))}; "
+                "expected one shared leading axis of A >= 1 models"
+            )
+        n_aux = sizes.pop()
+    # Members (model, seed, learning rate), in that order. The scan runs over steps with every
+    # member vectorised inside its body: one batching pass over the step, instead of vmap around
     # the scan, whose batching rule re-traces the whole body until the carry's batched axes
     # settle (measured: tracing took as long as XLA's compile of the P02 rows).
-    member_seeds = jnp.asarray([s for s in seeds for _ in range(n_lr)], jnp.uint32)
-    member_lrs = jnp.asarray([lr for _ in seeds for lr in (lrs or [0.0])], jnp.float32)
+    members = [(a, s, lr) for a in range(n_aux) for s in seeds for lr in (lrs or [0.0])]
+    member_seeds = jnp.asarray([s for _, s, _ in members], jnp.uint32)
+    member_lrs = jnp.asarray([lr for _, _, lr in members], jnp.float32)
+    member_aux = jnp.asarray([a for a, _, _ in members], jnp.int32)
 
     def optimizer_of(seed, lr):
         key = jax.random.key(seed)
         return make_optimizer(key) if lrs is None else make_optimizer(key, lr)
 
-    def run(seeds_arr, lrs_arr, params, aux, data):
+    def run(seeds_arr, lrs_arr, aux_arr, params, aux, data):
         idx = jax.vmap(
             lambda s: jax.random.randint(
                 jax.random.key(s + jnp.uint32(10_000)), (steps, batch_size), 0, n
@@ -98,26 +115,34 @@ def zo_finetune(
         states = jax.vmap(lambda s, lr: optimizer_of(s, lr).init(params))(seeds_arr, lrs_arr)
         stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(seeds_arr), *x.shape)), params)
 
-        def member_step(seed, lr, p, st, ix):
+        def member_step(seed, lr, p, st, ix, aux):
             batch = jax.tree.map(lambda a: a[ix], data)
             updates, st = optimizer_of(seed, lr).update(
                 None, st, p, value_fn=lambda q: loss_fn(q, aux, batch)
             )
             return optax.apply_updates(p, updates), st, zo_state(st).loss
 
+        if stacked_aux:
+            # Each member's own model, gathered once outside the scan.
+            step = jax.vmap(member_step)
+            member_aux_tree = jax.tree.map(lambda x: x[aux_arr], aux)
+        else:
+            step = jax.vmap(member_step, in_axes=(0, 0, 0, 0, 0, None))
+            member_aux_tree = aux
+
         def body(carry, ix):
             p, st = carry
-            p, st, loss = jax.vmap(member_step)(seeds_arr, lrs_arr, p, st, ix)
+            p, st, loss = step(seeds_arr, lrs_arr, p, st, ix, member_aux_tree)
             return (p, st), loss
 
         (p, _), losses = jax.lax.scan(body, (stacked, states), jnp.swapaxes(idx, 0, 1))
         return p, jnp.swapaxes(losses, 0, 1)
 
-    args = (member_seeds, member_lrs, params, aux, data)
+    args = (member_seeds, member_lrs, member_aux, params, aux, data)
     p, losses = jax.jit(run).lower(*args).compile(compiler_options)(*args)
-    if lrs is not None:
-        p = jax.tree.map(lambda x: x.reshape(n_seeds, n_lr, *x.shape[1:]), p)
-        losses = losses.reshape(n_seeds, n_lr, steps)
+    lead = ((n_aux,) if stacked_aux else ()) + (n_seeds,) + ((n_lr,) if lrs is not None else ())
+    p = jax.tree.map(lambda x: x.reshape(*lead, *x.shape[1:]), p)
+    losses = losses.reshape(*lead, steps)
     return FinetuneResult(p, np.asarray(losses, np.float64))
 
 

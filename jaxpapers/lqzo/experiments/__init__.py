@@ -36,8 +36,9 @@ The cost is compilation, not steps: each accuracy experiment compiles ~12 large 
 per ZO row, the Adam runs, the evaluators) and ~100 small eager ones. Compiling a ViT ZO row with
 ``FAST_COMPILE`` (100 steps x 3 seeds included): 9.2 vs 9.6 CPU-s (warm process): not the lever.
 Left to try: one program per method for both bit widths (INT4 and INT2 codes are packed to
-different shapes, so this needs a bit-width-independent layout on the jnp path), fewer rows at
-quick size, and the estimator's lower layers in float as in the text experiment.
+different shapes, so this needs a bit-width-independent layout on the jnp path; done in the
+second sitting below), fewer rows at quick size, and the estimator's lower layers in float as in
+the text experiment.
 
 Budget work of 2026-12-01 (helper H_lqzo; load average 25-55 on 2 cores, so CPU-s are
 inflated and only comparable within one sitting). Profile of the text experiment at smoke size
@@ -65,6 +66,37 @@ slowly under ``FAST_COMPILE`` (7 CPU-s of the text smoke at 4 steps), and INT4 a
 are packed to different shapes (no shared program per method). ``--full`` for the estimator (a
 900 CPU-s study at reduced size) was started under ``nice -n 10`` but got 50 CPU-s in 41 minutes
 at load 50 and was stopped: no ``results/full/P02``.
+
+Budget work of 2026-12-01, second sitting (helper hp02; load average 8-13 on 2 cores, so CPU-s
+are inflated). The quantized models hold their codes one per byte
+(:func:`._train.one_byte_codes`: the INT4 / INT2 grids and the dequantized weights are
+unchanged, only the packing), so the INT4 and INT2 models have one structure and share programs:
+:func:`jaxpapers.lqzo.zo_finetune` (``stacked_aux``) trains both bit widths of a ZO method in one
+program (members (model, seed), same batches and directions as separate runs), their evaluators
+share one program, and the estimator's programs serve both bit widths (4 compiles instead of 8).
+Per-model stacking, the FO rows' seed broadcast, the ViT pretraining's parameter copy and the
+code unpacking now run on the host (eagerly each compiled one small program per leaf shape).
+Every per-seed value of all 18 quick rows is identical to before at the same seeds; verdicts
+unchanged (all three inconclusive). Whole quick run (``/usr/bin/time``, user + sys): 234.1 CPU-s
+before (load ~10; 223 / 309 / 313 s wall for text / ViT / estimator), 206.2 CPU-s with the shared
+programs (load 9-11; 203 / 217 / 65 s wall), 203.0 CPU-s with the host-side changes as well
+(load ~10, a test file running alongside; 216 / 290 / 62 s wall): a ~13% cut, within the noise
+of one sitting for the last step. The estimator's 313 s before was partly load (its programs
+halved: 8 -> 4 compiles). Then one evaluator function for both bit widths in the text experiment
+(it had compiled its shared evaluator twice): ``minilm_vader`` alone 72.8 CPU-s at load ~7,
+74 XLA compiles (3 ZO programs, 1 Adam step, 2 evaluators, the embedding, 2 encoder layers,
+the rest small eager ones), rows and extras identical.
+Profile of ``vit_digits`` with the shared programs (111.5 CPU-s, wall shares from
+``jax.monitoring``): 66% XLA backend compile, 14% tracing and lowering; of 257 s of compile
+wall, the three ZO programs took 131 s: MeZO full precision alone 75 s (the dense counter-hash
+Gaussian, an ``erf_inv`` per entry, regenerated for every leaf in both passes and the update,
+fused by XLA into each consumer), QZO-style 37 s, LQZO 20 s; the two Adam step programs
+(pretraining, FO rows) 36 s; ~250 small eager compiles ~45 s (ViT initialisation's 6
+truncated-normal compiles 18 s). ``minilm_vader`` (93.3 CPU-s): 38% compile; its three ZO
+programs 75 of 132 s of compile wall. ``XLA_FLAGS=--xla_cpu_use_fusion_emitters=false`` on
+``vit_digits``: 114.4 vs 113.8 CPU-s (same sitting) and row means moved (MeZO 20.30 vs 20.37):
+not used. Not met: the 90 CPU-s aim. Left: the MeZO and QZO-style programs' compile (one
+Gaussian generation per leaf and use), the Adam step compiles, the ViT's eager initialisation.
 
 Estimator quality at INT2, seed 1 (flagged as identically zero LQZO estimates): not clipping and
 not LQZO. The per-batch head separates that batch of 16 so well that its float32 cross-entropy

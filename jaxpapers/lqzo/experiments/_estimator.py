@@ -23,10 +23,13 @@ leaf's gradient effective rank (entropy effective rank ``exp H(sigma / sum sigma
 Vetterli 2007) is reported in the natural ``[G, N]`` view and LQZO's near-square view.
 
 Budget: the programs here run for well under a second each but take ~4 CPU-s each to compile
-(one per estimator configuration and bit width; ``FAST_COMPILE`` did not shorten the compile and
-made the run 4x slower, measured; the smoke size uses it, its programs run for milliseconds).
-The lower layers run through one compiled encoder layer shared by all five, and the backprop
-gradient is computed once per batch and passed to the forward-only estimator programs.
+(one per estimator configuration; ``FAST_COMPILE`` did not shorten the compile and made the run
+4x slower, measured; the smoke size uses it, its programs run for milliseconds). The quantized
+layers hold their codes one per byte (:func:`._train.one_byte_codes`: same grid, same weights),
+so the INT4 and INT2 layers share every program (the backprop gradient's and each
+configuration's: 4 compiles instead of 8). The lower layers run through one compiled encoder
+layer shared by all five, and the backprop gradient is computed once per batch and passed to
+the forward-only estimator programs.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from jaxpapers.lqzo import (
 )
 from jaxpapers.lqzo.experiments._data import vader_tokens
 from jaxpapers.lqzo.experiments._text import apply_layer
-from jaxpapers.lqzo.experiments._train import LQZO, ZO
+from jaxpapers.lqzo.experiments._train import LQZO, ZO, one_byte_codes
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -144,10 +147,13 @@ def estimator_quality(gd, s0, rest, h, mask, y, config, seeds, grad):
 
 
 def _call(cache: dict, key: Any, fn: Any, options: dict | None, static: Any, *args: Any) -> Any:
-    """``fn(static, *args)`` through a program compiled once per ``key`` with ``options``."""
-    if key not in cache:
-        cache[key] = fn.lower(static, *args).compile(options)
-    return cache[key](*args)
+    """``fn(static, *args)`` through a program compiled once per ``key``, ``static`` and the
+    arguments' shapes, with ``options`` (the INT4 and INT2 layers, codes one per byte, share)."""
+    leaves, treedef = jax.tree.flatten(args)
+    full = (key, static, treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
+    if full not in cache:
+        cache[full] = fn.lower(static, *args).compile(options)
+    return cache[full](*args)
 
 
 def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
@@ -175,6 +181,8 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             group_size=sz.est_group,
             where=None if sz.quantize_lower else lambda path, m: path[:2] == ("layers", last),
         )
+        # Codes one per byte: the INT4 and INT2 layers share every compiled program.
+        one_byte_codes(model)
         top = model.layers[-1]
         # Embeddings are never quantized: one compiled embedding serves every bit width.
         layers = float_layers or [nnx.split(layer) for layer in model.layers[:-1]]
@@ -194,7 +202,7 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             mask, y = jnp.asarray(data.mask[pick]), jnp.asarray(data.y[pick])
             h = lower(jnp.asarray(data.ids[pick]), mask)
             batch = (h, mask, y)
-            grad = _call(programs, ("grad", bits), true_gradient, fast, gd, s0, rest, *batch)
+            grad = _call(programs, "grad", true_gradient, fast, gd, s0, rest, *batch)
             if seed == ctx.seed_list[0]:
                 nat, iso = [], []
                 for g in jax.tree.leaves(grad):
@@ -214,7 +222,7 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             for name, cfg in _configs().items():
                 err, cos = _call(
                     programs,
-                    (name, bits),
+                    name,
                     estimator_quality,
                     fast,
                     gd,

@@ -6,7 +6,10 @@ are quantized like the rest (one cache per bit width); at the quick size (``quan
 only the fine-tuned top layer is quantized and all models share the float lower layers' outputs,
 which removes two of the three lower-layer passes. The quantized top layer, whose scales the ZO
 rows tune, is the same in both settings, so the LQZO vs QZO-style comparison is unchanged; only
-the frozen inputs differ. The quick size also truncates entries to 6 tokens (98.8% fit).
+the frozen inputs differ. The quick size also truncates entries to 6 tokens (98.8% fit). The
+quantized layers hold their codes one per byte (:func:`._train.one_byte_codes`: same grid, same
+weights), so the INT4 and INT2 top layers share one structure: one training program per ZO
+method and one evaluator program serve both bit widths.
 The classifier is a frozen nearest-centroid head (cosine to the class means of the starting
 model's pooled train features, temperature 10), the same construction for every row.
 """
@@ -32,7 +35,9 @@ from jaxpapers.lqzo.experiments._train import (
     Quantized,
     accuracy,
     make_evaluator,
+    one_byte_codes,
     run_rows,
+    stack_models,
     xent,
 )
 
@@ -90,6 +95,8 @@ class TopLayer:
                 group_size=group_size,
                 where=None if quantize_lower else lambda path, m: path[:2] == ("layers", top_index),
             )
+            # Codes one per byte: the INT4 and INT2 models share their compiled programs.
+            one_byte_codes(self.model)
         # With ``quantize_lower=False`` only the top layer is quantized: every model then shares
         # the float lower layers' outputs (computed once; the quick size's budget lever).
         lower_model = self.model if quantize_lower else base
@@ -156,25 +163,52 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
 
     fp_eval = make_evaluator(fp_apply, (rest, fp.head), eval_splits(fp), fast)
 
-    quantized = {}
-    for bits in sz.bits:
-        top = TopLayer(ctx, base, bits, data, n, sz.group_size, sz.quantize_lower)
+    # The quantized models share one structure (codes one per byte): one loss, one training
+    # program per ZO method and one evaluator program for every bit width. Each model has its
+    # own centroid head; at --full (quantized lower layers) also its own cached inputs.
+    tops = {
+        bits: TopLayer(ctx, base, bits, data, n, sz.group_size, sz.quantize_lower)
+        for bits in sz.bits
+    }
+    shared_inputs = not sz.quantize_lower
+    gd = None
+
+    def q_apply(d, consts, inputs):
+        # One function object for every bit width: the evaluators' shared program is keyed on it.
+        return _text_logits(merge_scaled(gd, consts[0], d, consts[1]), consts[2], *inputs)
+
+    q_aux, q_eval, q_programs = [], {}, {}
+    for i, (bits, top) in enumerate(tops.items()):
         before[f"INT{bits}"] = accuracy(
             _head_logits(top.head, top.pooled[splits["test"]]), y[splits["test"]]
         )
-        gd, s0, qrest = split_scales(top.top)
-
-        def q_loss(d, aux, b, gd=gd, head=top.head):
-            return xent(_text_logits(merge_scaled(gd, aux[0], d, aux[1]), head, b[0], b[1]), b[2])
-
-        def q_apply(d, consts, inputs, gd=gd):
-            return _text_logits(merge_scaled(gd, consts[0], d, consts[1]), consts[2], *inputs)
-
-        q_eval = make_evaluator(q_apply, (s0, qrest, top.head), eval_splits(top), fast)
-        # Every quantized model is trained on its own cached lower-layer outputs.
-        quantized[bits] = Quantized(
-            q_loss, s0, (s0, qrest), q_eval, (top.hidden[:n], mask[:n], y[:n])
+        gd_b, s0, qrest = split_scales(top.top)
+        if gd is not None and gd_b != gd:
+            raise ValueError(f"INT{bits} top layer's structure differs from the first bit width's")
+        gd = gd_b
+        q_aux.append((s0, qrest, top.head, np.int32(i)))
+        q_eval[bits] = make_evaluator(
+            q_apply, (s0, qrest, top.head), eval_splits(top), fast, q_programs
         )
+
+    def q_loss(d, aux, b):
+        # aux: one model's (scales_0, frozen rest, head, index into the stacked inputs).
+        h = b[0] if shared_inputs else b[0][:, aux[3]]
+        return xent(_text_logits(merge_scaled(gd, aux[0], d, aux[1]), aux[2], h, b[1]), b[2])
+
+    q_inputs = (
+        tops[sz.bits[0]].hidden[:n]
+        if shared_inputs
+        else np.stack([tops[b].hidden[:n] for b in sz.bits], axis=1)
+    )
+    quantized = Quantized(
+        tuple(sz.bits),
+        q_loss,
+        q_aux[0][0],
+        stack_models(q_aux),
+        q_eval,
+        (q_inputs, mask[:n], y[:n]),
+    )
     prob = Problem(fp_loss, params, rest, fp_eval, quantized, (fp.hidden[:n], mask[:n], y[:n]))
     values, extras = run_rows(
         ctx,

@@ -8,6 +8,12 @@ points in one vectorised program), then runs every seed at the chosen rate; test
 reported. When the pilot would be as long as the run (``tune_steps >= steps``, the smoke size)
 every (seed, rate) pair runs in one program and the rate with the best seed-mean validation
 accuracy is chosen. A choice on the edge of the grid is recorded in the extras.
+
+One program per ZO method serves every bit width: the quantized models hold their codes one per
+byte (:func:`one_byte_codes`; the INT4 / INT2 grids and so the dequantized weights are unchanged,
+only the packing differs), so the INT4 and INT2 models have one structure and
+:func:`jaxpapers.lqzo.zo_finetune` runs them side by side (``stacked_aux``), with the same seeds,
+batches and directions as separate runs. Their evaluators share one compiled program too.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 
 from jaxpapers.core.experiment import Context
 from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.core.train import train
-from jaxpapers.lqzo import lqzo, mezo, qzo, zeros_like_tree, zo_finetune
+from jaxpapers.lqzo import QuantizedLinear, lqzo, mezo, qzo, zeros_like_tree, zo_finetune
 
 #: Shared ZO settings: perturbation size and the directional-derivative clip.
 ZO = {"eps": 1e-2, "clip": 100.0}
@@ -45,11 +52,41 @@ def accuracy(logits: Any, y: np.ndarray) -> float:
 Evaluate = Callable[[Any], dict[str, list[float]]]
 
 
+def one_byte_codes(model: nnx.Module) -> nnx.Module:
+    """Hold every :class:`QuantizedLinear`'s codes one per byte (in place; returns ``model``).
+
+    The codes, scales and zero points are unchanged (an INT2 layer keeps its 4-level grid and
+    its dequantized weight is the same), but INT4 and INT2 models then have the same structure
+    and array shapes, so one compiled program serves both bit widths. Packing only saves memory,
+    which these small models do not need. Unpacked on the host (NumPy, the layout of
+    :func:`jaxpapers_kernels.quant_matmul.unpack_codes`): eager jnp would compile every op once
+    per weight shape.
+    """
+    for _, m in nnx.iter_modules(model):
+        if isinstance(m, QuantizedLinear) and m.bits != 8:
+            bits, per = m.bits, 8 // m.bits
+            packed = np.asarray(m.codes.get_value()).astype(np.int32) & 0xFF
+            parts = [(packed >> (bits * t)) & ((1 << bits) - 1) for t in range(per)]
+            rows, n = packed.shape
+            codes = np.stack(parts, axis=1).reshape(rows * per, n)
+            # 8-bit "packing" is the code itself, stored as the bits of a uint8 in an int8.
+            m.codes.set_value(jnp.asarray(codes.astype(np.uint8).view(np.int8)))
+            m.bits = 8
+    return model
+
+
+def _signature(*trees: Any) -> Any:
+    """Hashable structure, shapes and dtypes of ``trees`` (the key of a compiled program)."""
+    leaves, treedef = jax.tree.flatten(trees)
+    return treedef, tuple((tuple(np.shape(x)), str(jnp.result_type(x))) for x in leaves)
+
+
 def make_evaluator(
     apply: Callable[..., jax.Array],
     consts: Any,
     splits: dict[str, tuple[Any, np.ndarray]],
     compiler_options: dict[str, Any] | None = None,
+    programs: dict[Any, Any] | None = None,
 ) -> Evaluate:
     """One compiled program per model for every split and any number of stacked parameters.
 
@@ -58,11 +95,13 @@ def make_evaluator(
     splits are concatenated and passed as arguments (not baked in as constants), and stacked
     parameters are evaluated one entry at a time through the same program, so the number of
     entries (a pilot's learning rates, the seeds, one "before" model) never recompiles.
+    Evaluators given one ``programs`` dict and the same ``apply`` share the program whenever
+    their arguments have the same structure and shapes (the INT4 and INT2 models).
     """
     names = list(splits)
     inputs = jax.tree.map(lambda *a: jnp.concatenate(a), *[splits[k][0] for k in names])
     bounds = np.cumsum([0] + [len(splits[k][1]) for k in names])
-    compiled = {}
+    compiled = {} if programs is None else programs
 
     def evaluate(stacked: Any) -> dict[str, list[float]]:
         host = jax.tree.map(np.asarray, stacked)
@@ -70,10 +109,11 @@ def make_evaluator(
         out: dict[str, list[float]] = {k: [] for k in names}
         for i in range(count):
             params = jax.tree.map(lambda a, i=i: a[i], host)
-            if "f" not in compiled:
+            key = (apply, _signature(params, consts, inputs))
+            if key not in compiled:
                 lowered = jax.jit(apply).lower(params, consts, inputs)
-                compiled["f"] = lowered.compile(compiler_options)
-            logits = np.asarray(compiled["f"](params, consts, inputs))
+                compiled[key] = lowered.compile(compiler_options)
+            logits = np.asarray(compiled[key](params, consts, inputs))
             for j, k in enumerate(names):
                 out[k].append(accuracy(logits[bounds[j] : bounds[j + 1]], splits[k][1]))
         return out
@@ -82,14 +122,25 @@ def make_evaluator(
 
 
 class Quantized(NamedTuple):
-    """One quantized model: loss of ``(delta, aux, batch)``, starting scales, frozen parts,
-    evaluator and training data."""
+    """The quantized models of every bit width (one structure, :func:`one_byte_codes`).
 
+    ``loss(delta, aux_b, batch)`` with ``aux_b`` one model's entry of ``aux`` (leaves stacked
+    ``[len(bits), ...]``); ``scales0`` has the shape of ``delta``; ``evaluate[b]`` is bit width
+    ``b``'s evaluator; ``data`` the training data of all of them.
+    """
+
+    bits: tuple[int, ...]
     loss: Any
     scales0: Any
     aux: Any
-    evaluate: Evaluate
+    evaluate: dict[int, Evaluate]
     data: tuple[np.ndarray, ...]
+
+
+def stack_models(trees: list[Any]) -> Any:
+    """Stack per-model pytrees of one structure along a new leading axis (on the host: no
+    per-shape eager compiles)."""
+    return jax.tree.map(lambda *a: np.stack([np.asarray(x) for x in a]), *trees)
 
 
 class Problem(NamedTuple):
@@ -99,7 +150,7 @@ class Problem(NamedTuple):
     fp_params: Any
     fp_aux: Any
     fp_eval: Evaluate
-    quantized: dict[int, Quantized]
+    quantized: Quantized
     data: tuple[np.ndarray, ...]
 
 
@@ -110,6 +161,11 @@ def _zo_optimizer(method: str):
     if method == "QZO-style":
         return lambda key, rate: qzo(rate, key=key, **ZO)
     return lambda key, rate: lqzo(rate, key=key, **ZO, **LQZO)
+
+
+def _take(tree: Any, index: int) -> Any:
+    """Entry ``index`` of a pytree's leading axis."""
+    return jax.tree.map(lambda a: a[index], tree)
 
 
 def _flatten_grid(tree: Any) -> Any:
@@ -137,7 +193,10 @@ def run_rows(
         # One Adam run per seed, stacked along a leading seed axis: the summed loss has
         # independent per-seed gradients and Adam is elementwise, so this equals separate runs.
         s = len(seeds)
-        stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (s, *x.shape)), prob.fp_params)
+        # On the host: an eager broadcast would compile once per leaf shape.
+        stacked = jax.tree.map(
+            lambda x: np.broadcast_to(np.asarray(x), (s, *np.shape(x))), prob.fp_params
+        )
         idx = np.stack(
             [np.random.default_rng(sd).integers(0, n, (fo_steps, batch)) for sd in seeds], axis=1
         )
@@ -154,95 +213,117 @@ def run_rows(
         )
         return {"acc": prob.fp_eval(res.params)["test"], "loss": (res.losses / s).tolist()}
 
-    def zo(method: str, bits: int | None):
-        if bits is None:
-            loss, start, aux, evaluate, data = (
-                prob.fp_loss,
-                prob.fp_params,
-                prob.fp_aux,
-                prob.fp_eval,
-                prob.data,
-            )
-            base = lr["mezo"]
+    def zo(method: str, quantized: bool) -> list[dict]:
+        """One ZO method on the float model or, in one program, on every quantized model."""
+        if quantized:
+            q = prob.quantized
+            loss, start, aux, data = q.loss, zeros_like_tree(q.scales0), q.aux, q.data
+            evaluates, base = [q.evaluate[b] for b in q.bits], lr["scales"]
         else:
-            q = prob.quantized[bits]
-            loss, start, aux, evaluate, data = (
-                q.loss,
-                zeros_like_tree(q.scales0),
-                q.aux,
-                q.evaluate,
-                q.data,
-            )
-            base = lr["scales"]
+            loss, start, aux, data = prob.fp_loss, prob.fp_params, prob.fp_aux, prob.data
+            evaluates, base = [prob.fp_eval], lr["mezo"]
+        models = list(range(len(evaluates)))
+
+        def finetune(members: list[int], **kw):
+            # Quantized: the chosen models' stacked aux (a leading model axis on the results);
+            # float: the one model, as a model axis of length 1.
+            if not quantized:
+                res = zo_finetune(loss, start, aux, data=data, **kw, **common)
+                return jax.tree.map(lambda x: x[None], res.params), res.losses[None]
+            pick = np.asarray(members)
+            sub = aux if members == models else jax.tree.map(lambda x: x[pick], aux)
+            res = zo_finetune(loss, start, sub, data=data, stacked_aux=True, **kw, **common)
+            return res.params, res.losses
+
         make = _zo_optimizer(method)
         rates = [base * g for g in grid]
-        kw = dict(batch_size=batch, compiler_options=fast)
+        common = dict(batch_size=batch, compiler_options=fast)
         if len(rates) > 1 and tune_steps >= steps:
             # Joint tuning (the pilot would be as long as the run): every (seed, rate) pair in
-            # one program; the rate with the best seed-mean validation accuracy is chosen and
-            # its runs' test accuracies are reported.
-            res = zo_finetune(
-                loss, start, aux, make, data, steps=steps, seeds=seeds, learning_rates=rates, **kw
+            # one program; per model, the rate with the best seed-mean validation accuracy is
+            # chosen and its runs' test accuracies are reported.
+            params, losses = finetune(
+                models, make_optimizer=make, steps=steps, seeds=seeds, learning_rates=rates
             )
-            acc = evaluate(_flatten_grid(res.params))
-            by_rate = {n: np.asarray(v).reshape(len(seeds), len(rates)) for n, v in acc.items()}
-            val = by_rate["val"].mean(0).tolist()
-            best = int(np.argmax(val))
-            return {
-                "acc": by_rate["test"][:, best].tolist(),
-                "loss": res.losses[0, best].tolist(),
-                "lr": rates[best],
-                "val_by_lr": dict(zip([f"{r:.3g}" for r in rates], val, strict=True)),
-                "lr_on_grid_edge": best in (0, len(rates) - 1),
-                "tuned": True,
-                "protocol": "joint: all seeds at every rate, seed-mean validation accuracy",
-            }
-        chosen, val = rates[0], []
+            out = []
+            for m in models:
+                acc = evaluates[m](_flatten_grid(_take(params, m)))
+                by_rate = {k: np.asarray(v).reshape(len(seeds), len(rates)) for k, v in acc.items()}
+                val = by_rate["val"].mean(0).tolist()
+                best = int(np.argmax(val))
+                out.append(
+                    {
+                        "acc": by_rate["test"][:, best].tolist(),
+                        "loss": losses[m, 0, best].tolist(),
+                        "lr": rates[best],
+                        "val_by_lr": dict(zip([f"{r:.3g}" for r in rates], val, strict=True)),
+                        "lr_on_grid_edge": best in (0, len(rates) - 1),
+                        "tuned": True,
+                        "protocol": "joint: all seeds at every rate, seed-mean validation accuracy",
+                    }
+                )
+            return out
+        chosen, vals = [rates[0]] * len(models), [[] for _ in models]
         if len(rates) > 1:
-            pilot = zo_finetune(
-                loss,
-                start,
-                aux,
-                make,
-                data,
+            pilot, _ = finetune(
+                models,
+                make_optimizer=make,
                 steps=tune_steps,
                 seeds=[seeds[0] + 1000],
                 learning_rates=rates,
-                **kw,
             )
-            val = evaluate(_flatten_grid(pilot.params))["val"]
-            chosen = rates[int(np.argmax(val))]
-        res = zo_finetune(
-            loss,
-            start,
-            aux,
-            lambda key: make(key, chosen),
-            data,
-            steps=steps,
-            seeds=seeds,
-            **kw,
-        )
-        return {
-            "acc": evaluate(res.params)["test"],
-            "loss": res.losses[0].tolist(),
-            "lr": chosen,
-            "val_by_lr": dict(zip([f"{r:.3g}" for r in rates], val, strict=False)),
-            "lr_on_grid_edge": len(rates) > 1 and chosen in (rates[0], rates[-1]),
-            "tuned": len(rates) > 1,
-            "protocol": "pilot: one seed, tune_steps steps" if len(rates) > 1 else "base rate",
-        }
+            for m in models:
+                vals[m] = evaluates[m](_flatten_grid(_take(pilot, m)))["val"]
+                chosen[m] = rates[int(np.argmax(vals[m]))]
+        # One program for the models that chose the same rate (all of them at the quick size).
+        runs: dict[int, tuple[Any, np.ndarray, int]] = {}
+        for rate in dict.fromkeys(chosen):
+            group = [m for m in models if chosen[m] == rate]
+            params, losses = finetune(
+                group, make_optimizer=lambda key, r=rate: make(key, r), steps=steps, seeds=seeds
+            )
+            runs.update({m: (params, losses, j) for j, m in enumerate(group)})
+        out = []
+        for m in models:
+            params, losses, j = runs[m]
+            out.append(
+                {
+                    "acc": evaluates[m](_take(params, j))["test"],
+                    "loss": losses[j, 0].tolist(),
+                    "lr": chosen[m],
+                    "val_by_lr": dict(zip([f"{r:.3g}" for r in rates], vals[m], strict=False)),
+                    "lr_on_grid_edge": len(rates) > 1 and chosen[m] in (rates[0], rates[-1]),
+                    "tuned": len(rates) > 1,
+                    "protocol": "pilot: one seed, tune_steps steps"
+                    if len(rates) > 1
+                    else "base rate",
+                }
+            )
+        return out
 
-    jobs: list[tuple[str, Callable[[], dict]]] = [
-        ("FO full precision", fo),
-        ("MeZO full precision", lambda: zo("MeZO", None)),
+    bits = prob.quantized.bits
+    jobs: list[tuple[str, list[str], Callable[[], list[dict]]]] = [
+        ("FO_full_precision", ["FO full precision"], lambda: [fo()]),
+        ("MeZO_full_precision", ["MeZO full precision"], lambda: zo("MeZO", False)),
     ]
-    for bits in prob.quantized:
-        for method in ("QZO-style", "LQZO"):
-            jobs.append((f"{method} INT{bits}", lambda m=method, b=bits: zo(m, b)))
+    for method in ("QZO-style", "LQZO"):
+        names = [f"{method} INT{b}" for b in bits]
+        jobs.append(
+            (f"{method}_" + "_".join(f"INT{b}" for b in bits), names, lambda m=method: zo(m, True))
+        )
+    results: dict[str, dict] = {}
+    for cache_name, names, fn in jobs:
+        rows = ctx.cached(
+            cache_name, lambda fn=fn, names=names: dict(zip(names, fn(), strict=True))
+        )
+        results.update(rows)
+    # Row order: the baselines, then per bit width QZO-style and LQZO.
+    order = ["FO full precision", "MeZO full precision"]
+    order += [f"{m} INT{b}" for b in bits for m in ("QZO-style", "LQZO")]
     values: dict[str, list[float]] = {}
     extras: dict[str, Any] = {"train_loss_seed0": {}, "learning_rate": {}, "tuning": {}}
-    for name, fn in jobs:
-        r = ctx.cached(name.replace(" ", "_"), fn)
+    for name in order:
+        r = results[name]
         values[name] = r["acc"]
         extras["train_loss_seed0"][name] = r["loss"]
         if "lr" in r:
@@ -264,6 +345,8 @@ __all__ = [
     "Quantized",
     "accuracy",
     "make_evaluator",
+    "one_byte_codes",
     "run_rows",
+    "stack_models",
     "xent",
 ]

@@ -1,6 +1,7 @@
 """P02 cross-modality experiment: a small ViT pretrained in-repo on centred digits, quantized to
 INT4 / INT2 (patch embedding kept in float) and fine-tuned on the other digits shifted by one
-pixel right and down."""
+pixel right and down. The quantized models hold their codes one per byte
+(:func:`._train.one_byte_codes`), so the INT4 and INT2 rows of a method train in one program."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from jaxpapers.lqzo.experiments._train import (
     Problem,
     Quantized,
     make_evaluator,
+    one_byte_codes,
     run_rows,
+    stack_models,
     xent,
 )
 
@@ -51,7 +54,9 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     idx = np.random.default_rng(0).integers(0, len(src.y), (sz.pretrain_steps, 64))
     pre = train(
         lambda p, b, k: loss(p, rest, b),
-        params0,
+        # Host copies: train() copies its inputs, eagerly (one compile per leaf shape) for
+        # device arrays.
+        jax.tree.map(np.asarray, params0),
         optax.adam(1e-3),
         lambda i: (src.x[idx[i]], src.y[idx[i]]),
         steps=sz.pretrain_steps,
@@ -71,25 +76,32 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     )
 
     pretrained = nnx.merge(graphdef, params, rest)
+
+    def q_loss(d, aux, b):
+        return xent(merge_scaled(gd, aux[0], d, aux[1])(b[0]), b[1])
+
+    def q_apply(d, consts, inputs):
+        return merge_scaled(gd, consts[0], d, consts[1])(inputs[0])
+
     before = {
         "pretraining loss, last step (centred digits)": float(pre.losses[-1]),
         "full precision": fp_eval(stack(params))["test"][0],
     }
-    quantized = {}
+    # Codes one per byte: the INT4 and INT2 models share one structure, hence one loss, one
+    # training program per ZO method and one evaluator program.
+    gd = None
+    q_aux, q_eval, q_programs = [], {}, {}
     for bits in sz.bits:
         qmodel = nnx.clone(pretrained)
         quantize_linears(qmodel, bits=bits, group_size=16, where=lambda path, m: path != ("embed",))
-        gd, s0, qrest = split_scales(qmodel)
-
-        def q_loss(d, aux, b, gd=gd):
-            return xent(merge_scaled(gd, aux[0], d, aux[1])(b[0]), b[1])
-
-        def q_apply(d, consts, inputs, gd=gd):
-            return merge_scaled(gd, consts[0], d, consts[1])(inputs[0])
-
-        q_eval = make_evaluator(q_apply, (s0, qrest), eval_splits, fast)
-        before[f"INT{bits}"] = q_eval(stack(zeros_like_tree(s0)))["test"][0]
-        quantized[bits] = Quantized(q_loss, s0, (s0, qrest), q_eval, data)
+        gd_b, s0, qrest = split_scales(one_byte_codes(qmodel))
+        if gd is not None and gd_b != gd:
+            raise ValueError(f"INT{bits} model's structure differs from the first bit width's")
+        gd = gd_b
+        q_eval[bits] = make_evaluator(q_apply, (s0, qrest), eval_splits, fast, q_programs)
+        before[f"INT{bits}"] = q_eval[bits](stack(zeros_like_tree(s0)))["test"][0]
+        q_aux.append((s0, qrest))
+    quantized = Quantized(tuple(sz.bits), q_loss, q_aux[0][0], stack_models(q_aux), q_eval, data)
 
     prob = Problem(loss, params, rest, fp_eval, quantized, data)
     values, extras = run_rows(
