@@ -55,34 +55,38 @@ fraction and the pairs' transport cost (mean squared L2 distance) for both draws
 not train a second set of models with the permutation draw, so the effect of the draw on the MMD
 is not measured there (the trained models use the paper's draw, with replacement).
 
-Budget (issue 20): quick mode trains the 1-D family on 32-point grids for 100 steps (FNO width
-16, 8 modes, depth 2) and the 2-D family (256 training fields, FNO width 12) for 80 steps, scores
-256 held-out functions, and runs the Euler curves only on the Burgers models (128 draws); the
-small compile-dominated programs (curves, floor, prior MMD, pair draws) use the cheap compiler
-settings. Measured: 148 CPU-s for the whole paper (was 183 CPU-s with 150 / 120 steps and about
-331 s wall before this change), still above the 100 CPU-s aim: the two families' training and
-Tsit5 scoring programs are the bulk (1-D about half, 2-D about 40%). At these sizes the models
-are undertrained (gp_mixture MMD ~0.16 at 100 steps, ~0.05 at 150): the MMD claims need longer
-training than quick mode allows (the issue's measurement: at 300 steps kFFM was behind FFM, at
-2,000 the gap vanished inside the floor) and are not resolvable in quick mode; ``--full`` trains
-5,000 steps at 128 points. The evaluation experiment resolves already at quick size.
-Session 5 (issue 11, measured at machine load 30-38, which inflates CPU seconds): 207 CPU-s
-before and 203 CPU-s after Anderson acceleration of every Sinkhorn solve (pairings and the HSD
-extra), all verdicts unchanged and every row mean within 0.05 seed std. Where the CPU goes in the
-1-D family (single measurements): data generation ~10 CPU-s; the training step compiles in 14
-CPU-s and runs in 0.34 CPU-s (5.8 and 0.21 with the OT pairings replaced by independent pairs:
-the four Sinkhorn pairings cost ~8 CPU-s of compile and ~13 of the 100 steps); the HSD extra 4.3
--> 1.6 CPU-s with Anderson; the Tsit5 scoring ~8. The 90 CPU-s aim is not met; the next levers
-are one Sinkhorn solve (one compile) for all OT pairings of a step and the FNO step itself.
-Session 6 (issue 20): the experiments import only the public ``jaxpapers.kffm`` API
-(``draw_indices``, the pair draw from a coupling, is now public). Quick mode before and after,
-same seeds: every row identical (and identical to the results committed before), verdicts
-unchanged (six MMD claims and ``kernels_pde`` inconclusive, ``evals_burgers`` and
-``pairing_draws`` hold); 224 CPU-s before (load 30-50, 2,964 s wall) and 225 CPU-s after (load
-5-15, 357 s wall: 1-D family 184 s, 2-D family 151 s, pair draws 9 s). No quick-mode size or
-program was changed this session (the machine's load made one quick run take ~50 minutes most
-of the session), so the 90 CPU-s aim is still not met; the POT-emd bench row (issue 22) and the
-``--full`` study were not done either.
+Budget (issues 20, 11): quick mode trains the 1-D family on 32-point grids for 100 steps (FNO
+width 16, 8 modes, depth 2) and the 2-D family (256 training fields, FNO width 12) for 80 steps,
+scores 256 held-out functions, and runs the Euler curves only on the Burgers models (128 draws);
+the small compile-dominated programs (curves, floor, prior MMD, pair draws) use the cheap compiler
+settings. At these sizes the models are undertrained (gp_mixture MMD ~0.16 at 100 steps, ~0.05 at
+150): the MMD claims need longer training than quick mode allows (the issue's measurement: at 300
+steps kFFM was behind FFM, at 2,000 the gap vanished inside the floor) and are not resolvable in
+quick mode; ``--full`` trains 5,000 steps at 128 points. The evaluation experiment resolves
+already at quick size. History: Anderson acceleration of every Sinkhorn solve (session 5) and the
+public-API refactor (session 6) left every row unchanged; the committed quick run took 127-136 s
+wall on a quiet machine (148 CPU-s), over the 90 s budget.
+Session 7 (issue 11; machine load 10-12, which inflates CPU seconds; single measurements with
+``time.process_time``): the 1-D family took 114 CPU-s (data generation 12, training-step compile
+18 and 99 steps 30, scoring 30 of which Tsit5 13 and the HSD extra 15, Euler curves 8), the 2-D
+family 109 (data 12, of which Navier-Stokes 9; step compile 14 and 79 steps 28; scoring 40, of
+which Tsit5 31), the pair draws 24 (12 of them regenerating the 1-D data). Two changes: (1) the
+scoring program maps over the models (``lax.map``) instead of ``vmap``-ing them: a batched while
+loop runs every model for as many steps as the slowest (HSD x-y Sinkhorn 48 iterations on average,
+260 at most; Tsit5 19-31 evaluations), and the 2-D FNO evaluates faster one model at a time: 1-D
+scoring 27-30 -> 18 CPU-s, 2-D Tsit5 31 -> 19; samples and evaluation counts bit-identical, HSD
+within 1e-6 and MMD rows within 2e-5 relative (float32 reduction order). (2) The data sets are
+cached per process, so the pair draws reuse the training data (that experiment 34 -> 17 s wall).
+Whole quick run, same seeds: one after the other at load 8-12, 209 CPU-s before and 222 / 225
+after (load swings dominate such totals); old and new code run side by side (same load, 8 falling
+to 1): 244 CPU-s (305 s wall) before, 218 CPU-s (282 s wall) after; every verdict unchanged, every
+row mean within float32 round-off.
+Levers measured but not applied: one Sinkhorn program for the four OT pairings of a training step
+(stacked cost matrices, one ``vmap``-ed solve) draws the same indices on a test batch and compiles
+in 9.9 instead of 13.7 CPU-s (~4 CPU-s per family; it would need a library entry point rather
+than a copy of the solve here); ``lax.map`` over the models in the training loss is slower than
+``vmap`` (2-D value-and-grad 0.52 vs 0.33 CPU-s per step). The 90 s aim is still not met: the
+training steps (~30 CPU-s per family) and the compiles are the bulk.
 
 Layout: ``__init__`` holds the registrations and the size tables; data sets, pairings and the
 prior in ``_data.py``, training in ``_train.py``, scoring in ``_score.py``, the pair-draw

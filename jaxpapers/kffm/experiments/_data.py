@@ -104,11 +104,19 @@ def generate_dataset(name: str, key: jax.Array, n: int, grid: int) -> jax.Array:
     raise ValueError(f"unknown data set {name!r}")
 
 
-def dataset(name: str, key: jax.Array, n: int, grid: int) -> np.ndarray:
-    """``n`` functions of data set ``name`` on ``grid`` points per axis, scaled to unit variance."""
-    x = np.asarray(generate_dataset(name, key, n, grid), dtype=np.float64)
+@functools.lru_cache(maxsize=8)
+def dataset(name: str, seed: int, n: int, grid: int) -> np.ndarray:
+    """``n`` functions of data set ``name`` on ``grid`` points per axis, scaled to unit variance,
+    generated from ``jax.random.key(seed)``.
+
+    Cached per process (read-only array): training and the pair-draw experiment use the same
+    data, which cost ~10 CPU-s to generate per family (the PDE solves).
+    """
+    x = np.asarray(generate_dataset(name, jax.random.key(seed), n, grid), dtype=np.float64)
     # One scalar scale per data set: the GP prior has unit variance, the data then too.
-    return (x / x.std()).astype(np.float32)
+    out = (x / x.std()).astype(np.float32)
+    out.flags.writeable = False
+    return out
 
 
 def prior(fam: Family, grid: int):

@@ -68,7 +68,7 @@ def train_all(ctx: Context, fam: Family, sizes: Sizes) -> Trained:
     pairings = [make_pairing(name, fam) for name in fam.methods]
     data = np.stack(
         [
-            dataset(name, jax.random.key(1234 + i), sizes.n_train + sizes.n_test, sizes.grid)
+            dataset(name, 1234 + i, sizes.n_train + sizes.n_test, sizes.grid)
             for i, name in enumerate(fam.datasets)
         ]
     )
