@@ -87,6 +87,10 @@ in 9.9 instead of 13.7 CPU-s (~4 CPU-s per family; it would need a library entry
 than a copy of the solve here); ``lax.map`` over the models in the training loss is slower than
 ``vmap`` (2-D value-and-grad 0.52 vs 0.33 CPU-s per step). The 90 s aim is still not met: the
 training steps (~30 CPU-s per family) and the compiles are the bulk.
+Quiet machine, same day (``/usr/bin/time jaxpapers reproduce P06 --quick``, nothing else
+running): 145.4 s wall, 197.9 CPU-s (136 s wall before this sitting's changes, measured the
+day before). A rerun with the scoring back on ``vmap`` took 174.7 s wall (235.7 CPU-s) right
+after, so ``lax.map`` stays; wall times of one quick run vary by 10-20% on this machine.
 
 Layout: ``__init__`` holds the registrations and the size tables; data sets, pairings and the
 prior in ``_data.py``, training in ``_train.py``, scoring in ``_score.py``, the pair-draw

@@ -97,6 +97,8 @@ programs 75 of 132 s of compile wall. ``XLA_FLAGS=--xla_cpu_use_fusion_emitters=
 ``vit_digits``: 114.4 vs 113.8 CPU-s (same sitting) and row means moved (MeZO 20.30 vs 20.37):
 not used. Not met: the 90 CPU-s aim. Left: the MeZO and QZO-style programs' compile (one
 Gaussian generation per leaf and use), the Adam step compiles, the ViT's eager initialisation.
+On a quiet machine afterwards (``/usr/bin/time jaxpapers reproduce P02 --quick``, nothing else
+running): 115.9 s wall, 173.1 CPU-s (134.8 s the day before): still over the 90 s budget.
 
 Estimator quality at INT2, seed 1 (flagged as identically zero LQZO estimates): not clipping and
 not LQZO. The per-batch head separates that batch of 16 so well that its float32 cross-entropy

@@ -92,6 +92,8 @@ layer saves only ~5 CPU-s (bits per character 3.63 / 3.50 / 3.44, same verdict);
 3.9 CPU-s (library change, not made: the unrolled products are the GPU path); jitting the
 hand-set recurrence (default or fast-compile options) instead of running it eagerly saved only
 1-3 of its ~16 CPU-s under load.
+On a quiet machine afterwards (``/usr/bin/time jaxpapers reproduce P13 --quick``, nothing else
+running): **85.2 s wall** (123.4 user + 7.2 sys CPU-s), within the 90 s budget (130 s before).
 
 Language modelling (``_lm.py``): the docstrings of pure-Python standard-library modules, LRU vs
 H-LRU K = 2 vs BD-LRU b = 4 with the state width of each chosen so that the models' total

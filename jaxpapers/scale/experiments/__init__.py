@@ -58,6 +58,10 @@ The quick run is now the 2-D bed alone, which took 91 s of the 141 s quiet quick
 pass; less its ~6-10 CPU-s of sanity compile it should be at about the 90 s wall budget on a quiet
 machine, still over the ``<= 90`` CPU-s aim under load: its training (four loops, 1,500 Adam steps
 x 3 seeds, compute-bound) and its evaluation compile remain.
+On a quiet machine afterwards (``/usr/bin/time jaxpapers reproduce P04 --quick``, nothing
+else running): 96.8 s wall, 140.6 CPU-s (141 s before): 7% over the 90 s budget. Next levers:
+one training program for conditional / GFT / MG (~8 CPU-s of compile) and the DPO stage's
+compile (~12 CPU-s inside the evaluation program).
 """
 
 from __future__ import annotations
