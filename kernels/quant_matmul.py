@@ -52,6 +52,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import pallas as pl
 from jaxpapers_kernels._backend import default_interpret
 from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash
@@ -116,13 +117,18 @@ def pack_codes(codes: jax.Array, bits: int) -> jax.Array:
     return jax.lax.bitcast_convert_type(packed.astype(jnp.uint8), jnp.int8)
 
 
-def unpack_codes(packed: jax.Array, bits: int) -> jax.Array:
-    """Inverse of :func:`pack_codes`: ``[K bits / 8, N]`` int8 to ``[K, N]`` int32 codes."""
+def unpack_codes(packed: jax.Array | np.ndarray, bits: int) -> jax.Array | np.ndarray:
+    """Inverse of :func:`pack_codes`: ``[K bits / 8, N]`` int8 to ``[K, N]`` int32 codes.
+
+    A NumPy ``packed`` is unpacked with NumPy on the host (no eager per-shape compiles when a
+    model's layers are repacked outside ``jit``); anything else with ``jax.numpy``.
+    """
+    xp = np if isinstance(packed, np.ndarray) else jnp
     per = 8 // bits
-    u = packed.astype(jnp.int32) & 0xFF
+    u = packed.astype(xp.int32) & 0xFF
     parts = [(u >> (bits * t)) & ((1 << bits) - 1) for t in range(per)]
     rows, n = packed.shape
-    return jnp.stack(parts, axis=1).reshape(rows * per, n)
+    return xp.stack(parts, axis=1).reshape(rows * per, n)
 
 
 def lowrank_scale_noise(

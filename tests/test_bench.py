@@ -79,9 +79,8 @@ def test_paired_time_ratio_settle_times_only_the_settled_call(monkeypatch):
     assert state["calls"] == {"fn": 12, "base": 12}
     # Without settling, the ABBA order times half the calls right after the other callable.
     unsettled = bench.paired_time_ratio(fn, base, repeats=4, warmup=0)
-    assert unsettled["time"] == pytest.approx(0.4) and unsettled["baseline_time"] == pytest.approx(
-        0.2
-    )
+    assert unsettled["time"] == pytest.approx(0.4)
+    assert unsettled["baseline_time"] == pytest.approx(0.2)
 
 
 def test_executable_memory_counts_arguments_and_outputs():

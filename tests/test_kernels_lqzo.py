@@ -171,6 +171,9 @@ def test_pack_roundtrip_and_layout(bits, rng):
     want = sum(codes[t::per].astype(np.int64) << (bits * t) for t in range(per))
     np.testing.assert_array_equal(packed.view(np.uint8), want)
     np.testing.assert_array_equal(np.asarray(unpack_codes(jnp.asarray(packed), bits)), codes)
+    host = unpack_codes(packed, bits)  # NumPy in, NumPy out (host path, no compile)
+    assert isinstance(host, np.ndarray)
+    np.testing.assert_array_equal(host, codes)
 
 
 # ---- fused perturbed quantized matmul -----------------------------------------------------

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jaxpapers_kernels.quant_matmul import unpack_codes
 
 from jaxpapers.core.experiment import Context
 from jaxpapers.core.pytrees import FAST_COMPILE
@@ -58,17 +59,12 @@ def one_byte_codes(model: nnx.Module) -> nnx.Module:
     The codes, scales and zero points are unchanged (an INT2 layer keeps its 4-level grid and
     its dequantized weight is the same), but INT4 and INT2 models then have the same structure
     and array shapes, so one compiled program serves both bit widths. Packing only saves memory,
-    which these small models do not need. Unpacked on the host (NumPy, the layout of
-    :func:`jaxpapers_kernels.quant_matmul.unpack_codes`): eager jnp would compile every op once
-    per weight shape.
+    which these small models do not need. Unpacked on the host (``unpack_codes`` of a NumPy
+    array): eager jnp would compile every op once per weight shape.
     """
     for _, m in nnx.iter_modules(model):
         if isinstance(m, QuantizedLinear) and m.bits != 8:
-            bits, per = m.bits, 8 // m.bits
-            packed = np.asarray(m.codes.get_value()).astype(np.int32) & 0xFF
-            parts = [(packed >> (bits * t)) & ((1 << bits) - 1) for t in range(per)]
-            rows, n = packed.shape
-            codes = np.stack(parts, axis=1).reshape(rows * per, n)
+            codes = unpack_codes(np.asarray(m.codes.get_value()), m.bits)
             # 8-bit "packing" is the code itself, stored as the bits of a uint8 in an int8.
             m.codes.set_value(jnp.asarray(codes.astype(np.uint8).view(np.int8)))
             m.bits = 8
