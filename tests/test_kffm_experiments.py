@@ -72,6 +72,7 @@ def test_p06_smoke_run(tmp_path):
         "mmd_ns2d",
         "evals_burgers",
         "kernels_pde",
+        "kernels_pde_2d",
         "pairing_draws",
     ]
     for exp in saved["experiments"]:
@@ -118,40 +119,49 @@ def test_p06_smoke_run(tmp_path):
     data = np.asarray(exps["mmd_reaction_diffusion"]["extras"]["samples"]["data"])
     assert data.shape == (6, 32) and data.std(axis=1).min() > 0.1  # no constant profiles
 
-    # kernels_pde: the rows are the PDE experiments' rows, and its verdict follows from them.
-    pde = {r["method"]: r for r in exps["kernels_pde"]["rows"]}
-    expected_rows = {f"{d}/{m}" for d in ("burgers", "reaction_diffusion") for m in ONE_D}
-    expected_rows |= {f"{d}/{m}" for d in ("heat2d", "ns2d") for m in TWO_D}
-    expected_rows |= {
-        f"{d}/data_floor" for d in ("burgers", "reaction_diffusion", "heat2d", "ns2d")
-    }
-    assert set(pde) == expected_rows
-    for name in ("burgers", "reaction_diffusion", "heat2d", "ns2d"):
-        for r in exps[f"mmd_{name}"]["rows"]:
-            assert pde[f"{name}/{r['method']}"]["seeds"] == r["seeds"]
-    per_dataset = []
-    for d, kernels in (
-        ("burgers", ("kffm_sobolev", "kffm_signature")),
-        ("reaction_diffusion", ("kffm_sobolev", "kffm_signature")),
-        ("heat2d", ("kffm_sobolev",)),
-        ("ns2d", ("kffm_sobolev",)),
+    # kernels_pde (1-D) and kernels_pde_2d: the rows are the PDE experiments' rows, and each
+    # verdict follows from them.
+    for exp_id, plan in (
+        (
+            "kernels_pde",
+            (
+                ("burgers", ONE_D, ("kffm_sobolev", "kffm_signature")),
+                ("reaction_diffusion", ONE_D, ("kffm_sobolev", "kffm_signature")),
+            ),
+        ),
+        (
+            "kernels_pde_2d",
+            (("heat2d", TWO_D, ("kffm_sobolev",)), ("ns2d", TWO_D, ("kffm_sobolev",))),
+        ),
     ):
-        wins = []
-        for k in kernels:
-            parts = [
-                _better(pde[f"{d}/{k}"], pde[f"{d}/{b}"], pde[f"{d}/data_floor"])
-                for b in ("kffm_rbf", "ot_euclid")
-            ]
-            wins.append(
-                HOLDS if all(p == HOLDS for p in parts) else FAILS if FAILS in parts else UNSURE
+        pde = {r["method"]: r for r in exps[exp_id]["rows"]}
+        expected_rows = {f"{d}/{m}" for d, methods, _ in plan for m in methods}
+        expected_rows |= {f"{d}/data_floor" for d, _, _ in plan}
+        assert set(pde) == expected_rows
+        per_dataset = []
+        for d, _, kernels in plan:
+            for r in exps[f"mmd_{d}"]["rows"]:
+                assert pde[f"{d}/{r['method']}"]["seeds"] == r["seeds"]
+            wins = []
+            for k in kernels:
+                parts = [
+                    _better(pde[f"{d}/{k}"], pde[f"{d}/{b}"], pde[f"{d}/data_floor"])
+                    for b in ("kffm_rbf", "ot_euclid")
+                ]
+                wins.append(
+                    HOLDS if all(p == HOLDS for p in parts) else FAILS if FAILS in parts else UNSURE
+                )
+            per_dataset.append(
+                HOLDS if HOLDS in wins else FAILS if all(w == FAILS for w in wins) else UNSURE
             )
-        per_dataset.append(
-            HOLDS if HOLDS in wins else FAILS if all(w == FAILS for w in wins) else UNSURE
+        want = (
+            HOLDS
+            if all(v == HOLDS for v in per_dataset)
+            else FAILS
+            if FAILS in per_dataset
+            else UNSURE
         )
-    want = (
-        HOLDS if all(v == HOLDS for v in per_dataset) else FAILS if FAILS in per_dataset else UNSURE
-    )
-    assert exps["kernels_pde"]["verdict"] == want
+        assert exps[exp_id]["verdict"] == want
 
     # evals_burgers: each row is the steps-to-tolerance of that model's path-error curve.
     ev = exps["evals_burgers"]
@@ -186,6 +196,44 @@ def test_p06_smoke_run(tmp_path):
     # (Both runs in the subprocess: the first run's means are those saved in result.json.)
     assert runs["first"] == [[r["mean"] for r in e["rows"]] for e in saved["experiments"]]
     assert runs["again"] == runs["first"]
+
+
+def test_p06_sizes_of_the_experiments():
+    """Quick mode runs the 1-D family only; the 2-D family at smoke and --full; the ``long_*``
+    study (quick sizes trained longer, CPU-sized) at --full only, on families of its own (own
+    checkpoints and scores) that differ from the quick ones in the number of steps alone."""
+    import dataclasses
+
+    from jaxpapers.core.experiment import experiments_for
+    from jaxpapers.kffm import experiments as E
+
+    exps = {e.id: e for e in experiments_for("P06")}
+    quick = sorted(i for i, e in exps.items() if "quick" in e.sizes)
+    assert quick == sorted(
+        [
+            "mmd_gp_mixture",
+            "mmd_oscillator",
+            "mmd_burgers",
+            "mmd_reaction_diffusion",
+            "evals_burgers",
+            "kernels_pde",
+            "pairing_draws",
+        ]
+    )
+    for i in ("mmd_heat2d", "mmd_ns2d", "kernels_pde_2d"):
+        assert exps[i].sizes == ("smoke", "full")
+    long_ids = [i for i in exps if i.startswith("long_")]
+    assert len(long_ids) == 9 and all(exps[i].sizes == ("full",) for i in long_ids)
+    for short, long, steps in (
+        (E.FAMILY_1D, E.FAMILY_1D_LONG, 2000),
+        (E.FAMILY_2D, E.FAMILY_2D_LONG, 1000),
+    ):
+        assert long.name != short.name and long.datasets == short.datasets
+        assert long.sizes["full"] == dataclasses.replace(short.sizes["quick"], steps=steps)
+    # Each long experiment reads the long families' scores, with the same rows as its short twin.
+    for i in long_ids:
+        assert exps[i].baselines == exps[i[len("long_") :]].baselines
+        assert exps[i].methods == exps[i[len("long_") :]].methods
 
 
 def test_any_of_rule():

@@ -7,7 +7,8 @@ Data sets, each scaled to unit variance:
   stochastic-oscillator paths, viscous Burgers solutions and Allen-Cahn reaction-diffusion
   solutions; five pairings (``ffm`` independent, ``ot_euclid`` Euclidean OT on the grid,
   ``kffm_rbf``, ``kffm_sobolev``, ``kffm_signature``), FNO1d.
-* 2-D (16 x 16 in quick mode, 32 x 32 in ``--full``): 2-D heat-equation fields and 2-D
+* 2-D (smoke and ``--full`` only; 16 x 16 in the ``long_*`` CPU study, 32 x 32 at ``--full``
+  size): 2-D heat-equation fields and 2-D
   Navier-Stokes vorticity fields (the FNO benchmark in miniature: Kolmogorov-type forcing,
   viscosity 1e-3, time 5, solved on a 2x finer grid) on the periodic unit square, a 2-D GP
   prior, FNO2d, and the four pairings that apply to fields (the signature kernel is a path kernel,
@@ -92,6 +93,29 @@ running): 145.4 s wall, 197.9 CPU-s (136 s wall before this sitting's changes, m
 day before). A rerun with the scoring back on ``vmap`` took 174.7 s wall (235.7 CPU-s) right
 after, so ``lax.map`` stays; wall times of one quick run vary by 10-20% on this machine.
 
+Session 8 (issue 11): quick mode runs the 1-D family only. Measured per family in separate
+processes (load ~4-5, user + sys CPU-s): the 1-D family 88.6, the 2-D family 91.1 (data 11 of
+which Navier-Stokes 8.7; eager model initialisation 7; training-step compile ~9 and 79 steps
+~18; scoring 26, of which the HSD extra 5), the pair draws 24 (10 unique). A quick run of every
+experiment costs ~200 CPU-s (145 s wall quiet); without the 2-D family ~110. The 2-D tables
+were inconclusive at quick size, the models undertrained, and they are what a quick run cannot
+resolve anyway, so ``mmd_heat2d``, ``mmd_ns2d`` and the 2-D half of the PDE-kernel comparison
+(now ``kernels_pde_2d``; ``kernels_pde`` keeps Burgers and Allen-Cahn) run at smoke and
+``--full`` only. Their last quick numbers (3 seeds, mean +- std): heat2d FFM 0.0307 +- 0.0005,
+Euclidean OT 0.0250 +- 0.0025, kFFM-RBF 0.0258 +- 0.0023, kFFM-Sobolev 0.0270 +- 0.0034, floor
+0.00003 +- 0.0028; ns2d FFM 0.108 +- 0.010, Euclidean OT 0.105 +- 0.013, kFFM-RBF 0.105 +-
+0.013, kFFM-Sobolev 0.104 +- 0.014, floor 0.0002 +- 0.0034; all inconclusive (kernels_pde too).
+Also: the FNOs are built by one jitted initialiser instead of ~100 eagerly compiled ones (1-D
+5.2 -> 0.9 CPU-s, 2-D 7.1 -> 1.1; weights within one float32 ulp of the eager build); the 1-D
+rows moved by at most 0.0006 seed std, every verdict unchanged. Whole quick run: 101 CPU-s at
+load ~4.4 (148 s wall there); the quiet wall time is in the README.
+
+Longer training on a CPU (issue 11's "--full trains to convergence"): the ``long_*``
+experiments are the quick test beds trained ``LONG_STEPS`` steps (2,000 in 1-D, 1,000 in 2-D;
+same grids, widths, data, seeds and rules, families of their own with their own checkpoints and
+scores), registered for ``--full`` only; ``results/full/P06`` holds such a run with its command.
+The full sizes proper (128-point grids, FNO width 64, 5,000 steps) are meant for an accelerator.
+
 Layout: ``__init__`` holds the registrations and the size tables; data sets, pairings and the
 prior in ``_data.py``, training in ``_train.py``, scoring in ``_score.py``, the pair-draw
 statistics in ``_draws.py``, the floor-aware rule in ``_rules.py``, plots in ``_plots.py``.
@@ -100,8 +124,10 @@ statistics in ``_draws.py``, the floor-aware rule in ``_rules.py``, plots in ``_
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
+from jaxpapers.core.experiment import SIZES as SIZE_NAMES
 from jaxpapers.core.experiment import (
     AllOf,
     AnyOf,
@@ -174,6 +200,22 @@ FAMILY_2D = Family(
     curves=(),
 )  # fmt: skip
 FAMILIES = (FAMILY_1D, FAMILY_2D)
+# The 2-D family's experiments run at smoke and --full sizes only (budget, issue 11).
+NOT_QUICK = ("smoke", "full")
+
+
+def _long(fam: Family, steps: int) -> Family:
+    """``fam`` at its quick sizes trained ``steps`` steps: the CPU-sized ``--full`` study of
+    longer training (experiments ``long_*``; its ``full`` entry is the only one they run)."""
+    quick = fam.sizes["quick"]
+    sizes = {"smoke": fam.sizes["smoke"], "quick": quick}
+    sizes["full"] = dataclasses.replace(quick, steps=steps)
+    return dataclasses.replace(fam, name=f"{fam.name}_long", sizes=sizes)
+
+
+LONG_STEPS = {"1d": 2000, "2d": 1000}
+FAMILY_1D_LONG = _long(FAMILY_1D, LONG_STEPS["1d"])
+FAMILY_2D_LONG = _long(FAMILY_2D, LONG_STEPS["2d"])
 PDE_DATASETS = ("burgers", "reaction_diffusion", "heat2d", "ns2d")
 # The data-vs-data row of every MMD table: MMD between two random halves of the held-out set.
 FLOOR = "data_floor"
@@ -182,8 +224,8 @@ FLOOR = "data_floor"
 PATH_TOL = 0.1
 
 
-def _family_of(dataset: str) -> Family:
-    for fam in FAMILIES:
+def _family_of(dataset: str, families: tuple[Family, ...] = FAMILIES) -> Family:
+    for fam in families:
         if dataset in fam.datasets:
             return fam
     raise ValueError(f"unknown data set {dataset!r}")
@@ -198,9 +240,8 @@ def _results(ctx: Context, fam: Family) -> dict[str, Any]:
     return results(ctx, fam, _sizes(ctx, fam))
 
 
-def _mmd_run(dataset: str):
+def _mmd_run(dataset: str, fam: Family):
     def run(ctx: Context) -> Outcome:
-        fam = _family_of(dataset)
         res = _results(ctx, fam)[dataset]
         extras = {k: res[k] for k in ("density_mse", "spectrum_mse", "hsd_rbf", "nfe", "samples")}
         extras["mmd_prior"] = res["mmd_prior"]
@@ -213,10 +254,10 @@ def _mmd_run(dataset: str):
     return run
 
 
-def _evals_run(ctx: Context) -> Outcome:
+def _evals_run(ctx: Context, fam: Family = FAMILY_1D) -> Outcome:
     """Euler steps each Burgers model needs to come within ``PATH_TOL`` of its own adaptive
     solution (RMS per grid point, same prior draws), per method and seed."""
-    res = _results(ctx, FAMILY_1D)
+    res = _results(ctx, fam)
     ks, errs = res["euler_steps"], res["burgers"]["euler_path_err"]
     values = {
         m: [steps_to_tolerance(ks, e, PATH_TOL) for e in per_seed] for m, per_seed in errs.items()
@@ -238,7 +279,8 @@ def _evals_run(ctx: Context) -> Outcome:
         "mmd_curves": res["burgers"]["euler_mmd"],
         "mmd_targets": targets,
         "steps_to_mmd_target": mmd_steps,
-        "n_curve": _sizes(ctx, FAMILY_1D).n_curve,
+        "n_curve": _sizes(ctx, fam).n_curve,
+        "training_steps": _sizes(ctx, fam).steps,
     }
     return Outcome(values=values, extras=extras)
 
@@ -247,22 +289,25 @@ def _row(dataset: str, method: str) -> str:
     return f"{dataset}/{method}"
 
 
-def _pde_rows() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Baseline and method rows of ``kernels_pde``: every pairing of every PDE data set."""
+def _pde_rows(
+    datasets: tuple[str, ...], families: tuple[Family, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Baseline and method rows of a ``kernels_pde`` experiment: every pairing of every PDE
+    data set in ``datasets``."""
     baselines, methods = [], []
-    for d in PDE_DATASETS:
-        for m in _family_of(d).methods:
+    for d in datasets:
+        for m in _family_of(d, families).methods:
             (methods if m in FUNCTION_SPACE_KERNELS else baselines).append(_row(d, m))
         baselines.append(_row(d, FLOOR))
     return tuple(baselines), tuple(methods)
 
 
-def _pde_rule() -> AllOf:
+def _pde_rule(datasets: tuple[str, ...], families: tuple[Family, ...]) -> AllOf:
     """Per PDE data set: some function-space kernel beats kFFM-RBF (L2) and Euclidean OT, beyond
     the seed spread and that data set's MMD floor."""
     per_dataset = []
-    for d in PDE_DATASETS:
-        candidates = [m for m in _family_of(d).methods if m in FUNCTION_SPACE_KERNELS]
+    for d in datasets:
+        candidates = [m for m in _family_of(d, families).methods if m in FUNCTION_SPACE_KERNELS]
         wins = [
             AllOf(
                 tuple(
@@ -276,15 +321,18 @@ def _pde_rule() -> AllOf:
     return AllOf(tuple(per_dataset))
 
 
-def _kernels_pde_run(ctx: Context) -> Outcome:
-    values: dict[str, list[float]] = {}
-    per_dataset: dict[str, dict[str, list[float]]] = {}
-    for d in PDE_DATASETS:
-        res = _results(ctx, _family_of(d))[d]
-        per_dataset[d] = {**res["mmd"], FLOOR: res["mmd_floor"]}
-        for m, v in per_dataset[d].items():
-            values[_row(d, m)] = v
-    return Outcome(values=values, extras={"datasets": list(PDE_DATASETS), "mmd": per_dataset})
+def _kernels_pde_run(datasets: tuple[str, ...], families: tuple[Family, ...]):
+    def run(ctx: Context) -> Outcome:
+        values: dict[str, list[float]] = {}
+        per_dataset: dict[str, dict[str, list[float]]] = {}
+        for d in datasets:
+            res = _results(ctx, _family_of(d, families))[d]
+            per_dataset[d] = {**res["mmd"], FLOOR: res["mmd_floor"]}
+            for m, v in per_dataset[d].items():
+                values[_row(d, m)] = v
+        return Outcome(values=values, extras={"datasets": list(datasets), "mmd": per_dataset})
+
+    return run
 
 
 def _best_of(best: str) -> AllOf:
@@ -324,57 +372,87 @@ _MMD_CLAIMS = (
     ),
 )
 
-for _mmd_data, _mmd_kernel, _mmd_subject in _MMD_CLAIMS:
-    _fam = _family_of(_mmd_data)
+_PDE_CLAIM = (
+    "Function-space-aware kernels are best on PDE data: on each of {names}, the better of the "
+    "Sobolev and signature kernels (Sobolev only in 2-D) has lower MMD than kFFM with an RBF "
+    "kernel on L2 and than Euclidean OT"
+)
+_PDE_NAMES = {
+    "1d": "Burgers and Allen-Cahn",
+    "2d": "2-D heat and 2-D Navier-Stokes",
+}
+
+
+def _register_family_experiments(prefix: str, families: tuple[Family, ...], sizes) -> None:
+    """The MMD tables, the evaluation experiment and the PDE-kernel comparisons of ``families``
+    (ids ``<prefix>mmd_<data set>``, ``<prefix>evals_burgers``, ``<prefix>kernels_pde[_2d]``);
+    ``sizes(fam)`` gives each family's run sizes."""
+    note = (
+        ""
+        if not prefix
+        else f" (quick sizes trained {LONG_STEPS['1d']:,} steps in 1-D, "
+        f"{LONG_STEPS['2d']:,} in 2-D)"
+    )
+    for data, kernel, subject in _MMD_CLAIMS:
+        fam = _family_of(data, families)
+        register(
+            Experiment(
+                paper=PAPER,
+                id=f"{prefix}mmd_{data}",
+                claim=f"{subject} has lower MMD than FFM and than Euclidean minibatch-OT "
+                f"pairing{note}",
+                metric=_METRIC,
+                lower_is_better=True,
+                baselines=(*BASELINES, FLOOR),
+                methods=tuple(m for m in fam.methods if m not in BASELINES),
+                rule=_best_of(kernel),
+                run=_mmd_run(data, fam),
+                plot=plot_samples if fam.ndim == 1 else plot_fields,
+                sizes=sizes(fam),
+            )
+        )
+    fam_1d = families[0]
     register(
         Experiment(
             paper=PAPER,
-            id=f"mmd_{_mmd_data}",
-            claim=f"{_mmd_subject} has lower MMD than FFM and than Euclidean minibatch-OT pairing",
-            metric=_METRIC,
+            id=f"{prefix}evals_burgers",
+            claim="Straighter paths: kFFM (Sobolev) needs fewer Euler steps than FFM to integrate "
+            "its learned flow on Burgers to a fixed accuracy (RMS distance per grid point to the "
+            f"same model's adaptive Tsit5 endpoints <= {PATH_TOL:g}, data at unit variance)"
+            f"{note}",
+            metric="Euler steps (= field evaluations) to reach the tolerance, log-log "
+            "interpolated on the step grid (first-order extrapolation beyond it)",
             lower_is_better=True,
-            baselines=(*BASELINES, FLOOR),
-            methods=tuple(m for m in _fam.methods if m not in BASELINES),
-            rule=_best_of(_mmd_kernel),
-            run=_mmd_run(_mmd_data),
-            plot=plot_samples if _fam.ndim == 1 else plot_fields,
+            baselines=BASELINES,
+            methods=KFFM,
+            rule=Better("kffm_sobolev", "ffm"),
+            run=functools.partial(_evals_run, fam=fam_1d),
+            plot=plot_evals,
+            sizes=sizes(fam_1d),
         )
     )
-register(
-    Experiment(
-        paper=PAPER,
-        id="evals_burgers",
-        claim="Straighter paths: kFFM (Sobolev) needs fewer Euler steps than FFM to integrate its "
-        "learned flow on Burgers to a fixed accuracy (RMS distance per grid point to the same "
-        f"model's adaptive Tsit5 endpoints <= {PATH_TOL:g}, data at unit variance)",
-        metric="Euler steps (= field evaluations) to reach the tolerance, log-log interpolated on "
-        "the step grid (first-order extrapolation beyond it)",
-        lower_is_better=True,
-        baselines=BASELINES,
-        methods=KFFM,
-        rule=Better("kffm_sobolev", "ffm"),
-        run=_evals_run,
-        plot=plot_evals,
-    )
-)
-_PDE_BASELINES, _PDE_METHODS = _pde_rows()
-register(
-    Experiment(
-        paper=PAPER,
-        id="kernels_pde",
-        claim="Function-space-aware kernels are best on PDE data: on each of Burgers, "
-        "Allen-Cahn, 2-D heat and 2-D Navier-Stokes, the better of the Sobolev and signature "
-        "kernels (Sobolev only in 2-D) has lower MMD than kFFM with an RBF kernel on L2 and than "
-        "Euclidean OT",
-        metric=_METRIC + "; rows are data set/pairing",
-        lower_is_better=True,
-        baselines=_PDE_BASELINES,
-        methods=_PDE_METHODS,
-        rule=_pde_rule(),
-        run=_kernels_pde_run,
-        plot=plot_kernels_pde,
-    )
-)
+    for fam in families:
+        datasets = tuple(d for d in PDE_DATASETS if d in fam.datasets)
+        baselines, methods = _pde_rows(datasets, families)
+        register(
+            Experiment(
+                paper=PAPER,
+                id=f"{prefix}kernels_pde" + ("_2d" if fam.ndim == 2 else ""),
+                claim=_PDE_CLAIM.format(names=_PDE_NAMES[f"{fam.ndim}d"]) + note,
+                metric=_METRIC + "; rows are data set/pairing",
+                lower_is_better=True,
+                baselines=baselines,
+                methods=methods,
+                rule=_pde_rule(datasets, families),
+                run=_kernels_pde_run(datasets, families),
+                plot=plot_kernels_pde,
+                sizes=sizes(fam),
+            )
+        )
+
+
+_register_family_experiments("", FAMILIES, lambda fam: SIZE_NAMES if fam.ndim == 1 else NOT_QUICK)
+_register_family_experiments("long_", (FAMILY_1D_LONG, FAMILY_2D_LONG), lambda fam: ("full",))
 
 
 def _draws_run(ctx: Context) -> Outcome:
