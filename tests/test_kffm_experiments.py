@@ -206,6 +206,7 @@ def test_p06_sizes_of_the_experiments():
 
     from jaxpapers.core.experiment import experiments_for
     from jaxpapers.kffm import experiments as E
+    from jaxpapers.kffm.experiments._data import make_pairing
 
     exps = {e.id: e for e in experiments_for("P06")}
     quick = sorted(i for i, e in exps.items() if "quick" in e.sizes)
@@ -223,7 +224,18 @@ def test_p06_sizes_of_the_experiments():
     for i in ("mmd_heat2d", "mmd_ns2d", "kernels_pde_2d"):
         assert exps[i].sizes == ("smoke", "full")
     long_ids = [i for i in exps if i.startswith("long_")]
-    assert len(long_ids) == 9 and all(exps[i].sizes == ("full",) for i in long_ids)
+    assert len(long_ids) == 11 and all(exps[i].sizes == ("full",) for i in long_ids)
+    draw_ids = ["long_draw_evals_burgers", "long_draw_mmd_burgers"]
+    assert all(i in long_ids for i in draw_ids)
+    # The draw study: the same pairings drawn with and without replacement, on the 1-D data.
+    assert E.FAMILY_DRAW_LONG.sizes == E.FAMILY_1D_LONG.sizes
+    assert E.FAMILY_DRAW_LONG.name not in (E.FAMILY_1D_LONG.name, E.FAMILY_1D.name)
+    for i in draw_ids:
+        assert exps[i].methods == ("ot_euclid_perm", "kffm_sobolev_perm")
+    for name in E.FAMILY_DRAW_LONG.methods:
+        pairing = make_pairing(name, E.FAMILY_DRAW_LONG)
+        assert pairing.replace is (not name.endswith("_perm"))
+    long_ids = [i for i in long_ids if i not in draw_ids]
     for short, long, steps in (
         (E.FAMILY_1D, E.FAMILY_1D_LONG, 2000),
         (E.FAMILY_2D, E.FAMILY_2D_LONG, 1000),

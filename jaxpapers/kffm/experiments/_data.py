@@ -26,6 +26,24 @@ METHODS: dict[str, Callable[[], Any]] = {
     "kffm_rbf": lambda: KernelOTPairing(RBFKernel()),
     "kffm_sobolev": lambda: KernelOTPairing(SobolevKernel(derivative_weight=0.01)),
     "kffm_signature": lambda: KernelOTPairing(SignatureKernel(depth=3)),
+    # The same plans drawn without replacement (a permutation that follows the plan; the
+    # ``long_draw_*`` study).
+    "ot_euclid_perm": lambda: EuclideanOTPairing(replace=False),
+    "kffm_sobolev_perm": lambda: KernelOTPairing(
+        SobolevKernel(derivative_weight=0.01), replace=False
+    ),
+}
+
+
+# PRNG seed of each data set (its training and held-out functions), whichever family trains on it:
+# 1234 + its position in the quick families (so the long and draw studies see the same data).
+DATA_SEEDS = {
+    "gp_mixture": 1234,
+    "oscillator": 1235,
+    "burgers": 1236,
+    "reaction_diffusion": 1237,
+    "heat2d": 1234,
+    "ns2d": 1235,
 }
 
 

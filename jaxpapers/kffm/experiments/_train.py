@@ -15,7 +15,7 @@ import optax
 from jaxpapers.core.experiment import Context
 from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.kffm import regression_loss
-from jaxpapers.kffm.experiments._data import Family, Sizes, dataset, make_pairing, prior
+from jaxpapers.kffm.experiments._data import DATA_SEEDS, Family, Sizes, dataset, make_pairing, prior
 
 
 def make_models(sizes: Sizes, seeds: list[int], n_copies: int, ndim: int = 1):
@@ -82,8 +82,8 @@ def train_all(ctx: Context, fam: Family, sizes: Sizes) -> Trained:
     pairings = [make_pairing(name, fam) for name in fam.methods]
     data = np.stack(
         [
-            dataset(name, 1234 + i, sizes.n_train + sizes.n_test, sizes.grid)
-            for i, name in enumerate(fam.datasets)
+            dataset(name, DATA_SEEDS[name], sizes.n_train + sizes.n_test, sizes.grid)
+            for name in fam.datasets
         ]
     )
     train_x, test_x = data[:, : sizes.n_train], data[:, sizes.n_train :]
