@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 from flax import nnx
-from helpers import FAST_COMPILE, tolerance
+from helpers import FAST_COMPILE, assert_trees_close, tolerance
 
 from jaxpapers.core.diffusion import CountingDenoiser, VPSchedule, sample_ddim
 from jaxpapers.core.nn.mlp import MLPDenoiser
@@ -27,6 +27,7 @@ from jaxpapers.scale import (
     conditional_loss,
     dpo_loss,
     fit,
+    fit_many,
     frechet_distance,
     gft_loss,
     mg_loss,
@@ -228,6 +229,28 @@ def test_fit_vmap_over_seeds_matches_single_runs_and_scale_runs():
     )(ps, keys)
     np.testing.assert_allclose(res.losses[1], single.losses, rtol=1e-4, atol=1e-5)
     assert bool(jnp.all(res.finite)) and res.losses.shape == (2, 10)
+
+
+def test_fit_many_matches_fit_of_each_method():
+    net, ps = _net()
+    mix = checkerboard_mixture(2)
+    methods = (Method("conditional"), Method("gft"), Method("mg", w=2.0, warmup=3))
+    p0, key = _p(ps, 0), jax.random.key(3)
+    kw = dict(key=key, steps=6, batch=16)
+    # One program: the shared loop and the three separate ones.
+    many, single = jax.jit(
+        lambda p: (
+            fit_many(net, methods, p, mix, **kw),
+            [fit(net, m, p, mix, **kw) for m in methods],
+        ),
+        compiler_options=FAST_COMPILE,
+    )(p0)
+    assert many.losses.shape == (3, 6) and many.finite.tolist() == [True] * 3
+    for i, s in enumerate(single):  # equal up to float32 round-off (other batching)
+        np.testing.assert_allclose(many.losses[i], s.losses, rtol=1e-5, atol=1e-6)
+        assert_trees_close(jax.tree.map(lambda a, i=i: a[i], many.params), s.params)
+    with pytest.raises(ValueError, match="kinds"):
+        fit_many(net, (Method("scale"),), p0, mix, **kw)
 
 
 # ------------------------------------------------------------------ DPO, AR, metrics

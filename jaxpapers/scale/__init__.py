@@ -92,6 +92,11 @@ samplers stay on the core's diffrax DDIM solver (the design's promise); a ``lax.
 DDIM step gives identical samples for about 2.5x less trace and compile time per sampler copy
 (measured: trace 1.6 -> 0.2, compile 3.8 -> 1.4 CPU-s), a cost the diffrax drive adds to every
 sampler.
+Issue 12's fourth pass (``experiments/__init__.py``) trained conditional, GFT and MG in one loop
+(:func:`fit_many`), gave the DPO stage a program of its own and replaced the k-NN recall's sort by
+an exact selection: 4-10% fewer CPU-s in paired quick runs under load (base 125.4 / 142.0 / 122.6,
+new 119.8 / 133.1 / 109.9), every verdict identical and every row within float32 round-off; quick
+mode's remaining cost is the four methods' compute-bound training (~46 CPU-s) and the compiles.
 
 Example::
 
@@ -136,7 +141,7 @@ from jaxpapers.scale._metrics import MixtureMetrics, frechet_distance, mixture_m
 from jaxpapers.scale._mixture import ClassMixture, checkerboard_mixture
 from jaxpapers.scale._network import Denoiser, mlp_denoiser, unet_denoiser
 from jaxpapers.scale._sampling import sample_cfg, sample_one_pass
-from jaxpapers.scale._train import ArrayData, FitResult, Method, fit, self_samples
+from jaxpapers.scale._train import ArrayData, FitResult, Method, fit, fit_many, self_samples
 
 __all__ = [
     "ARMethod",
@@ -160,6 +165,7 @@ __all__ = [
     "dpo_loss",
     "drop_labels",
     "fit",
+    "fit_many",
     "frechet_distance",
     "gft_loss",
     "mg_loss",

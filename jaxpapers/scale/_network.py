@@ -19,6 +19,7 @@ from jaxtyping import Array, Float, Int, PyTree
 from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.core.nn.mlp import MLPDenoiser
 from jaxpapers.core.nn.unet import UNet
+from jaxpapers.core.pytrees import FAST_COMPILE
 
 #: The default variance-preserving schedule of every sampler and loop here.
 DEFAULT_SCHEDULE = VPSchedule()
@@ -57,7 +58,9 @@ def _split(make: Callable[[], nnx.Module], seed_keys: Array) -> tuple[Any, PyTre
     def init(seed):
         return nnx.split(make(jax.random.key(seed)), nnx.Param)[1]
 
-    return graphdef, jax.jit(jax.vmap(init))(seed_keys)
+    # Random initialisation only: FAST_COMPILE (measured: compile 3.1 -> 1.4 CPU-s for the 2-D
+    # mixture's MLP; parameters within 6e-8 of the fully optimised program's).
+    return graphdef, jax.jit(jax.vmap(init), compiler_options=FAST_COMPILE)(seed_keys)
 
 
 def mlp_denoiser(

@@ -62,6 +62,34 @@ On a quiet machine afterwards (``/usr/bin/time jaxpapers reproduce P04 --quick``
 else running): 96.8 s wall, 140.6 CPU-s (141 s before): 7% over the 90 s budget. Next levers:
 one training program for conditional / GFT / MG (~8 CPU-s of compile) and the DPO stage's
 compile (~12 CPU-s inside the evaluation program).
+
+Issue 12, fourth pass (both levers taken and two more; measured under load): conditional, GFT and MG
+train in one loop (``fit_many``: the three gradient passes as one network call vmapped over the
+methods, GFT's and MG's stop-gradient passes as another, the same arithmetic as three loops);
+SCALE's DPO stage is a program of its own (inside the evaluation program it added 2.0 trace + 14.3
+compile + 3.2 run CPU-s, alone 1.4 + 7.6 + 2.3); the k-NN recall's k-th-neighbour distance is a
+selection (k rounds of removing a minimum) instead of XLA's CPU sort of [512, 512] rows (exact
+values, ~10x faster); the network initialisation compiles with FAST_COMPILE (3.1 -> 1.4 CPU-s,
+parameters within 6e-8). The shared loop saved less than hoped: alone (200 steps) it compiled in 7.9
+CPU-s against 18.2 for the three loops as separate programs, but inside the one training program
+(with SCALE's loop) the compile went only from 19.3 / 18.5 to 18.6 / 16.7 CPU-s (two fresh processes
+each), its run unchanged (62.4 vs 61.6 CPU-s in one process). Whole quick run, base and new
+alternately (``/usr/bin/time jaxpapers reproduce P04 --quick``, load average 6-7, then 3 on the 2
+cores): base 125.4, 142.0 and 122.6 CPU-s, new 119.8, 133.1 and 109.9, i.e. 4-10% less (7% on the
+means). Every verdict identical; every row mean within float32 round-off (per-seed changes <= 1.7e-5
+on the headline rows, 7.3e-5 on SCALE+DPO's log-likelihood, one seed's SCALE+DPO recall by 1/512),
+from the initialisation's round-off and the shared loop's batching. Quick mode stays over the aim:
+what is left is compute, the four methods' 1,500 Adam steps x 3 seeds (~46 CPU-s under load,
+FLOP-bound: measured alone, conditional 7.2, GFT 9.3, MG 11.2, SCALE 18.2 CPU-s, ~2.3 per
+forward-pass equivalent a step, a backward pass counted as two: 3, 4, 5 and 9 of them), and the
+compiles of the training (~17) and evaluation programs. Fewer steps do not work either: at 1,000
+steps (MLP 128 x 3, warmups 500) CFG reached -3.13, GFT -2.57, MG -3.83, SCALE -6.92 and
+``sanity_limits`` failed (CFG(w=3) error to the guided target 0.661 against 0.470 to the unguided
+one). On the wall clock the DPO, evaluation and sanity programs trace and compile while the training
+program runs (JAX dispatches it asynchronously), so their compile savings count less there than in
+CPU-s. A digits sample grid in quick mode would need the digits bed (U-Net denoisers for four
+methods and a held-out classifier, a test bed of its own), which does not fit the budget; quick
+mode's sample figure is the 2-D scatter (``mixture2d_precision.png``).
 """
 
 from __future__ import annotations

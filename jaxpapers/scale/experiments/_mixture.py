@@ -7,18 +7,20 @@ guidance scale of CFG and GFT (chosen at sampling time) is picked per seed on a 
 validation draw from ``W_GRID``; MG and SCALE train one fixed scale each. SCALE's Diffusion-DPO
 fine-tuning (pairs ranked by the true class log-likelihood) runs on the 2-D bed.
 
-The study is two jitted programs, plus a third on the 2-D bed: training (every method, vmapped
-over seeds; compiled with full optimisation, since it is where the compute is), evaluation (DPO,
-every sampler over the scale grid and both draws, scoring; little compute, but compiling it with
-``FAST_COMPILE`` slowed its run more than it saved, so only smoke sizes do,
-``Sizes.fast_compile_light``) and, on the 2-D bed, the ``sanity_limits`` loss limits and
-guided-target errors of the trained conditional model (a few forward passes: always
-``FAST_COMPILE``; measured under load, 5.2 CPU-s of compile alone against ~16 CPU-s added to the
-evaluation program's full-optimisation compile). No op-by-op dispatch. Each sampler appears
-once in the evaluation program, vmapped over one flat (job x seed) axis: every inlined copy of a
-DDIM sampler, and every vmap level around one, costs tracing and compile time of its own
-(measured on a loaded machine: a vmapped sampler ~3 CPU-s of compile, each of the four training
-loops 6-11 CPU-s).
+The study is two jitted programs, plus two more on the 2-D bed: training (every method, vmapped
+over seeds; conditional, GFT and MG in one shared loop, ``fit_many``, SCALE in its own; compiled
+with full optimisation, since it is where the compute is), on the 2-D bed SCALE's Diffusion-DPO
+(its pair draws and fine-tuning loop: inside the evaluation program it added ~14 CPU-s of
+compile, alone it costs ~8; measured under load), evaluation (every sampler over the scale grid
+and both draws, scoring; little compute, but compiling it with ``FAST_COMPILE`` slowed its run
+more than it saved, so only smoke sizes do, ``Sizes.fast_compile_light``) and, on the 2-D bed,
+the ``sanity_limits`` loss limits and guided-target errors of the trained conditional model (a
+few forward passes: always ``FAST_COMPILE``; measured under load, 5.2 CPU-s of compile alone
+against ~16 CPU-s added to the evaluation program's full-optimisation compile). No op-by-op
+dispatch. Each sampler appears once in the evaluation program, vmapped over one flat (job x
+seed) axis: every inlined copy of a DDIM sampler, and every vmap level around one, costs tracing
+and compile time of its own (measured on a loaded machine: a vmapped sampler ~3 CPU-s of
+compile, each of the four training loops 6-11 CPU-s).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from jaxpapers.scale import (
     checkerboard_mixture,
     dpo_fit,
     fit,
+    fit_many,
     mixture_metrics,
     mlp_denoiser,
     rank_pairs,
@@ -110,22 +113,34 @@ def mixture_study(
     }
 
     def train(init, train_keys):
-        trained = {}
-        for name, method in methods.items():
-            res = jax.vmap(
-                lambda p, k, m=method: fit(
-                    net, m, p, mix, key=k, steps=sizes.steps, batch=sizes.batch
-                )
-            )(init, train_keys)
-            trained[name] = res.params[0] if name == "scale" else res.params
+        # Conditional, GFT and MG share one loop (``fit_many``: the same batches at the same
+        # key, one compiled network pass for the three); SCALE has its own.
+        names = ("conditional", "gft", "mg")
+        res = jax.vmap(
+            lambda p, k: fit_many(
+                net,
+                tuple(methods[n] for n in names),
+                p,
+                mix,
+                key=k,
+                steps=sizes.steps,
+                batch=sizes.batch,
+            )
+        )(init, train_keys)  # leaves [seeds, methods, ...]
+        trained = {n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(names)}
+        scale = jax.vmap(
+            lambda p, k: fit(
+                net, methods["scale"], p, mix, key=k, steps=sizes.steps, batch=sizes.batch
+            )
+        )(init, train_keys)
+        trained["scale"] = scale.params[0]
         return trained
 
-    def evaluate(trained):
+    def evaluate(trained, tuned_dpo):
         ref = mix.sample(jax.random.key(7), labels)
         val_ref = mix.sample(jax.random.key(8), labels)
         k_test, k_val, k_sw = jax.random.key(11), jax.random.key(12), jax.random.key(13)
         nw, ns = len(W_GRID), len(seeds)
-        tuned_dpo = _dpo(net, mix, trained["scale"], sizes) if with_dpo else None
 
         # Every sampler appears once in the program, vmapped over one flat (job x seed) axis:
         # each inlined copy of a DDIM sampler, and each vmap level around it, costs compile time.
@@ -188,7 +203,11 @@ def mixture_study(
         return rows, chosen_w, exact, cfg1, shown
 
     trained = study_jit(train, sizes)(init, train_keys)
-    rows, chosen_w, exact, cfg1, shown = study_jit(evaluate, sizes, light=True)(trained)
+    # DPO (its sampler draws and its fine-tuning loop) is a program of its own: inside the
+    # evaluation program it added more compile time than it costs alone.
+    dpo = lambda p: _dpo(net, mix, p, sizes)
+    tuned = study_jit(dpo, sizes, light=True)(trained["scale"]) if with_dpo else None
+    rows, chosen_w, exact, cfg1, shown = study_jit(evaluate, sizes, light=True)(trained, tuned)
     if with_sanity:
         # The loss limits and the guided-target errors: a few forward passes, so their own
         # program compiled with FAST_COMPILE at every size (inside the evaluation program they
