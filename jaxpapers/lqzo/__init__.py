@@ -42,7 +42,11 @@ leaf seed), not from ``jax.random``: elementwise, so XLA fuses them into their c
 threefry lowers on XLA:CPU to a loop over whole-tensor counter arrays. On float MiniLM (batch
 8 x 32) that took the step's compiled peak from 360 MiB to 256 MiB, against 348 MiB for MeZO's
 Algorithm 1 written plainly with ``jax.random`` (``benchmarks/lqzo.py``), and made the step 1.9x
-faster than that plain version.
+faster than that plain version. ``share_direction=True`` (:func:`mezo`, :func:`qzo`,
+:func:`make_config`) trades that memory for speed: each leaf's ``z`` (same distribution, same
+values) is formed once per step behind ``jax.lax.optimization_barrier`` and read by both passes
+and the update, so it is generated once instead of three times and XLA does not fuse a copy of
+the generator into every consumer (the P02 experiments' small models use it).
 
 Experiments (``jaxpapers reproduce P02``): :mod:`jaxpapers.lqzo.experiments`.
 
@@ -87,6 +91,7 @@ from jaxpapers.lqzo._perturbation import (
     low_rank_direction,
     make_config,
     perturbation_tree,
+    shared_directions,
 )
 from jaxpapers.lqzo._perturbed_scales import PerturbedScales, materialize
 from jaxpapers.lqzo._qlinear import QuantCodes, QuantizedLinear, QuantScale, quantize_linears
@@ -130,6 +135,7 @@ __all__ = [
     "quantize",
     "quantize_linears",
     "qzo",
+    "shared_directions",
     "split_scales",
     "step_seeds",
     "zeros_like_tree",

@@ -62,6 +62,11 @@ class ZOConfig(eqx.Module):
       isotropic: near-square view of each leaf before the factorisation (static).
       fused: the forward passes get lazy :class:`~jaxpapers.lqzo.PerturbedScales` leaves
         (kernel path of quantized layers) instead of dense ``theta +- eps Z`` (static).
+      share_direction: generate each leaf's ``Z`` once per step, behind
+        ``jax.lax.optimization_barrier``, and use it in both passes and the update (static).
+        The same values as regenerating it (default); one generation instead of three, and XLA
+        compiles one generator per leaf instead of fusing a copy into every consumer, at the
+        cost of holding every leaf's ``Z`` at once (MeZO's Algorithm 1 holds one at a time).
     """
 
     eps: jax.Array
@@ -72,6 +77,7 @@ class ZOConfig(eqx.Module):
     bag_k: int = eqx.field(default=4, static=True)
     isotropic: bool = eqx.field(default=False, static=True)
     fused: bool = eqx.field(default=False, static=True)
+    share_direction: bool = eqx.field(default=False, static=True)
 
     def __check_init__(self) -> None:
         rank, noise = self.rank, self.noise
@@ -88,6 +94,11 @@ class ZOConfig(eqx.Module):
                 f"fused=True with rank={rank}, noise={noise!r}; the fused path needs a low-rank "
                 "counter-hash direction (rank >= 1, noise 'rademacher' or 'bag')"
             )
+        if self.fused and self.share_direction:
+            raise ValueError(
+                "fused=True with share_direction=True; the fused passes regenerate Z from the "
+                "seeds, there is no dense direction to share"
+            )
 
 
 def make_config(
@@ -100,6 +111,7 @@ def make_config(
     bag_k: int = 4,
     isotropic: bool = False,
     fused: bool = False,
+    share_direction: bool = False,
 ) -> ZOConfig:
     """Validated :class:`ZOConfig` (``ValueError`` naming the argument on bad values)."""
     if is_concrete(eps) and not float(eps) > 0:
@@ -115,6 +127,7 @@ def make_config(
         bag_k,
         isotropic,
         fused,
+        share_direction,
     )
 
 
@@ -233,6 +246,17 @@ def perturbation_leaf(seeds: jax.Array, index: int, like: jax.Array, config: ZOC
     return low_rank_leaf(seeds, index, like, config)
 
 
+def shared_directions(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree:
+    """Every leaf's ``Z`` (:func:`perturbation_leaf`), formed once behind an optimization barrier.
+
+    For ``config.share_direction``: the barrier keeps XLA from fusing (duplicating) the
+    generator into each consumer, so the two passes and the update read one stored ``Z`` per leaf.
+    """
+    leaves, treedef = jax.tree.flatten(params)
+    zs = [perturbation_leaf(seeds, i, x, config) for i, x in enumerate(leaves)]
+    return treedef.unflatten(list(jax.lax.optimization_barrier(zs)))
+
+
 def perturbation_tree(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree:
     """The perturbation ``Z`` (same structure and shapes as ``params``) for step ``seeds``.
 
@@ -257,4 +281,5 @@ __all__ = [
     "make_config",
     "perturbation_leaf",
     "perturbation_tree",
+    "shared_directions",
 ]

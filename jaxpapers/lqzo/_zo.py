@@ -39,6 +39,7 @@ from jaxpapers.lqzo._perturbation import (
     leaf_spec,
     make_config,
     perturbation_leaf,
+    shared_directions,
 )
 from jaxpapers.lqzo._perturbed_scales import PerturbedScales
 
@@ -82,7 +83,11 @@ def step_seeds(key: jax.Array, count: jax.Array, nu: int) -> jax.Array:
 
 
 def zo_estimate(
-    value_fn: ValueFn, params: PyTree, seeds: jax.Array, config: ZOConfig
+    value_fn: ValueFn,
+    params: PyTree,
+    seeds: jax.Array,
+    config: ZOConfig,
+    directions: PyTree | None = None,
 ) -> ZOEstimate:
     """Two-point estimate along the direction of ``seeds`` (see module docstring).
 
@@ -91,6 +96,9 @@ def zo_estimate(
       params: the perturbed parameters (scales for QZO/LQZO).
       seeds: ``[2]`` uint32 step seeds (e.g. :func:`step_seeds`).
       config: :class:`ZOConfig`.
+      directions: optional ``Z`` of every leaf for these seeds, already formed
+        (:func:`~jaxpapers.lqzo._perturbation.shared_directions`; non-fused configs only);
+        by default each pass regenerates it.
 
     Returns:
       :class:`ZOEstimate`.
@@ -113,9 +121,12 @@ def zo_estimate(
         # Tensor by tensor (MeZO's Algorithm 1): z_i is an elementwise function of (seeds, i,
         # position) (counter hash), so XLA fuses it into each consumer, at most one z_i is
         # stored (MiniLM: the embedding table's), and no threefry counter arrays exist.
+        zs = None if directions is None else treedef.flatten_up_to(directions)
         return treedef.unflatten(
             [
-                p + step.astype(p.dtype) * perturbation_leaf(seeds, i, p, config)
+                p
+                + step.astype(p.dtype)
+                * (perturbation_leaf(seeds, i, p, config) if zs is None else zs[i])
                 for i, p in enumerate(leaves)
             ]
         )
@@ -130,13 +141,20 @@ def zo_estimate(
     return ZOEstimate(g, raw, 0.5 * (lp + lm), seeds, direction_tree(params, seeds, config))
 
 
-def estimate_to_gradient(estimate: ZOEstimate, params: PyTree, config: ZOConfig) -> PyTree:
-    """The pseudo-gradient ``g Z`` (structure of ``params``) of an estimate."""
+def estimate_to_gradient(
+    estimate: ZOEstimate, params: PyTree, config: ZOConfig, directions: PyTree | None = None
+) -> PyTree:
+    """The pseudo-gradient ``g Z`` (structure of ``params``) of an estimate.
+
+    ``directions``: optional ``Z`` of every leaf already formed (as for :func:`zo_estimate`).
+    """
     leaves, treedef = jax.tree.flatten(params)
+    zs = None if directions is None else treedef.flatten_up_to(directions)
     g = estimate.projected_grad
     return treedef.unflatten(
         [
-            g.astype(p.dtype) * perturbation_leaf(estimate.seeds, i, p, config)
+            g.astype(p.dtype)
+            * (perturbation_leaf(estimate.seeds, i, p, config) if zs is None else zs[i])
             for i, p in enumerate(leaves)
         ]
     )
@@ -164,18 +182,29 @@ def zo_gradient(config: ZOConfig, *, key: jax.Array) -> optax.GradientTransforma
         if params is None:
             raise ValueError("params=None; zo_gradient needs the parameters to perturb")
         seeds = step_seeds(state.key, state.count, config.nu)
-        est = zo_estimate(value_fn, params, seeds, config)
-        grads = estimate_to_gradient(est, params, config)
+        # share_direction: Z formed once per leaf for both passes and the update.
+        zs = shared_directions(params, seeds, config) if config.share_direction else None
+        est = zo_estimate(value_fn, params, seeds, config, zs)
+        grads = estimate_to_gradient(est, params, config, zs)
         return grads, ZOState(state.count + 1, state.key, est.projected_grad, est.loss)
 
     return optax.GradientTransformationExtraArgs(init, update)
 
 
 def mezo(
-    learning_rate: optax.ScalarOrSchedule, *, key: jax.Array, eps: float = 1e-3
+    learning_rate: optax.ScalarOrSchedule,
+    *,
+    key: jax.Array,
+    eps: float = 1e-3,
+    share_direction: bool = False,
 ) -> optax.GradientTransformationExtraArgs:
-    """MeZO: dense Gaussian SPSA over all parameters, then SGD."""
-    return optax.chain(zo_gradient(make_config(eps=eps), key=key), optax.sgd(learning_rate))
+    """MeZO: dense Gaussian SPSA over all parameters, then SGD.
+
+    ``share_direction=True`` forms each leaf's ``z`` once per step for both passes and the update
+    (same values, generated once instead of three times; more memory: :class:`ZOConfig`).
+    """
+    cfg = make_config(eps=eps, share_direction=share_direction)
+    return optax.chain(zo_gradient(cfg, key=key), optax.sgd(learning_rate))
 
 
 def qzo(
@@ -184,11 +213,14 @@ def qzo(
     key: jax.Array,
     eps: float = 1e-3,
     clip: float = 100.0,
+    share_direction: bool = False,
 ) -> optax.GradientTransformationExtraArgs:
-    """QZO-style: dense Gaussian SPSA over quantization scales, clipped ``g``, then SGD."""
-    return optax.chain(
-        zo_gradient(make_config(eps=eps, clip=clip), key=key), optax.sgd(learning_rate)
-    )
+    """QZO-style: dense Gaussian SPSA over quantization scales, clipped ``g``, then SGD.
+
+    ``share_direction``: as for :func:`mezo`.
+    """
+    cfg = make_config(eps=eps, clip=clip, share_direction=share_direction)
+    return optax.chain(zo_gradient(cfg, key=key), optax.sgd(learning_rate))
 
 
 def lqzo(

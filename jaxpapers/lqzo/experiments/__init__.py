@@ -10,6 +10,14 @@
 3. ``estimator_quality``: one-step estimates of the MiniLM top layer's scale gradient, LQZO vs
    QZO-style per bit width, against backprop's gradient: normalised error and cosine, with the
    gradient's effective rank in the natural and the near-square view (:mod:`._estimator`).
+4. ``estimator_quality_cpu`` (``--full`` only): the same study at a size a 2-core CPU runs in
+   minutes (:data:`ESTIMATOR_CPU`: pool 4096, quantized lower layers, batch 32, 128 directions;
+   issue 11's CPU-sized ``--full`` run, ``results/full/P02/``). The other ``--full`` sizes
+   (3000-step fine-tuning with the learning-rate pilot, 256 directions at batch 64) are for an
+   accelerator. Measured 2026-12-01 (5 seeds, 143 CPU-s): does not hold; every estimator is at
+   about ``d + 1`` (d = 110,592 scales) with cosines at the random-direction value, LQZO's error
+   7.6% (INT4) and 15.7% (INT2) above QZO-style's; the scale gradient's effective rank in the
+   near-square view is 76-87, far from rank 4 (diagnosis in ``results/full/P02/README.md``).
 
 Every ZO row picks its learning rate per method from ``base * lr_grid`` on validation data (a
 pilot run of ``tune_steps`` steps, one seed, the grid vectorised), then runs all seeds; test
@@ -100,6 +108,36 @@ Gaussian generation per leaf and use), the Adam step compiles, the ViT's eager i
 On a quiet machine afterwards (``/usr/bin/time jaxpapers reproduce P02 --quick``, nothing else
 running): 115.9 s wall, 173.1 CPU-s (134.8 s the day before): still over the 90 s budget.
 
+Budget work of 2026-12-01, third sitting (helper hp02; load average 4-9 on 2 cores, CPU-s
+inflated and only comparable within one sitting). Per experiment, each in its own process with
+``jax.monitoring`` (load ~5): ``vit_digits`` 52 CPU-s, 161 compiles, 43.5 s of backend-compile
+wall time (ZO programs MeZO 10.5, QZO-style 6.6, LQZO 7.2 s; Adam pretraining 4.4, FO rows 3.0;
+the ViT's eager initialisation ~5 CPU-s); ``minilm_vader`` 47 CPU-s, 24 s of compile;
+``estimator_quality`` 27 CPU-s, 21 s of compile. The second sitting's 75 s compile of the MeZO
+row was wall time at load ~10: here that program compiled in 5-13 CPU-s. Changes: (1) the MeZO
+and QZO-style rows form each leaf's ``z`` once per step (``share_direction``, library): the ViT
+MeZO program alone, 1 step, compiled in more CPU-s (8.1-8.5 vs 5.4-5.6) but 100 steps x 3 seeds
+cost 17.5 vs 19.0 CPU-s, and ``minilm_vader`` (1.8M float parameters, ``z`` generated once
+instead of three times) 65.5 vs 74.1 CPU-s in one back-to-back pair; (2) the quick size
+compiles its programs at LLVM optimisation level 1 (``QUICK_COMPILE``): the ViT MeZO program
+(1 step) 9.9-10.8 vs 12.4-13.5 CPU-s, alternating in one process, losses bit-identical. Every
+per-seed value of all 18 quick rows is identical to before at the same seeds (training losses
+within float32 round-off: at most 1.1e-4 on the ViT MeZO row's loss ~2.3 after 100 steps);
+verdicts unchanged (all inconclusive). Whole quick run, back to back (after, then before): at
+load 6-9 170.4 vs 183.4 CPU-s (288 vs 304 s wall), at load 3-4 151.7 vs 172.0 CPU-s (143 vs
+180 s wall): a 7-12% cut; the 35% cut asked for (80 s of quiet wall) is not met. Tried and
+dropped: the ViT initialised in one jitted program (4.5 vs 4.75 CPU-s, parameters differ by up
+to 7e-9), the two passes scanned over the sign (no gain), ``share_direction`` in the estimator's
+programs (23.9 vs 22.5 CPU-s, noise; reverted), ``FAST_COMPILE`` on the ViT MeZO row (the
+100-step run 26-29 vs 14-18 CPU-s). What is left is ~60% XLA compile of ~12 large programs
+(each ZO row, Adam pretraining and FO rows, the estimator's four), the rest steps, tracing and
+data (roughly 40 CPU-s by the profile's compile wall times, an estimate); the remaining levers
+change results or rows (fewer ZO rows or steps at the quick size, pretraining the ViT for fewer
+steps, the estimator's natural-view rows in ``--full`` only) or are unmeasured: the two passes
+vmapped over the sign compiled the ViT MeZO program (1 step) in 7.7-8.3 vs 9.8-10.0 CPU-s (one
+process each) though its HLO text is 2.4x longer; its run time and its round-off changes
+(batched matmuls) were not measured.
+
 Estimator quality at INT2, seed 1 (flagged as identically zero LQZO estimates): not clipping and
 not LQZO. The per-batch head separates that batch of 16 so well that its float32 cross-entropy
 was ``2^-23 / 16`` (one example one ulp above 0, ``log_softmax`` rounding the rest to 0), so
@@ -114,6 +152,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+from jaxpapers.core.experiment import SIZES as SIZE_NAMES
 from jaxpapers.core.experiment import AllOf, Better, Experiment, register
 from jaxpapers.lqzo.experiments._estimator import run_estimator
 from jaxpapers.lqzo.experiments._plots import plot_accuracy, plot_estimator
@@ -211,6 +250,11 @@ ESTIMATOR = {
     "quick": Sizes(est_pool=1024, est_batch=16, est_dirs=16, quantize_lower=False),
     "full": Sizes(est_pool=4096, est_batch=64, est_dirs=256),
 }
+#: ``estimator_quality_cpu`` (``--full`` only): the estimator study at a size a 2-core CPU runs
+#: in minutes (issue 11): the full pool and quantized lower layers, batch 32 (full: 64), 128
+#: directions per seed and bit width (quick: 16, full: 256); run with ``--seeds 5``.
+_EST_CPU = Sizes(est_pool=4096, est_batch=32, est_dirs=128)
+ESTIMATOR_CPU = {"smoke": _EST_CPU, "quick": _EST_CPU, "full": _EST_CPU}
 
 _RULE = AllOf((Better("LQZO INT4", "QZO-style INT4"), Better("LQZO INT2", "QZO-style INT2")))
 _BASE = ("FO full precision", "MeZO full precision", "QZO-style INT4", "QZO-style INT2")
@@ -245,25 +289,30 @@ register(
         plot=plot_accuracy,
     )
 )
-register(
-    Experiment(
-        paper="P02",
-        id="estimator_quality",
-        claim="LQZO's low-rank BAG estimate of a quantized layer's scale gradient has a lower "
-        "error than the QZO-style dense estimate at INT4 and INT2",
-        metric="E||g_hat - g||^2 / ||g||^2 of one two-point estimate (MiniLM top layer scales)",
-        lower_is_better=True,
-        baselines=(
-            "QZO-style INT4",
-            "QZO-style INT2",
-            "LQZO natural view INT4",
-            "LQZO natural view INT2",
-        ),
-        methods=_METH,
-        rule=_RULE,
-        run=functools.partial(run_estimator, sizes=ESTIMATOR),
-        plot=plot_estimator,
+for _est_id, _est_sizes, _est_note, _est_run_sizes in (
+    ("estimator_quality", ESTIMATOR, "", SIZE_NAMES),
+    ("estimator_quality_cpu", ESTIMATOR_CPU, " (CPU-sized --full study)", ("full",)),
+):
+    register(
+        Experiment(
+            paper="P02",
+            id=_est_id,
+            claim="LQZO's low-rank BAG estimate of a quantized layer's scale gradient has a lower "
+            f"error than the QZO-style dense estimate at INT4 and INT2{_est_note}",
+            metric="E||g_hat - g||^2 / ||g||^2 of one two-point estimate (MiniLM top layer scales)",
+            lower_is_better=True,
+            baselines=(
+                "QZO-style INT4",
+                "QZO-style INT2",
+                "LQZO natural view INT4",
+                "LQZO natural view INT2",
+            ),
+            methods=_METH,
+            rule=_RULE,
+            run=functools.partial(run_estimator, sizes=_est_sizes),
+            plot=plot_estimator,
+            sizes=_est_run_sizes,
+        )
     )
-)
 
-__all__ = ["ESTIMATOR", "TEXT", "VIT", "Sizes"]
+__all__ = ["ESTIMATOR", "ESTIMATOR_CPU", "TEXT", "VIT", "Sizes"]

@@ -30,6 +30,7 @@ from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales
 from jaxpapers.lqzo.experiments._data import cached_array, vader_tokens
 from jaxpapers.lqzo.experiments._train import (
     LQZO,
+    QUICK_COMPILE,
     ZO,
     Problem,
     Quantized,
@@ -152,7 +153,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     def fp_loss(p, aux, b):
         return xent(_text_logits(nnx.merge(graphdef, p, aux), fp.head, b[0], b[1]), b[2])
 
-    fast = ctx.pick(smoke=FAST_COMPILE, quick=None, full=None)
+    fast = ctx.pick(smoke=FAST_COMPILE, quick=QUICK_COMPILE, full=None)
     live = [k for k in splits if splits[k].stop > splits[k].start]
 
     def eval_splits(top: TopLayer) -> dict[str, tuple[Any, np.ndarray]]:

@@ -20,6 +20,7 @@ from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales, zeros_l
 from jaxpapers.lqzo.experiments._data import digits_transfer
 from jaxpapers.lqzo.experiments._train import (
     LQZO,
+    QUICK_COMPILE,
     ZO,
     Problem,
     Quantized,
@@ -69,7 +70,7 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     def stack(tree):
         return jax.tree.map(lambda x: x[None], tree)
 
-    fast = ctx.pick(smoke=FAST_COMPILE, quick=None, full=None)
+    fast = ctx.pick(smoke=FAST_COMPILE, quick=QUICK_COMPILE, full=None)
     eval_splits = {k: ((x,), y) for k, (x, y) in splits.items()}
     fp_eval = make_evaluator(
         lambda p, consts, inputs: nnx.merge(graphdef, p, consts)(inputs[0]), rest, eval_splits, fast
