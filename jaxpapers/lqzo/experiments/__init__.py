@@ -137,6 +137,16 @@ steps, the estimator's natural-view rows in ``--full`` only) or are unmeasured: 
 vmapped over the sign compiled the ViT MeZO program (1 step) in 7.7-8.3 vs 9.8-10.0 CPU-s (one
 process each) though its HLO text is 2.4x longer; its run time and its round-off changes
 (batched matmuls) were not measured.
+On a quiet machine afterwards (``/usr/bin/time jaxpapers reproduce P02 --quick``, nothing else
+running, session 8): 99.7 s wall, 149.7 CPU-s (95.6 s of experiments: text 35.4, ViT 45.2,
+estimator 15.0): still 11% over the 90 s budget; every per-seed value identical to the run
+before. Each experiment alone, quiet, with ``JAX_LOG_COMPILES``: ViT 50.3 s wall (161 compiles,
+27.3 s of compile wall: the ZO programs 7.3 / 3.5 / 2.9 s, the Adam steps 3.1 + 2.0, ~150 small
+eager compiles ~6 s), text 37.9 s (74 compiles, 13.0 s), estimator 22.7 s (24 compiles, 11.3
+s). Tried and dropped in that session: LLVM optimisation level 0 for the quick programs (160 s
+wall, the runs slower; rows identical) and one flat counter-hash generator for all of a dense
+direction's leaves instead of one per leaf (identical values, compile 2.1 vs 2.3 CPU-s: the
+generators are not what makes the MeZO program slow to compile).
 
 Estimator quality at INT2, seed 1 (flagged as identically zero LQZO estimates): not clipping and
 not LQZO. The per-batch head separates that batch of 16 so well that its float32 cross-entropy
