@@ -78,6 +78,25 @@ def _bcast(v: Array, like: Array) -> Array:
     return v.reshape((-1,) + (1,) * (like.ndim - 1))
 
 
+def gft_beta(key: Array, labels: Array, null: int, beta_min: float, dtype) -> Array:
+    """GFT's per-example ``beta ~ U[beta_min, 1]``, 1 on dropped (null) labels."""
+    beta = jax.random.uniform(key, labels.shape, dtype, beta_min, 1.0)
+    return jnp.where(labels == null, 1.0, beta)
+
+
+def mixture_mse(pred: Array, aux: Array, beta: Array, target: Array) -> Array:
+    """GFT's objective ``|beta pred + (1 - beta) sg[aux] - target|^2`` (batch mean); with
+    ``beta = 1`` and ``aux = 0`` it is the plain squared error of ``pred``."""
+    b = _bcast(beta, pred)
+    return _mse(b * pred + (1.0 - b) * jax.lax.stop_gradient(aux), target)
+
+
+def mg_shift(e_c: Array, e_u: Array, labels: Array, null: int, w: ArrayLike) -> Array:
+    """Model-Guidance's target shift ``(1 - 1/w) (e_c - e_u)`` of the teacher's conditional and
+    null predictions, zero on dropped (null) labels (no stop-gradient: the caller's)."""
+    return jnp.where(_bcast(labels == null, e_c), 0.0, (1.0 - 1.0 / w) * (e_c - e_u))
+
+
 def conditional_loss(
     net: Denoiser,
     params: PyTree,
@@ -114,12 +133,10 @@ def gft_loss(
     n = noise_batch(x0, kn, schedule)
     null = net.num_classes
     lab = drop_labels(labels, p_uncond, kd, null)
-    beta = jax.random.uniform(kb, n.t.shape, x0.dtype, beta_min, 1.0)
-    beta = jnp.where(lab == null, 1.0, beta)
+    beta = gft_beta(kb, lab, null, beta_min, x0.dtype)
     e_beta = net(params, n.x_t, n.t, lab, beta)
     e_null = net(params, n.x_t, n.t, jnp.full_like(lab, null), jnp.ones_like(beta))
-    b = _bcast(beta, x0)
-    return _mse(b * e_beta + (1.0 - b) * jax.lax.stop_gradient(e_null), n.eps)
+    return mixture_mse(e_beta, e_null, beta, n.eps)
 
 
 def mg_loss(
@@ -145,8 +162,7 @@ def mg_loss(
     one = jnp.full(n.t.shape, GUIDED, x0.dtype)
     e_c = net(ema_params, n.x_t, n.t, lab, one)
     e_u = net(ema_params, n.x_t, n.t, jnp.full_like(lab, null), one)
-    shift = jnp.where(_bcast(lab == null, x0), 0.0, (1.0 - 1.0 / w) * (e_c - e_u))
-    target = n.eps + jax.lax.stop_gradient(shift)
+    target = n.eps + jax.lax.stop_gradient(mg_shift(e_c, e_u, lab, null, w))
     return _mse(net(params, n.x_t, n.t, lab, one), target)
 
 

@@ -37,12 +37,14 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 from jaxpapers.core.checks import check_positive
 from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.scale._losses import (
-    _bcast,
-    _mse,
+    _keys,
     conditional_loss,
     drop_labels,
+    gft_beta,
     gft_loss,
     mg_loss,
+    mg_shift,
+    mixture_mse,
     noise_batch,
     scale_loss,
 )
@@ -199,6 +201,26 @@ def self_samples(
     return x, labels
 
 
+def _block_keys(key: Array, block: int) -> tuple[Array, Array]:
+    """The buffer key and the ``[block]`` step keys of one block of :func:`train_loop`."""
+    kbuf, ksteps = jax.random.split(key)
+    return kbuf, jax.random.split(ksteps, block)
+
+
+def _guarded_step(opt, ema_decay, value_fn, params, opt_state, ema, ok):
+    """One Adam step on ``value_fn(params)`` with the EMA update; once a loss is non-finite
+    (``ok`` False) the parameters and optimiser state stay frozen. Returns the new
+    ``(params, opt_state, ema, ok)`` and the loss."""
+    val, grads = jax.value_and_grad(value_fn)(params)
+    upd, new_state = opt.update(grads, opt_state, params)
+    ok = ok & jnp.isfinite(val)
+    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
+    params = keep(optax.apply_updates(params, upd), params)
+    opt_state = keep(new_state, opt_state)
+    ema = jax.tree.map(lambda e, p: ema_decay * e + (1 - ema_decay) * p, ema, params)
+    return (params, opt_state, ema, ok), val
+
+
 def train_loop(loss_fn, make_buffer, params, *, key, lr, n_blocks, block, ema_decay):
     """The shared Adam loop: ``n_blocks`` blocks of ``block`` steps; each block starts with
     ``buf = make_buffer(params, key, first_step)`` and every step minimises
@@ -209,21 +231,15 @@ def train_loop(loss_fn, make_buffer, params, *, key, lr, n_blocks, block, ema_de
     def step_fn(carry, inp):
         params, opt_state, ema, ok = carry
         k, step, buf = inp
-        val, grads = jax.value_and_grad(lambda p: loss_fn(p, ema, buf, k, step))(params)
-        upd, new_state = opt.update(grads, opt_state, params)
-        ok = ok & jnp.isfinite(val)
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-        params = keep(optax.apply_updates(params, upd), params)
-        opt_state = keep(new_state, opt_state)
-        ema = jax.tree.map(lambda e, p: ema_decay * e + (1 - ema_decay) * p, ema, params)
-        return (params, opt_state, ema, ok), val
+        value_fn = lambda p: loss_fn(p, ema, buf, k, step)
+        return _guarded_step(opt, ema_decay, value_fn, params, opt_state, ema, ok)
 
     def block_fn(carry, inp):
         kb, first = inp
-        kbuf, ksteps = jax.random.split(kb)
+        kbuf, step_keys = _block_keys(kb, block)
         buf = make_buffer(carry[0], kbuf, first)
         bufs = jax.tree.map(lambda a: jnp.broadcast_to(a, (block, *a.shape)), buf)
-        xs = (jax.random.split(ksteps, block), first + jnp.arange(block), bufs)
+        xs = (step_keys, first + jnp.arange(block), bufs)
         return jax.lax.scan(step_fn, carry, xs)
 
     carry = (params, opt.init(params), params, jnp.asarray(True))
@@ -333,23 +349,18 @@ def _fit_many_step(net, methods, data, schedule, batch, opt):
     def step_fn(carry, inp):
         params, opt_state, ema, ok = carry
         kb, step = inp
-        # The key of a one-step block of ``train_loop``, then the split that ``_loss`` does.
-        k = jax.random.split(jax.random.split(kb)[1], 1)[0]
-        kd, kl = jax.random.split(k)
+        # The keys of a one-step block of ``train_loop``, then ``_loss``'s and the losses' splits.
+        kd, kl = jax.random.split(_block_keys(kb, 1)[1][0])
         x0, labels = data.draw(kd, batch)
-        kn, kdrop, kbeta = jax.random.split(kl, 3)  # as the losses' ``_keys``
+        kn, kdrop, kbeta = _keys(kl)
         n = noise_batch(x0, kn, schedule)
         one = jnp.full(n.t.shape, GUIDED, x0.dtype)
         nulls = jnp.full_like(labels, null)
-        labs, scalars = [], []
-        for m in methods:
-            lab = drop_labels(labels, m.p_uncond, kdrop, null)
-            s = one
-            if m.kind == "gft":
-                beta = jax.random.uniform(kbeta, n.t.shape, x0.dtype, m.beta_min, 1.0)
-                s = jnp.where(lab == null, 1.0, beta)
-            labs.append(lab)
-            scalars.append(s)
+        labs = [drop_labels(labels, m.p_uncond, kdrop, null) for m in methods]
+        scalars = [
+            gft_beta(kbeta, lab, null, m.beta_min, x0.dtype) if m.kind == "gft" else one
+            for m, lab in zip(methods, labs, strict=True)
+        ]
         # The stop-gradient passes, one vmapped network call: GFT's null prediction (its own
         # parameters), MG's teacher predictions (EMA parameters, label and null).
         jobs = []
@@ -371,28 +382,15 @@ def _fit_many_step(net, methods, data, schedule, batch, opt):
                 if m.kind == "gft":
                     mixed[i], j = out[j], j + 1
                 elif m.kind == "mg":
-                    w = _ramped_w(m, step)
-                    diff = (1.0 - 1.0 / w) * (out[j] - out[j + 1])
-                    shift[i], j = jnp.where(_bcast(labs[i] == null, x0), 0.0, diff), j + 2
+                    shift[i] = mg_shift(out[j], out[j + 1], labs[i], null, _ramped_w(m, step))
+                    j += 2
 
         def update(p, s, e, ok, lab, scalar, aux, sh):
-            # GFT's mixture b e + (1 - b) sg[e_null] and MG's shifted target; b = 1 and a zero
-            # shift (the conditional model, MG's prediction) leave both exactly unchanged.
-            b = _bcast(scalar, x0)
+            # GFT's mixture and MG's shifted target; beta = 1 with aux = 0 and a zero shift
+            # (the conditional model, MG's prediction) leave the plain squared error exactly.
             target = n.eps + jax.lax.stop_gradient(sh)
-
-            def loss(q):
-                pred = net(q, n.x_t, n.t, lab, scalar)
-                return _mse(b * pred + (1.0 - b) * jax.lax.stop_gradient(aux), target)
-
-            val, grads = jax.value_and_grad(loss)(p)
-            upd, new_state = opt.update(grads, s, p)
-            ok = ok & jnp.isfinite(val)
-            keep = lambda new, old: jax.tree.map(lambda a, c: jnp.where(ok, a, c), new, old)
-            p = keep(optax.apply_updates(p, upd), p)
-            s = keep(new_state, s)
-            e = jax.tree.map(lambda a, c: decay * a + (1 - decay) * c, e, p)
-            return (p, s, e, ok), val
+            value_fn = lambda q: mixture_mse(net(q, n.x_t, n.t, lab, scalar), aux, scalar, target)
+            return _guarded_step(opt, decay, value_fn, p, s, e, ok)
 
         stack = lambda xs: jnp.stack(xs)
         return jax.vmap(update)(
