@@ -516,20 +516,6 @@ register(
 )
 
 
-def _draw_values(ctx: Context) -> dict[str, Any]:
-    return _results(ctx, FAMILY_DRAW_LONG)
-
-
-def _draw_mmd_run(ctx: Context) -> Outcome:
-    res = _draw_values(ctx)["burgers"]
-    extras = {k: res[k] for k in ("density_mse", "spectrum_mse", "hsd_rbf", "nfe")}
-    extras["mmd_floor_level"] = floor_level(
-        RowStats.from_values(FLOOR, "baseline", res["mmd_floor"])
-    )
-    extras["sizes"] = dataclasses.asdict(_sizes(ctx, FAMILY_DRAW_LONG))
-    return Outcome(values={**res["mmd"], FLOOR: res["mmd_floor"]}, extras=extras)
-
-
 _DRAW_NOTE = (
     f" (Burgers, the quick test bed trained {LONG_STEPS['1d']:,} steps; the same plans drawn "
     "with replacement, one categorical draw per row, and without, a permutation that follows "
@@ -571,7 +557,7 @@ register(
                 FloorBetter("ot_euclid_perm", "ot_euclid", FLOOR),
             )
         ),
-        run=_draw_mmd_run,
+        run=_mmd_run("burgers", FAMILY_DRAW_LONG),
         sizes=("full",),
     )
 )
