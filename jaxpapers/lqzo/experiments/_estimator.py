@@ -43,7 +43,6 @@ import numpy as np
 from flax import nnx
 
 from jaxpapers.core.experiment import Context, Outcome
-from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.lqzo import (
     estimate_to_gradient,
     make_config,
@@ -56,7 +55,7 @@ from jaxpapers.lqzo import (
 )
 from jaxpapers.lqzo.experiments._data import vader_tokens
 from jaxpapers.lqzo.experiments._text import apply_layer
-from jaxpapers.lqzo.experiments._train import LQZO, QUICK_COMPILE, ZO, one_byte_codes
+from jaxpapers.lqzo.experiments._train import LQZO, ZO, compiler_options, one_byte_codes
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -163,7 +162,7 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     sz = ctx.pick(**sizes)
     # Smoke-size programs run for milliseconds: compile them cheaply (at the quick size
     # FAST_COMPILE made the run 4x slower, see the module docstring).
-    fast = ctx.pick(smoke=FAST_COMPILE, quick=QUICK_COMPILE, full=None)
+    fast = compiler_options(ctx)
     programs: dict[Any, Any] = {}
     data = vader_tokens(sz.est_pool)
     base = load_minilm()

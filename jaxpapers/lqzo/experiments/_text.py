@@ -25,16 +25,15 @@ import numpy as np
 from flax import nnx
 
 from jaxpapers.core.experiment import Context, Outcome
-from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales
 from jaxpapers.lqzo.experiments._data import cached_array, vader_tokens
 from jaxpapers.lqzo.experiments._train import (
     LQZO,
-    QUICK_COMPILE,
     ZO,
     Problem,
     Quantized,
     accuracy,
+    compiler_options,
     make_evaluator,
     one_byte_codes,
     run_rows,
@@ -153,7 +152,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     def fp_loss(p, aux, b):
         return xent(_text_logits(nnx.merge(graphdef, p, aux), fp.head, b[0], b[1]), b[2])
 
-    fast = ctx.pick(smoke=FAST_COMPILE, quick=QUICK_COMPILE, full=None)
+    fast = compiler_options(ctx)
     live = [k for k in splits if splits[k].stop > splits[k].start]
 
     def eval_splits(top: TopLayer) -> dict[str, tuple[Any, np.ndarray]]:

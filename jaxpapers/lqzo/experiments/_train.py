@@ -43,6 +43,13 @@ from jaxpapers.lqzo import QuantizedLinear, lqzo, mezo, qzo, zeros_like_tree, zo
 #: every loss and quick row was bit-identical (no fast-math either way).
 QUICK_COMPILE: dict[str, Any] = {"xla_backend_optimization_level": 1}
 
+
+def compiler_options(ctx: Context) -> dict[str, Any] | None:
+    """XLA options of a run's programs: ``FAST_COMPILE`` at smoke size (compile-dominated),
+    :data:`QUICK_COMPILE` at quick size, XLA's defaults at ``--full``."""
+    return ctx.pick(smoke=FAST_COMPILE, quick=QUICK_COMPILE, full=None)
+
+
 #: Shared ZO settings: perturbation size and the directional-derivative clip.
 ZO = {"eps": 1e-2, "clip": 100.0}
 #: LQZO's own settings: rank, V redrawn every nu steps, BAG entries, isotropic views.
@@ -195,7 +202,7 @@ def run_rows(
     """All rows for all seeds; each (tuning or final) run is one compiled, vectorised program."""
     seeds = ctx.seed_list
     n = len(prob.data[-1])
-    fast = ctx.pick(smoke=FAST_COMPILE, quick=QUICK_COMPILE, full=None)
+    fast = compiler_options(ctx)
 
     def fo():
         # One Adam run per seed, stacked along a leading seed axis: the summed loss has
@@ -353,6 +360,7 @@ __all__ = [
     "Problem",
     "Quantized",
     "accuracy",
+    "compiler_options",
     "make_evaluator",
     "one_byte_codes",
     "run_rows",

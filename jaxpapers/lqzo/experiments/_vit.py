@@ -14,16 +14,15 @@ import optax
 from flax import nnx
 
 from jaxpapers.core.experiment import Context, Outcome
-from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.core.train import train
 from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales, zeros_like_tree
 from jaxpapers.lqzo.experiments._data import digits_transfer
 from jaxpapers.lqzo.experiments._train import (
     LQZO,
-    QUICK_COMPILE,
     ZO,
     Problem,
     Quantized,
+    compiler_options,
     make_evaluator,
     one_byte_codes,
     run_rows,
@@ -70,7 +69,7 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     def stack(tree):
         return jax.tree.map(lambda x: x[None], tree)
 
-    fast = ctx.pick(smoke=FAST_COMPILE, quick=QUICK_COMPILE, full=None)
+    fast = compiler_options(ctx)
     eval_splits = {k: ((x,), y) for k, (x, y) in splits.items()}
     fp_eval = make_evaluator(
         lambda p, consts, inputs: nnx.merge(graphdef, p, consts)(inputs[0]), rest, eval_splits, fast
