@@ -158,6 +158,57 @@ def test_experiments_marked_for_some_sizes_are_skipped_at_others(tmp_path, monke
         dataclasses.replace(fake("P17")[0], sizes=("huge",))
 
 
+def _with_reference_row(calls: list[str]) -> Experiment:
+    """A rule on ``meth`` vs ``base`` plus a costly ``ref`` row that runs at smoke and full."""
+
+    def run(ctx: Context) -> Outcome:
+        calls.append(ctx.size)
+        values = {"base": [2.0] * ctx.seeds, "meth": [1.0] * ctx.seeds}
+        if ctx.runs("ref"):
+            values["ref"] = [0.5] * ctx.seeds
+        return Outcome(values)
+
+    return Experiment(
+        "P17", "r", "c", "m", True, ("base", "ref"), ("meth",), Better("meth", "base"), run,
+        row_sizes={"ref": ("smoke", "full")},
+    )  # fmt: skip
+
+
+def test_rows_marked_for_some_sizes_are_left_out_at_others(tmp_path, monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(ex, "experiments_for", lambda paper: [_with_reference_row(calls)])
+    smoke = ex.run_paper("P17", tmp_path / "s", size="smoke", seeds=2, log=lambda m: None)
+    quick = ex.run_paper("P17", tmp_path / "q", size="quick", seeds=2, log=lambda m: None)
+    assert calls == ["smoke", "quick"]
+    (es,), (eq,) = smoke["experiments"], quick["experiments"]
+    assert [r["method"] for r in es["rows"]] == ["base", "ref", "meth"] and "rows_not_run" not in es
+    assert [r["method"] for r in eq["rows"]] == ["base", "meth"]
+    assert eq["rows_not_run"] == {"ref": ["smoke", "full"]}
+    assert es["verdict"] == eq["verdict"] == "holds"
+    md = ex.render_markdown(tmp_path / "q")
+    assert "ref: not run at size quick (runs at smoke, full)" in md
+    exp = _with_reference_row([])
+    # Without a size every declared row is expected; a row left out must not be returned.
+    with pytest.raises(ValueError, match="no values for rows \\['ref'\\]"):
+        ex.summarise(exp, Outcome({"base": [1.0], "meth": [1.0]}))
+    with pytest.raises(ValueError, match="row_sizes leaves out"):
+        ex.summarise(exp, Outcome({"base": [1.0], "meth": [1.0], "ref": [1.0]}), "quick")
+
+
+@pytest.mark.parametrize(
+    "row_sizes, match",
+    [
+        ({"zzz": ("full",)}, "names row 'zzz'"),
+        ({"ref": ("huge",)}, "expected a tuple of sizes"),
+        ({"ref": "full"}, "expected a tuple of sizes"),
+        ({"base": ("full",)}, "named by the rule"),
+    ],
+)
+def test_row_sizes_are_checked(row_sizes, match):
+    with pytest.raises(ValueError, match=match):
+        dataclasses.replace(_with_reference_row([]), row_sizes=row_sizes)
+
+
 def test_cached_substeps_survive_and_fresh_runs_clear_them(tmp_path):
     ctx = Context(size="quick", seeds=1, workdir=tmp_path / "w")
     ctx.workdir.mkdir(parents=True)

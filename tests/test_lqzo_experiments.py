@@ -66,6 +66,21 @@ def test_reproduce_p02_smoke(tmp_path):
         assert -1.0 <= est["mean_cosine_to_true_gradient"][f"LQZO {bits}"][0] <= 1.0
 
 
+def test_p02_quick_leaves_out_only_reference_rows():
+    """Quick mode drops the MeZO and natural-view rows (cost), never a row the rule reads."""
+    from jaxpapers.core.experiment import experiments_for
+
+    exps = {e.id: e for e in experiments_for("P02")}
+    for name in ("minilm_vader", "vit_digits"):
+        assert exps[name].rows_not_run("quick") == ("MeZO full precision",)
+        assert exps[name].rows_not_run("smoke") == exps[name].rows_not_run("full") == ()
+    est = exps["estimator_quality"]
+    assert est.rows_not_run("quick") == ("LQZO natural view INT4", "LQZO natural view INT2")
+    assert est.rows_not_run("full") == ()
+    for e in exps.values():
+        assert not set(e.rows_not_run("quick")) & set(e.rule.names())
+
+
 def test_effective_rank_closed_form():
     from jaxpapers.lqzo.experiments._estimator import effective_rank
 

@@ -261,6 +261,10 @@ class Experiment:
       sizes: the run sizes this experiment belongs to (default all); e.g. ``("full",)`` for a
         study too costly for quick mode. ``run_paper`` skips it at other sizes unless it is
         named explicitly through ``only``.
+      row_sizes: the run sizes of rows that do not run at every size, ``{row: sizes}``; e.g. a
+        costly reference row left out of quick mode. A row named by ``rule`` runs at every size.
+        ``run`` asks :meth:`Context.runs` whether to compute a row; the record lists the rows
+        left out (``rows_not_run``).
     """
 
     paper: str
@@ -274,6 +278,9 @@ class Experiment:
     run: Callable[[Context], Outcome]
     plot: Callable[[Outcome, Path], None] | None = None
     sizes: tuple[str, ...] = SIZES
+    row_sizes: Mapping[str, tuple[str, ...]] = dataclasses.field(
+        default_factory=dict, hash=False
+    )
 
     def __post_init__(self) -> None:
         bad = [s for s in self.sizes if s not in SIZES]
@@ -283,6 +290,23 @@ class Experiment:
                 f"subset of {SIZES}"
             )
         rows = set(self.baselines) | set(self.methods)
+        for row, sizes in self.row_sizes.items():
+            if row not in rows:
+                raise ValueError(
+                    f"experiment {self.paper}/{self.id}: row_sizes names row {row!r}, which is "
+                    f"neither a baseline {self.baselines} nor a method {self.methods}"
+                )
+            if isinstance(sizes, str) or not set(sizes) & set(self.sizes) or set(sizes) - {*SIZES}:
+                raise ValueError(
+                    f"experiment {self.paper}/{self.id}: row_sizes[{row!r}]={sizes!r}; expected "
+                    f"a tuple of sizes from {SIZES} with at least one of the experiment's "
+                    f"sizes {self.sizes}"
+                )
+            if row in self.rule.names():
+                raise ValueError(
+                    f"experiment {self.paper}/{self.id}: row {row!r} is named by the rule, so it "
+                    "must run at every size; it cannot be in row_sizes"
+                )
         missing = [n for n in self.rule.names() if n not in rows]
         if missing:
             raise ValueError(
@@ -293,6 +317,11 @@ class Experiment:
             raise ValueError(
                 f"experiment {self.paper}/{self.id}: a row is both baseline and method"
             )
+
+
+    def rows_not_run(self, size: str) -> tuple[str, ...]:
+        """The declared rows that do not run at ``size`` (see ``row_sizes``)."""
+        return tuple(r for r, sizes in self.row_sizes.items() if size not in sizes)
 
 
 def sized(run: Callable[[Context, Any], Outcome], sizes: Callable[[Context], Any]):
@@ -368,11 +397,17 @@ class Context:
       size: ``"smoke"`` (tests), ``"quick"`` (``make reproduce``) or ``"full"`` (GPU/TPU).
       seeds: number of seeds; experiments use seeds ``0 .. seeds - 1``.
       workdir: private folder for this experiment's cached steps and checkpoints.
+      skip_rows: declared rows that do not run at this size (:attr:`Experiment.row_sizes`).
     """
 
     size: Size
     seeds: int
     workdir: Path
+    skip_rows: frozenset[str] = frozenset()
+
+    def runs(self, row: str) -> bool:
+        """Whether the experiment computes ``row`` at this size."""
+        return row not in self.skip_rows
 
     def pick(self, *, smoke: Any, quick: Any, full: Any) -> Any:
         """Return the value for the current size."""
@@ -411,12 +446,24 @@ class Context:
 # --------------------------------------------------------------------------------------------
 
 
-def summarise(exp: Experiment, outcome: Outcome) -> dict[str, Any]:
-    """Turn an outcome into the JSON record of one experiment, verdict computed by the rule."""
+def summarise(exp: Experiment, outcome: Outcome, size: str | None = None) -> dict[str, Any]:
+    """Turn an outcome into the JSON record of one experiment, verdict computed by the rule.
+
+    With ``size``, the rows that ``exp.row_sizes`` leaves out at that size are not expected
+    (and must not be returned); without it every declared row is.
+    """
+    skipped = exp.rows_not_run(size) if size is not None else ()
     declared = [(n, "baseline") for n in exp.baselines] + [(n, "method") for n in exp.methods]
+    declared = [(n, role) for n, role in declared if n not in skipped]
     missing = [n for n, _ in declared if n not in outcome.values]
     if missing:
         raise ValueError(f"experiment {exp.paper}/{exp.id} returned no values for rows {missing}")
+    extra = [n for n in skipped if n in outcome.values]
+    if extra:
+        raise ValueError(
+            f"experiment {exp.paper}/{exp.id} returned rows {extra}, which row_sizes leaves out "
+            f"at size {size!r}"
+        )
     stats = {n: RowStats.from_values(n, role, outcome.values[n]) for n, role in declared}
     verdict = exp.rule.decide(stats, exp.lower_is_better)
     return {
@@ -430,6 +477,7 @@ def summarise(exp: Experiment, outcome: Outcome) -> dict[str, Any]:
         ],
         "rule": exp.rule.describe(exp.lower_is_better),
         "verdict": verdict,
+        **({"rows_not_run": {n: list(exp.row_sizes[n]) for n in skipped}} if skipped else {}),
         "extras": dict(outcome.extras),
     }
 
@@ -535,11 +583,16 @@ def run_paper(
             record["experiments"].append(done[exp.id])
         else:
             log(f"{paper.id}/{exp.id}: running ({size}, {seeds} seeds)")
-            ctx = Context(size=size, seeds=seeds, workdir=pdir / "work" / exp.id)
+            ctx = Context(
+                size=size,
+                seeds=seeds,
+                workdir=pdir / "work" / exp.id,
+                skip_rows=frozenset(exp.rows_not_run(size)),
+            )
             ctx.workdir.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
             outcome = exp.run(ctx)
-            entry = summarise(exp, outcome)
+            entry = summarise(exp, outcome, size)
             entry["runtime_s"] = time.perf_counter() - t0
             entry["plots"] = _plot(exp, outcome, pdir) if primary else []
             record["experiments"].append(entry)
@@ -610,6 +663,11 @@ def render_markdown(out: Path) -> str:
         for e in rec["experiments"]:
             base = "<br>".join(_fmt_row(r) for r in e["rows"] if r["role"] == "baseline")
             meth = "<br>".join(_fmt_row(r) for r in e["rows"] if r["role"] == "method")
+            if e.get("rows_not_run"):
+                base += "<br>" + "<br>".join(
+                    f"{n}: not run at size {rec['size']} (runs at {', '.join(s)})"
+                    for n, s in e["rows_not_run"].items()
+                )
             arrow = "lower is better" if e["lower_is_better"] else "higher is better"
             lines.append(
                 f"| {paper.id} | {e['id']} | {e['claim']} | {e['metric']} ({arrow}) | {base} | "

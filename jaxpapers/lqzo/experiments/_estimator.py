@@ -219,6 +219,8 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
                 }
             seeds = jax.random.bits(jax.random.key(seed), (sz.est_dirs, 2), jnp.uint32)
             for name, cfg in _configs().items():
+                if not ctx.runs(f"{name} INT{bits}"):
+                    continue
                 err, cos = _call(
                     programs,
                     name,

@@ -104,12 +104,17 @@ class TopLayer:
         last = len(lower_model.layers) - 1
         mask = data.mask
 
+        # Equal chunks of at most 512 entries: one compiled layer program per graph.
+        chunk = -(-len(mask) // -(-len(mask) // 512))
+
         def run_layer(layer, h):
             layer_def, state = nnx.split(layer)
             return np.concatenate(
                 [
-                    np.asarray(apply_layer(layer_def, state, h[p : p + 512], mask[p : p + 512]))
-                    for p in range(0, len(mask), 512)
+                    np.asarray(
+                        apply_layer(layer_def, state, h[p : p + chunk], mask[p : p + chunk])
+                    )
+                    for p in range(0, len(mask), chunk)
                 ]
             )
 
@@ -131,7 +136,8 @@ class TopLayer:
 def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     """Rows of the MiniLM / VADER experiment (see the package docstring)."""
     sz = ctx.pick(**sizes)
-    n, n_val, n_test = sz.n_train, sz.n_val, sz.n_test
+    # Validation data serve the learning-rate tuning only: none without a grid to tune (quick).
+    n, n_val, n_test = sz.n_train, sz.n_val if len(sz.lr_grid) > 1 else 0, sz.n_test
     data = vader_tokens(n + n_test + n_val, max_len=sz.max_len)
     y, mask = data.y, data.mask
     splits = {"test": slice(n, n + n_test), "val": slice(n + n_test, n + n_test + n_val)}
@@ -228,6 +234,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         "task": f"VADER lexicon word sentiment, |rating| >= 1, truncated to {sz.max_len} tokens",
         "head": "frozen nearest-centroid head of the starting model (temperature 10)",
         "sizes": sz._asdict(),
+        "validation_entries": n_val,
         "zo": ZO,
         "lqzo": LQZO,
     }

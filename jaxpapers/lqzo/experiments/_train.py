@@ -321,6 +321,7 @@ def run_rows(
         ("FO_full_precision", ["FO full precision"], lambda: [fo()]),
         ("MeZO_full_precision", ["MeZO full precision"], lambda: zo("MeZO", False)),
     ]
+    jobs = [job for job in jobs if all(ctx.runs(name) for name in job[1])]
     for method in ("QZO-style", "LQZO"):
         names = [f"{method} INT{b}" for b in bits]
         jobs.append(
@@ -333,7 +334,7 @@ def run_rows(
         )
         results.update(rows)
     # Row order: the baselines, then per bit width QZO-style and LQZO.
-    order = ["FO full precision", "MeZO full precision"]
+    order = [r for r in ("FO full precision", "MeZO full precision") if r in results]
     order += [f"{m} INT{b}" for b in bits for m in ("QZO-style", "LQZO")]
     values: dict[str, list[float]] = {}
     extras: dict[str, Any] = {"train_loss_seed0": {}, "learning_rate": {}, "tuning": {}}

@@ -70,7 +70,9 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         return jax.tree.map(lambda x: x[None], tree)
 
     fast = compiler_options(ctx)
-    eval_splits = {k: ((x,), y) for k, (x, y) in splits.items()}
+    # The validation split serves the learning-rate tuning only: not evaluated without a grid.
+    tuned = len(sz.lr_grid) > 1
+    eval_splits = {k: ((x,), y) for k, (x, y) in splits.items() if tuned or k != "val"}
     fp_eval = make_evaluator(
         lambda p, consts, inputs: nnx.merge(graphdef, p, consts)(inputs[0]), rest, eval_splits, fast
     )
@@ -121,6 +123,7 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         "task": "the other half of sklearn digits, shifted one pixel right and down",
         "n_train": n_fit,
         "n_val": sz.n_val,
+        "validation_evaluated": tuned,
         "n_test": len(splits["test"][1]),
         "sizes": sz._asdict(),
         "zo": ZO,
