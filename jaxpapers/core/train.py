@@ -89,13 +89,20 @@ def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation):
 
 
 @functools.lru_cache(maxsize=32)
-def _jitted_step(loss_fn: LossFn, optimizer: optax.GradientTransformation, mesh: Mesh):
-    """One compiled step per (loss, optimiser, mesh): repeated ``train`` calls reuse it."""
+def _jitted_step(
+    loss_fn: LossFn,
+    optimizer: optax.GradientTransformation,
+    mesh: Mesh,
+    options: tuple[tuple[str, Any], ...] = (),
+):
+    """One compiled step per (loss, optimiser, mesh, compiler options): repeated ``train``
+    calls reuse it."""
     replicated = NamedSharding(mesh, P())
     return jax.jit(
         make_train_step(loss_fn, optimizer),
         out_shardings=(replicated, replicated, replicated),
         donate_argnums=(0, 1),
+        compiler_options=dict(options) or None,
     )
 
 
@@ -112,6 +119,7 @@ def train(
     checkpoint_every: int = 100,
     stop_after: int | None = None,
     desc: str | None = None,
+    compiler_options: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train ``params`` for ``steps`` optimiser steps.
 
@@ -129,6 +137,8 @@ def train(
       stop_after: stop (with a checkpoint) after this many steps of the schedule; used to
         simulate an interruption. The returned losses then cover only the steps run.
       desc: progress-bar label.
+      compiler_options: XLA compiler options of the step's program (e.g. a lower LLVM
+        optimisation level where compile time dominates a short run).
 
     Returns:
       A :class:`TrainResult`.
@@ -172,7 +182,9 @@ def train(
             losses[:n] = saved[:n]
             start = min(int(latest), steps)
 
-    step_fn = _jitted_step(loss_fn, optimizer, mesh)
+    step_fn = _jitted_step(
+        loss_fn, optimizer, mesh, tuple(sorted((compiler_options or {}).items()))
+    )
 
     def save(step: int) -> None:
         if manager is None:

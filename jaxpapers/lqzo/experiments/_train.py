@@ -225,6 +225,7 @@ def run_rows(
             key=jax.random.key(0),
             checkpoint_dir=ctx.checkpoint_dir("fo"),
             checkpoint_every=fo_steps,
+            compiler_options=fast,
         )
         return {"acc": prob.fp_eval(res.params)["test"], "loss": (res.losses / s).tolist()}
 

@@ -25,6 +25,7 @@ compile, each of the four training loops 6-11 CPU-s).
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -65,6 +66,28 @@ def study_jit(fn: Any, sizes: Any, *, light: bool = False) -> Any:
     return jax.jit(fn, compiler_options=FAST_COMPILE if fast else None)
 
 
+class Ahead:
+    """Traces and compiles programs on a worker thread while the main thread runs another.
+
+    Every program here that holds a DDIM sampler carries a host callback (diffrax's ``StepTo``
+    checks its time grid with ``equinox.error_if``, a ``pure_callback``), and the CPU runtime runs
+    a program with host callbacks synchronously on the calling thread: a jitted call does not
+    return until the program has run, so the main thread cannot compile the next program
+    meanwhile. A study therefore compiles its later programs here, from the abstract shapes of
+    the training program's outputs (``Traced.out_info``), while its training runs: the same
+    programs, compiled on the idle second core. Tracing must not wait on a running program, so
+    every array a traced function closes over is computed before the training starts.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="p04-compile")
+
+    def compile(self, jitted: Any, *args: Any) -> Future:
+        """A future of ``jitted.trace(*args).lower().compile()`` (``args``: arrays or
+        ``jax.ShapeDtypeStruct`` trees; jobs run in submission order)."""
+        return self._pool.submit(lambda: jitted.trace(*args).lower().compile())
+
+
 def _score(mix, x, labels, ref, key) -> dict[str, Array]:
     m = mixture_metrics(mix, x, labels, ref)
     sw = sliced_wasserstein(x, ref, key=key)
@@ -80,9 +103,18 @@ def _pick_w(test: dict[str, Array], val: Array) -> tuple[dict[str, Array], Array
 
 
 def mixture_study(
-    sizes: Any, dim: int, seeds: list[int], *, with_dpo: bool, with_sanity: bool = False
+    sizes: Any,
+    dim: int,
+    seeds: list[int],
+    *,
+    with_dpo: bool,
+    with_sanity: bool = False,
+    ahead: Ahead | None = None,
 ) -> dict[str, Any]:
     """Train all methods on the ``dim``-D checkerboard mixture; return per-seed metrics.
+
+    The DPO, evaluation and sanity programs compile on ``ahead``'s worker thread (a fresh one if
+    ``None``) while the training program runs.
 
     Returns:
       ``{"rows": {row: {metric: [per seed]}}, "w": {...}, "nfe": {...}}`` (JSON-ready), plus
@@ -202,12 +234,16 @@ def mixture_study(
         shown = {k: v[:N_SHOWN] for k, v in shown.items()}
         return rows, chosen_w, exact, cfg1, shown
 
-    trained = study_jit(train, sizes)(init, train_keys)
+    ahead = Ahead() if ahead is None else ahead
+    training = study_jit(train, sizes).trace(init, train_keys)
+    shapes = training.out_info  # the trained parameters' abstract shapes
     # DPO (its sampler draws and its fine-tuning loop) is a program of its own: inside the
     # evaluation program it added more compile time than it costs alone.
     dpo = lambda p: _dpo(net, mix, p, sizes)
-    tuned = study_jit(dpo, sizes, light=True)(trained["scale"]) if with_dpo else None
-    rows, chosen_w, exact, cfg1, shown = study_jit(evaluate, sizes, light=True)(trained, tuned)
+    if with_dpo:
+        dpo_program = ahead.compile(study_jit(dpo, sizes, light=True), shapes["scale"])
+    tuned_shape = shapes["scale"] if with_dpo else None  # DPO keeps the parameters' shapes
+    eval_program = ahead.compile(study_jit(evaluate, sizes, light=True), shapes, tuned_shape)
     if with_sanity:
         # The loss limits and the guided-target errors: a few forward passes, so their own
         # program compiled with FAST_COMPILE at every size (inside the evaluation program they
@@ -215,7 +251,12 @@ def mixture_study(
         limits = jax.jit(
             lambda p: sanity_numbers(net, mix, p, sizes, seeds_arr), compiler_options=FAST_COMPILE
         )
-        sanity = {"cfg": cfg1, **limits(trained["conditional"])}
+        limits_program = ahead.compile(limits, shapes["conditional"])
+    trained = training.lower().compile()(init, train_keys)
+    tuned = dpo_program.result()(trained["scale"]) if with_dpo else None
+    rows, chosen_w, exact, cfg1, shown = eval_program.result()(trained, tuned)
+    if with_sanity:
+        sanity = {"cfg": cfg1, **limits_program.result()(trained["conditional"])}
     nfe = {
         "CFG": 2 * steps,
         "CFG at SCALE's NFE": 2 * max(steps // 2, 1),
