@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,13 +15,7 @@ from jaxpapers.lqzo._quantize import QuantizedTensor, check_quant_args, dequanti
 
 KERNEL_MODES = ("auto", True, False, "interpret")
 
-
-@functools.partial(jax.jit, static_argnames=("bits", "group_size", "symmetric"))
-def _quantize_all(
-    kernels: tuple[jax.Array, ...], *, bits: int, group_size: int, symmetric: bool
-) -> list[QuantizedTensor]:
-    """Quantize every kernel in one program (eagerly, each weight shape compiled its own)."""
-    return [quantize(w, bits=bits, group_size=group_size, symmetric=symmetric) for w in kernels]
+_quantize_jit = jax.jit(quantize, static_argnames=("bits", "group_size", "symmetric"))
 
 
 class QuantScale(nnx.Param):
@@ -146,19 +139,13 @@ def quantize_linears(
     ]
     for _, lin in targets:
         check_quant_args(tuple(lin.kernel.shape), bits, group_size)
-    kernels = tuple(lin.kernel[...] for _, lin in targets)
-    qts = (
-        _quantize_all(kernels, bits=bits, group_size=group_size, symmetric=symmetric)
-        if targets
-        else []
-    )
-    for (path, lin), qt in zip(targets, qts, strict=True):
+    for path, lin in targets:
         parent: Any = model
         for p in path[:-1]:
             parent = parent[p] if isinstance(p, int) else getattr(parent, p)
         bias = lin.bias[...] if lin.bias is not None else None
         new = QuantizedLinear(
-            qt,
+            _quantize_jit(lin.kernel[...], bits=bits, group_size=group_size, symmetric=symmetric),
             None if bias is None else jnp.asarray(bias),
             use_kernel=use_kernel,
         )

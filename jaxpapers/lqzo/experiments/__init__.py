@@ -3,13 +3,15 @@
 1. ``minilm_vader``: pretrained all-MiniLM-L6-v2, every linear layer quantized group-wise
    (asymmetric, g = 64) to INT4 or INT2, top encoder layer fine-tuned on VADER word sentiment
    (:mod:`._text`). Rows: first-order Adam on the full-precision top layer (upper bound), MeZO on
-   the full-precision top layer, QZO-style and LQZO on the quantized scales.
+   the full-precision top layer (smoke and ``--full`` only, see "Fourth sitting" below),
+   QZO-style and LQZO on the quantized scales.
 2. ``vit_digits``: cross-modality; a small ViT pretrained in-repo on centred sklearn digits,
    quantized (g = 16, patch embedding in float), fine-tuned on the other digits shifted by one
    pixel (:mod:`._vit`); same rows.
 3. ``estimator_quality``: one-step estimates of the MiniLM top layer's scale gradient, LQZO vs
    QZO-style per bit width, against backprop's gradient: normalised error and cosine, with the
-   gradient's effective rank in the natural and the near-square view (:mod:`._estimator`).
+   gradient's effective rank in the natural and the near-square view (:mod:`._estimator`); the
+   "LQZO natural view" rows (no near-square view) run at smoke and ``--full`` only.
 4. ``estimator_quality_cpu`` (``--full`` only): the same study at a size a 2-core CPU runs in
    minutes (:data:`ESTIMATOR_CPU`: pool 4096, quantized lower layers, batch 32, 128 directions;
    issue 11's CPU-sized ``--full`` run, ``results/full/P02/``). The other ``--full`` sizes
@@ -147,6 +149,28 @@ s). Tried and dropped in that session: LLVM optimisation level 0 for the quick p
 wall, the runs slower; rows identical) and one flat counter-hash generator for all of a dense
 direction's leaves instead of one per leaf (identical values, compile 2.1 vs 2.3 CPU-s: the
 generators are not what makes the MeZO program slow to compile).
+
+Budget work of session 9 (2026-12-01, fourth sitting; the lead). The runner now lets a row run at
+some sizes only (``Experiment.row_sizes``; the record's ``rows_not_run`` and RESULTS.md say which
+rows a size left out). Quick mode leaves out the rows the verdicts do not read: MeZO on the
+full-precision layer in both accuracy experiments (the costliest row of each: 8.9 of the text
+experiment's 43 s and 12.4 of the ViT's 54 s in a profiled run, its program the slowest to
+compile) and the estimator's two "LQZO natural view" rows (one of its three compiled programs).
+Without a learning-rate grid to tune (quick), no validation split is evaluated and the text
+experiment draws no validation entries (256 fewer entries through the five lower layers; the
+training and test entries are the same prefix of the same permutation). ``core.train`` takes
+``compiler_options`` and the ViT pretraining and FO steps compile at LLVM level 1 at the quick
+size (parameters bit-identical after 300 steps; ~0.9 CPU-s less compile per step program), and
+the ViT is built by one jitted initialiser (parameters within 7.5e-9 of the eager build; the
+training losses move by <= 2.5e-4, no test accuracy changes). Every remaining quick row is
+identical per seed to the run before. Tried and dropped: quantizing a model's kernels in one
+program instead of one eager compile per weight shape (codes bit-identical): ViT 2.23 -> 2.08
+CPU-s, MiniLM top layer 1.07 -> 1.48 (the compile scales with the operations, not the
+programs). Measured back to back on the 2-core machine while a
+helper's runs loaded it (load average 3-4; ``/usr/bin/time jaxpapers reproduce P02 --quick``):
+the code before 173.8 CPU-s (161.2 s wall), after 131.0 and 137.9 CPU-s (130.3 and 109.2 s
+wall): ~22% fewer CPU-s.
+QUIET_PLACEHOLDER
 
 Estimator quality at INT2, seed 1 (flagged as identically zero LQZO estimates): not clipping and
 not LQZO. The per-batch head separates that batch of 16 so well that its float32 cross-entropy
