@@ -368,3 +368,25 @@ def test_conditioned_unet_uses_its_label_and_stays_jittable(key):
 
     a, b, null = run(params)
     assert float(jnp.abs(a - b).max()) > 1e-5 and float(jnp.abs(a - null).max()) > 1e-5
+
+
+def test_quick_mode_runs_the_2d_bed_and_every_study_runs_at_smoke():
+    from jaxpapers.core.experiment import experiments_for
+
+    exps = experiments_for("P04")
+    quick = {e.id for e in exps if "quick" in e.sizes}
+    bed_2d = ("guidance_free", "half_nfe", "precision", "dpo")
+    assert quick == {"sanity_limits", *(f"mixture2d_{k}" for k in bed_2d)}
+    assert all("smoke" in e.sizes and "full" in e.sizes for e in exps)
+    assert {"digits_accuracy", "digits_frechet", "ar_cca"} <= {e.id for e in exps}
+
+
+def test_ahead_compiles_from_abstract_shapes(key):
+    from jaxpapers.scale.experiments._mixture import Ahead
+
+    x = jax.random.normal(key, (3, 2))
+    f = jax.jit(lambda a: {"y": 2.0 * a, "s": a.sum(0)})
+    ahead = Ahead()
+    program = ahead.compile(f, jax.ShapeDtypeStruct(x.shape, x.dtype))
+    jax.tree.map(np.testing.assert_array_equal, program.result()(x), f(x))
+    ahead.close()

@@ -278,9 +278,7 @@ class Experiment:
     run: Callable[[Context], Outcome]
     plot: Callable[[Outcome, Path], None] | None = None
     sizes: tuple[str, ...] = SIZES
-    row_sizes: Mapping[str, tuple[str, ...]] = dataclasses.field(
-        default_factory=dict, hash=False
-    )
+    row_sizes: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         bad = [s for s in self.sizes if s not in SIZES]
@@ -317,7 +315,6 @@ class Experiment:
             raise ValueError(
                 f"experiment {self.paper}/{self.id}: a row is both baseline and method"
             )
-
 
     def rows_not_run(self, size: str) -> tuple[str, ...]:
         """The declared rows that do not run at ``size`` (see ``row_sizes``)."""

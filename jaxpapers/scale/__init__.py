@@ -85,7 +85,8 @@ training run fell from 62 to 25 CPU-s but every model was undertrained (CFG -4.5
 -4.95, SCALE -8.51, unguided -4.96) and ``sanity_limits`` failed (CFG(w=3) error to the guided
 target 0.84 against 0.46 to the unguided one), so the quick sizes are unchanged. The last quick
 numbers of the moved studies (3 seeds): digits accuracy SCALE 0.39 +- 0.03 vs CFG 0.72, GFT 0.73, MG
-0.71; Frechet distance SCALE 262 +- 32 vs CFG 250, GFT 190, MG 248 (both claims did not hold); token
+0.71; Frechet distance SCALE 262 +- 32 vs CFG 250, GFT 190, MG 248 (both claims did not hold; the
+classifier was 256 wide then, 128 since the fifth pass); token
 model, floored class log-likelihood SCALE (AR) -1.166 +- 0.002 vs CCA -0.985 +- 0.016, CFG on logits
 -0.935 +- 0.034 (2 passes a token), conditional -1.262 +- 0.048 (``ar_cca`` did not hold). The
 samplers stay on the core's diffrax DDIM solver (the design's promise); a ``lax.scan`` over the same
@@ -97,6 +98,15 @@ Issue 12's fourth pass (``experiments/__init__.py``) trained conditional, GFT an
 an exact selection: 4-10% fewer CPU-s in paired quick runs under load (base 125.4 / 142.0 / 122.6,
 new 119.8 / 133.1 / 109.9), every verdict identical and every row within float32 round-off; quick
 mode's remaining cost is the four methods' compute-bound training (~46 CPU-s) and the compiles.
+Issue 12's fifth pass found that every program holding a DDIM sampler runs synchronously on the CPU
+(diffrax checks its time grid with ``equinox.error_if``, a host callback), so the main thread
+waited in the 2-D training run and compiled nothing meanwhile; the DPO, evaluation and sanity
+programs now compile on a worker thread while the training runs (identical numbers; it saves wall
+time where the second core is idle). A digits study in quick mode was tried and does not fit:
+recognisable samples need about the old quick digits size (MLP 256 x 3, 1,000 steps; that study
+alone cost ~170 CPU-s under load), while a size that fits (MLP 96 x 2, batch 128, 600 steps; ~50
+CPU-s) draws saturated noise that the held-out classifier still labels as the intended class
+(CFG 0.86), so digits stay at ``--full`` and smoke.
 
 Example::
 

@@ -111,9 +111,7 @@ class TopLayer:
             layer_def, state = nnx.split(layer)
             return np.concatenate(
                 [
-                    np.asarray(
-                        apply_layer(layer_def, state, h[p : p + chunk], mask[p : p + chunk])
-                    )
+                    np.asarray(apply_layer(layer_def, state, h[p : p + chunk], mask[p : p + chunk]))
                     for p in range(0, len(mask), chunk)
                 ]
             )

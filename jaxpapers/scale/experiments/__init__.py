@@ -87,12 +87,52 @@ steps (MLP 128 x 3, warmups 500) CFG reached -3.13, GFT -2.57, MG -3.83, SCALE -
 ``sanity_limits`` failed (CFG(w=3) error to the guided target 0.661 against 0.470 to the unguided
 one). On the wall clock the DPO, evaluation and sanity programs trace and compile while the training
 program runs (JAX dispatches it asynchronously), so their compile savings count less there than in
-CPU-s. A digits sample grid in quick mode would need the digits bed (U-Net denoisers for four
-methods and a held-out classifier, a test bed of its own), which does not fit the budget; quick
-mode's sample figure is the 2-D scatter (``mixture2d_precision.png``).
+CPU-s (not so: the fifth pass found the training run synchronous). A digits sample grid in quick
+mode would need the digits bed (MLP denoisers for four methods and a held-out classifier, a test
+bed of its own), which does not fit the budget; quick mode's sample figure is the 2-D scatter
+(``mixture2d_precision.png``).
 On a quiet machine afterwards (``/usr/bin/time jaxpapers reproduce P04 --quick``, nothing else
 running, session 8): 82.6 s wall, 119.4 CPU-s (96.8 s and 140.6 before this pass): within the 90 s
 budget; every verdict as before.
+
+Issue 12, fifth pass (measured with ``/usr/bin/time -f "%U user %S sys %e wall" jaxpapers reproduce
+P04 --quick``, timelines with ``jax_log_compiles``, while the lead's runs shared the 2 cores). (1)
+Every program holding a DDIM sampler (the training program through SCALE's self samples, DPO,
+evaluation) carries a host callback: diffrax's ``StepTo`` checks its time grid with
+``equinox.error_if``, a ``pure_callback``, with or without ``throw``. The CPU runtime runs such a
+program synchronously on the calling thread (a jitted 1.1 s loop returned after 0.0 s, with an
+``error_if`` after 1.1 s), so the main thread sat in the 2-D training run and compiled nothing
+meanwhile (timeline: training compiled by 23 s, the DPO program's tracing began at 89.8 s, when the
+run ended); the fourth pass's remark above was wrong. The DPO, evaluation and sanity programs now
+compile on a worker thread (``_mixture.Ahead``) from the training program's abstract outputs while
+the training runs: the same programs, every per-seed value of every quick row identical to the
+committed ``result.json`` (maximum relative difference 0). Alternate runs, base = commit e885ac8
+(CPU-s user + sys, wall, load average before): base 124.4 / 97.8 s (3.8), new 127.2 / 77.4 s (2.6),
+base 122.6 / 84.7 s (2.0), new 137.6 / 83.3 s (1.6), base 135.9 / 93.7 s (1.2), new 140.0 / 84.1 s
+(1.6); means base 127.6 CPU-s / 92.1 s, new 134.9 / 81.6 s: 11% less wall, 6% more CPU-s (the
+compiles share the cores with the training run; within this machine's noise). The wall gain needs an
+idle second core; the quiet figure is still to be taken. (2) Two such synchronous programs on two
+threads do run at once (two 3.4 s loops: 6.9 s in sequence, 3.6 s on two threads), and an eager op
+on one thread does not wait for the other's run, so a second study could run beside the 2-D bed on a
+thread. (3) A digits study in quick mode does not fit. At a size that fits (MLP 96 x 2, batch and
+self batch 128, 600 steps, 200 samples; the study alone, serialised: training trace 1.9 + compile
+19.5 + run 11.8, evaluation compile 6.2 + run 1.4 with FAST_COMPILE, classifier 2.7; 53 CPU-s), run
+beside the 2-D bed on a thread, the whole quick run cost 192.4 CPU-s and 116 s wall (load 1.1-2.1),
+with held-out classifier accuracy CFG 0.86 +- 0.03, GFT 0.50, MG 0.65, SCALE 0.40 (Frechet 252, 288,
+273, 289; real digits 0.956), but the samples are not digits: 87% of the CFG pixels sit at +-1 (real
+digits: mostly background), saturated noise that the classifier still labels as the intended class,
+so accuracy is no test of recognisable samples at such sizes. Conditional models alone (one seed;
+CFG at w = 2, 10 DDIM steps: accuracy / fraction of saturated pixels): MLP 256 x 3, batch 256, 1,000
+steps 0.735 / 0.64 (recognisable, noisy); 96 x 2, 128, 600: 0.745 / 0.87; 256 x 2, 128, 600: 0.48 /
+0.76; 128 x 3, 256, 1,000: 0.43 / 0.82; 256 x 3, 128, 500: 0.635 / 0.73 (none of the last four
+recognisable); EMA weights and 25 or 50 DDIM steps did not help (96 x 2: 0.765 / 0.80 at 50 steps).
+The smallest recognisable size found is the old quick digits size, whose four-method study cost
+168.9 CPU-s alone under load (accuracy CFG 0.79, GFT 0.73, MG 0.73, SCALE 0.41): the digits stay
+``NOT_QUICK``. (4) The digits bed trains through the mixture beds' training program
+(``study_methods`` / ``train_methods``: conditional, GFT and MG in one ``fit_many`` loop), and its
+classifier is 128 wide (was 256): each Frechet distance takes two ``eigh`` of a features x features
+covariance, 0.75 CPU-s each at 256 (the evaluation program of 24 distances ran 19.1 CPU-s, at 128
+0.4).
 """
 
 from __future__ import annotations

@@ -16,11 +16,14 @@ and both draws, scoring; little compute, but compiling it with ``FAST_COMPILE`` 
 more than it saved, so only smoke sizes do, ``Sizes.fast_compile_light``) and, on the 2-D bed,
 the ``sanity_limits`` loss limits and guided-target errors of the trained conditional model (a
 few forward passes: always ``FAST_COMPILE``; measured under load, 5.2 CPU-s of compile alone
-against ~16 CPU-s added to the evaluation program's full-optimisation compile). No op-by-op
-dispatch. Each sampler appears once in the evaluation program, vmapped over one flat (job x
-seed) axis: every inlined copy of a DDIM sampler, and every vmap level around one, costs tracing
-and compile time of its own (measured on a loaded machine: a vmapped sampler ~3 CPU-s of
-compile, each of the four training loops 6-11 CPU-s).
+against ~16 CPU-s added to the evaluation program's full-optimisation compile). The last three
+compile on a worker thread while the training program runs (:class:`Ahead`: a program holding a
+DDIM sampler runs synchronously on the thread that calls it). No op-by-op dispatch. Each sampler
+appears once in the evaluation program, vmapped over one flat (job x seed) axis: every inlined
+copy of a DDIM sampler, and every vmap level around one, costs tracing and compile time of its
+own (measured on a loaded machine: a vmapped sampler ~3 CPU-s of compile, each of the four
+training loops 6-11 CPU-s). :func:`study_methods` and :func:`train_methods` (the four methods
+and their training program) serve the digits bed too.
 """
 
 from __future__ import annotations
@@ -84,8 +87,53 @@ class Ahead:
 
     def compile(self, jitted: Any, *args: Any) -> Future:
         """A future of ``jitted.trace(*args).lower().compile()`` (``args``: arrays or
-        ``jax.ShapeDtypeStruct`` trees; jobs run in submission order)."""
+        ``jax.ShapeDtypeStruct`` trees); jobs run in submission order."""
         return self._pool.submit(lambda: jitted.trace(*args).lower().compile())
+
+    def close(self) -> None:
+        """End the worker thread (after its queued jobs)."""
+        self._pool.shutdown()
+
+
+def study_methods(sizes: Any, steps: int, self_batch: int, clip: float) -> dict[str, Method]:
+    """The four methods of a study trained for ``steps`` Adam steps: conditional (for CFG), GFT,
+    MG and SCALE (its self samples drawn with the evaluation sampler, clipped to ``clip``)."""
+    return {
+        "conditional": Method("conditional"),
+        "gft": Method("gft"),
+        "mg": Method("mg", w=sizes.mg_w, warmup=steps // 2),
+        "scale": Method(
+            "scale",
+            w=sizes.scale_w,
+            warmup=steps // 2,
+            refresh=sizes.refresh,
+            self_steps=sizes.sample_steps,
+            self_batch=self_batch,
+            clip=clip,
+        ),
+    }
+
+
+def train_methods(net: Any, methods: dict[str, Method], data: Any, steps: int, batch: int) -> Any:
+    """``train(init, keys) -> {name: params [seeds, ...]}`` for :func:`study_methods`' methods,
+    vmapped over seeds: conditional, GFT and MG share one loop (``fit_many``: the same batches
+    at the same key, one compiled network pass for the three), SCALE has its own."""
+    names = ("conditional", "gft", "mg")
+
+    def train(init, keys):
+        res = jax.vmap(
+            lambda p, k: fit_many(
+                net, tuple(methods[n] for n in names), p, data, key=k, steps=steps, batch=batch
+            )
+        )(init, keys)  # leaves [seeds, methods, ...]
+        trained = {n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(names)}
+        scale = jax.vmap(
+            lambda p, k: fit(net, methods["scale"], p, data, key=k, steps=steps, batch=batch)
+        )(init, keys)
+        trained["scale"] = scale.params[0]
+        return trained
+
+    return train
 
 
 def _score(mix, x, labels, ref, key) -> dict[str, Array]:
@@ -109,12 +157,11 @@ def mixture_study(
     *,
     with_dpo: bool,
     with_sanity: bool = False,
-    ahead: Ahead | None = None,
 ) -> dict[str, Any]:
     """Train all methods on the ``dim``-D checkerboard mixture; return per-seed metrics.
 
-    The DPO, evaluation and sanity programs compile on ``ahead``'s worker thread (a fresh one if
-    ``None``) while the training program runs.
+    The DPO, evaluation and sanity programs compile on a worker thread (:class:`Ahead`) while
+    the training program runs.
 
     Returns:
       ``{"rows": {row: {metric: [per seed]}}, "w": {...}, "nfe": {...}}`` (JSON-ready), plus
@@ -129,44 +176,9 @@ def mixture_study(
     n, steps = sizes.n_eval, sizes.sample_steps
     labels = jnp.arange(n, dtype=jnp.int32) % mix.num_classes
     ws = jnp.asarray(W_GRID)
-    methods = {
-        "conditional": Method("conditional"),
-        "gft": Method("gft"),
-        "mg": Method("mg", w=sizes.mg_w, warmup=sizes.steps // 2),
-        "scale": Method(
-            "scale",
-            w=sizes.scale_w,
-            warmup=sizes.steps // 2,
-            refresh=sizes.refresh,
-            self_steps=steps,
-            self_batch=sizes.self_batch,
-            clip=float(jnp.max(jnp.abs(mix.means))) + 3.0 * float(jnp.sqrt(mix.var)),
-        ),
-    }
-
-    def train(init, train_keys):
-        # Conditional, GFT and MG share one loop (``fit_many``: the same batches at the same
-        # key, one compiled network pass for the three); SCALE has its own.
-        names = ("conditional", "gft", "mg")
-        res = jax.vmap(
-            lambda p, k: fit_many(
-                net,
-                tuple(methods[n] for n in names),
-                p,
-                mix,
-                key=k,
-                steps=sizes.steps,
-                batch=sizes.batch,
-            )
-        )(init, train_keys)  # leaves [seeds, methods, ...]
-        trained = {n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(names)}
-        scale = jax.vmap(
-            lambda p, k: fit(
-                net, methods["scale"], p, mix, key=k, steps=sizes.steps, batch=sizes.batch
-            )
-        )(init, train_keys)
-        trained["scale"] = scale.params[0]
-        return trained
+    clip = float(jnp.max(jnp.abs(mix.means))) + 3.0 * float(jnp.sqrt(mix.var))
+    methods = study_methods(sizes, sizes.steps, sizes.self_batch, clip)
+    train = train_methods(net, methods, mix, sizes.steps, sizes.batch)
 
     def evaluate(trained, tuned_dpo):
         ref = mix.sample(jax.random.key(7), labels)
@@ -234,7 +246,7 @@ def mixture_study(
         shown = {k: v[:N_SHOWN] for k, v in shown.items()}
         return rows, chosen_w, exact, cfg1, shown
 
-    ahead = Ahead() if ahead is None else ahead
+    ahead = Ahead()
     training = study_jit(train, sizes).trace(init, train_keys)
     shapes = training.out_info  # the trained parameters' abstract shapes
     # DPO (its sampler draws and its fine-tuning loop) is a program of its own: inside the
@@ -257,6 +269,7 @@ def mixture_study(
     rows, chosen_w, exact, cfg1, shown = eval_program.result()(trained, tuned)
     if with_sanity:
         sanity = {"cfg": cfg1, **limits_program.result()(trained["conditional"])}
+    ahead.close()
     nfe = {
         "CFG": 2 * steps,
         "CFG at SCALE's NFE": 2 * max(steps // 2, 1),
