@@ -23,6 +23,12 @@ FAST_COMPILE: dict[str, Any] = {
     "xla_llvm_disable_expensive_passes": True,
 }
 
+#: XLA options for short timed runs (quick mode on a CPU) where compiling is a large share: LLVM
+#: at optimisation level 1 instead of 2. Measured on P02's ZO programs and Adam steps (ViT,
+#: MiniLM top layer) and P13's training steps: 10-16% fewer compile CPU-s, runs no slower, and
+#: every loss and parameter bit-identical to the default (no fast-math either way).
+QUICK_COMPILE: dict[str, Any] = {"xla_backend_optimization_level": 1}
+
 
 def stack_trees(trees: Sequence[Any]) -> Any:
     """Stack a sequence of pytrees of the same structure along a new leading axis."""

@@ -33,15 +33,14 @@ from flax import nnx
 from jaxpapers_kernels.quant_matmul import unpack_codes
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.core.pytrees import FAST_COMPILE
+from jaxpapers.core.pytrees import FAST_COMPILE, QUICK_COMPILE
 from jaxpapers.core.train import train
 from jaxpapers.lqzo import QuantizedLinear, lqzo, mezo, qzo, zeros_like_tree, zo_finetune
 
-#: XLA options of the quick size's programs: LLVM at optimisation level 1 instead of 2. The ViT
-#: MeZO row's program (1 step) compiled in ~16% fewer CPU-s (9.9-10.8 vs 12.4-13.5, alternating
-#: in one process), 100 steps x 3 seeds cost no more (12.3 and 16.4 vs 14.5-18.4 CPU-s), and
-#: every loss and quick row was bit-identical (no fast-math either way).
-QUICK_COMPILE: dict[str, Any] = {"xla_backend_optimization_level": 1}
+# The quick size's programs use core's QUICK_COMPILE (LLVM level 1): the ViT MeZO row's program
+# (1 step) compiled in ~16% fewer CPU-s (9.9-10.8 vs 12.4-13.5, alternating in one process),
+# 100 steps x 3 seeds cost no more (12.3 and 16.4 vs 14.5-18.4 CPU-s), and every loss and quick
+# row was bit-identical.
 
 
 def compiler_options(ctx: Context) -> dict[str, Any] | None:

@@ -94,6 +94,16 @@ hand-set recurrence (default or fast-compile options) instead of running it eage
 1-3 of its ~16 CPU-s under load.
 On a quiet machine afterwards (``/usr/bin/time jaxpapers reproduce P13 --quick``, nothing else
 running): **85.2 s wall** (123.4 user + 7.2 sys CPU-s), within the 90 s budget (130 s before).
+Session 9 (2026-12-01): the same command on the same machine, quiet, read 100.2 s wall (152.9
+CPU-s; this machine's quiet figures drift by 10-17% between days), over the budget. A compile
+log (``jax_log_compiles``) put 43 of 94 s in XLA compiles: six training-step programs 17.4 s,
+six evaluators 4.7, and ~14 s of eager compiles (initialisers, and 26 ``jnp.stack`` plus 26
+``jnp.copy`` programs, one per parameter shape, stacking the seeds' models). Now the models are
+stacked on the host (``init_models``: identical values, no compiles), and at the quick size the
+training steps (``fit(compiler_options=...)`` through ``core.train``) and evaluators compile
+with ``core.pytrees.QUICK_COMPILE`` (LLVM level 1). Every quick row is identical per seed to the
+run before; 83.0 s wall, 126.9 CPU-s on the quiet machine (87.7 s with the step programs alone
+at level 1).
 
 Language modelling (``_lm.py``): the docstrings of pure-Python standard-library modules, LRU vs
 H-LRU K = 2 vs BD-LRU b = 4 with the state width of each chosen so that the models' total
