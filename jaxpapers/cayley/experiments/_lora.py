@@ -109,6 +109,7 @@ def train_lora(
     steps: int,
     learning_rate: float,
     weight_decay: float,
+    compiler_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Adapters + head trained per cell (``keys [C]``, ``h [C, n, T, D]`` states entering the
     lowest adapted layer, ``mask [C, n, T]``, ``y [C, n]``); test accuracy per cell.
@@ -116,7 +117,8 @@ def train_lora(
     Returns a dict: ``test [C]``, ``final_loss [C]``, ``finite [C]``, ``trainable`` (adapter plus
     head scalars), ``adapter``, ``seconds_per_step`` (wall time of the compiled program over
     ``C * steps``, test evaluation included) and ``compile_s``; plus ``params`` (the trained
-    adapter and head of every cell, for tests).
+    adapter and head of every cell, for tests). ``compiler_options``: XLA options of the
+    training program.
     """
     start = len(model.layers) - adapted
     d = model.cfg.hidden
@@ -134,7 +136,7 @@ def train_lora(
     hp = {"learning_rate": learning_rate, "weight_decay": weight_decay}
     args = (graphdef, frozen, params, h, mask, y, h_test, mask_test, y_test, hp)
     t0, c0 = time.perf_counter(), time.process_time()
-    compiled = _train_cells.lower(*args, start=start, steps=steps).compile()
+    compiled = _train_cells.lower(*args, start=start, steps=steps).compile(compiler_options)
     t1, c1 = time.perf_counter(), time.process_time()
     test, losses, finite, trained = jax.block_until_ready(compiled(*args[1:]))
     t2, c2 = time.perf_counter(), time.process_time()

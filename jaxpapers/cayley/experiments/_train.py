@@ -124,10 +124,10 @@ def _probe_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
     return _over_cells(one, keys, x, y, w, task)
 
 
-def _timed(fn, static, args):
-    """``fn(*static, *args)`` compiled ahead of time, then run: its outputs, wall and CPU seconds
-    of the run alone (the compile excluded)."""
-    compiled = fn.lower(*static, *args).compile()
+def _timed(fn, static, args, compiler_options=None):
+    """``fn(*static, *args)`` compiled ahead of time (with XLA's ``compiler_options``), then run:
+    its outputs, wall and CPU seconds of the run alone (the compile excluded)."""
+    compiled = fn.lower(*static, *args).compile(compiler_options)
     t0, c0 = time.perf_counter(), time.process_time()
     out = jax.block_until_ready(compiled(*args))
     return out, time.perf_counter() - t0, time.process_time() - c0
@@ -143,7 +143,17 @@ def cell_order(task: int, seed: int, pool: int) -> np.ndarray:
     return np.random.default_rng([seed, task]).permutation(pool)
 
 
-def run_grid(splits, *, shots, seeds, steps, learning_rate, weight_decay, hidden) -> dict[str, Any]:
+def run_grid(
+    splits,
+    *,
+    shots,
+    seeds,
+    steps,
+    learning_rate,
+    weight_decay,
+    hidden,
+    compiler_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Train every head for every (task, seed) at each training-set size; report accuracies.
 
     Every size is one compiled program per head, mapped over the (size, task, seed) cells; the
@@ -153,7 +163,8 @@ def run_grid(splits, *, shots, seeds, steps, learning_rate, weight_decay, hidden
     Returns a JSON-able dict: ``grid`` (the (task, seed) cells), ``params`` per head, and per
     head and size (``results[head][str(shots)]``) ``val``/``test`` accuracies ``[cells]``
     (probes: ``[cells, L + 1]``, the last input being the layer mean), ``attr`` ``[cells, L]``
-    occlusion attributions on the test set, and ``finite``.
+    occlusion attributions on the test set, and ``finite``. ``compiler_options``: XLA options
+    of the heads' and probes' programs (quick mode: ``core.pytrees.QUICK_COMPILE``).
     """
     num_tasks, pool, layers, features = splits.x_train.shape
     if max(shots) > pool:
@@ -199,7 +210,9 @@ def run_grid(splits, *, shots, seeds, steps, learning_rate, weight_decay, hidden
         ns = shots if name in FEW_SHOT_HEADS else (top,)
         make = partial(GRAPH_HEADS[name], **sizes)
         args = cells_for(ns)
-        (val, test, attr, finite), wall, cpu = _timed(_graph_grid, (make, hp), args)
+        (val, test, attr, finite), wall, cpu = _timed(
+            _graph_grid, (make, hp), args, compiler_options
+        )
         per_step = {
             # per training step of one cell (padded to the largest size), evaluation included
             "seconds_per_step": wall / (len(args[0]) * steps),
@@ -209,7 +222,8 @@ def run_grid(splits, *, shots, seeds, steps, learning_rate, weight_decay, hidden
         results[name] = {n: {**r, **per_step} for n, r in by_size.items()}
         params[name] = count_params(make(jax.random.key(0)))
     make = partial(_probe, **sizes)
-    val, test, finite = _probe_grid(make, hp, *cells_for(shots))
+    args = cells_for(shots)
+    val, test, finite = _probe_grid.lower(make, hp, *args).compile(compiler_options)(*args)
     results["probes"] = per_size({"val": val, "test": test, "finite": finite}, shots)
     params["linear probe"] = count_params(make(jax.random.key(0)))
     out = {"grid": grid, "params": params, "results": results}
