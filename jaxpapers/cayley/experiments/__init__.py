@@ -1,4 +1,11 @@
-"""P03 experiments: registrations and the table of sizes (the work is in ``_run``)."""
+"""P03 experiments: registrations and the table of sizes (the work is in ``_run``).
+
+Quick budget (session 9, 2026-12-01, ``/usr/bin/time jaxpapers reproduce P03 --quick`` on 2 quiet
+cores): 94.7 s wall on a day when this machine ran 10-17% slower than before; a compile log put
+35 of 96 s in XLA compiles (the five heads' grid programs 17 s). The heads', probes', LoRA and
+synthetic programs now compile at LLVM level 1 at the quick size (``core.pytrees.QUICK_COMPILE``):
+89.4 and 93.0 s in two runs, every row identical per seed; at the budget's edge on such a day.
+"""
 
 from __future__ import annotations
 
