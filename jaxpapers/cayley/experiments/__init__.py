@@ -5,6 +5,10 @@ cores): 94.7 s wall on a day when this machine ran 10-17% slower than before; a 
 35 of 96 s in XLA compiles (the five heads' grid programs 17 s). The heads', probes', LoRA and
 synthetic programs now compile at LLVM level 1 at the quick size (``core.pytrees.QUICK_COMPILE``):
 89.4 and 93.0 s in two runs, every row identical per seed; at the budget's edge on such a day.
+The Bayes limits' normal CDF is ``math.erfc`` instead of ``scipy.stats`` (the same floats; its
+import cost ~0.8 s): 93.9 s in a third run. What is left is compute: the five heads' training
+over the (size, task, seed) cells (~43 of the grid's 57 s), which quick mode cannot shrink
+without changing its rows.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.stats import norm
 
 from jaxpapers.cayley import LayerGNN, LayerProbe, accuracy, fit_head, layer_graph
 from jaxpapers.cayley.experiments._data import MAX_TOKENS, TASKS, load_splits, task_texts
@@ -18,6 +17,7 @@ from jaxpapers.cayley.experiments._lora import lower_states, train_lora
 from jaxpapers.cayley.experiments._train import (
     NUM_CLASSES,
     cell_order,
+    normal_cdf,
     probe_rows,
     run_grid,
     synthetic_layers,
@@ -291,8 +291,8 @@ def _synthetic(keys, sizes: Sizes, signal: float):
 
 SIGNAL = 0.5
 #: closed-form Bayes accuracies: Phi(s) from one layer, Phi(s sqrt(L)) from all of them
-BAYES_ONE = float(norm.cdf(SIGNAL))
-BAYES_ALL = float(norm.cdf(SIGNAL * LAYERS**0.5))
+BAYES_ONE = normal_cdf(SIGNAL)
+BAYES_ALL = normal_cdf(SIGNAL * LAYERS**0.5)
 
 
 def bayes_limit(ctx: Context, sizes: Sizes) -> Outcome:

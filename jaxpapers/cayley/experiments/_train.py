@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from functools import partial
 from typing import Any
@@ -9,7 +10,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.stats import norm
 
 from jaxpapers.cayley import (
     AttentionPooling,
@@ -122,6 +122,12 @@ def _probe_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
         return jax.vmap(per_input)(jnp.arange(xs.shape[-2]))
 
     return _over_cells(one, keys, x, y, w, task)
+
+
+def normal_cdf(x: float) -> float:
+    """Standard normal CDF ``Phi(x) = erfc(-x / sqrt 2) / 2`` (the same float as
+    ``scipy.stats.norm.cdf`` here, without importing scipy.stats: ~1 s of a quick run)."""
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
 def _timed(fn, static, args, compiler_options=None):
@@ -255,7 +261,7 @@ def synthetic_layers(key: jax.Array, n: int, *, layers: int, direction: jax.Arra
     noise = jax.random.normal(k_noise, (n, layers, direction.shape[0]))
     x = (2 * y - 1)[:, None, None] * signal * direction[None, None] + noise
     bayes = {
-        "one layer": float(norm.cdf(signal)),
-        "all layers": float(norm.cdf(signal * layers**0.5)),
+        "one layer": normal_cdf(signal),
+        "all layers": normal_cdf(signal * layers**0.5),
     }
     return x, y, bayes
