@@ -231,3 +231,10 @@ def test_progress_is_a_plain_pass_through_off_a_terminal(capsys):
     assert list(progress(range(5), total=5, desc="x")) == [0, 1, 2, 3, 4]
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_quick_compile_options_only_at_the_quick_size(tmp_path):
+    from jaxpapers.core.pytrees import QUICK_COMPILE
+
+    sizes = {s: Context(size=s, seeds=1, workdir=tmp_path).quick_compile for s in ex.SIZES}
+    assert sizes == {"smoke": None, "quick": QUICK_COMPILE, "full": None}

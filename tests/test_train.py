@@ -216,3 +216,16 @@ def test_compiler_options_reach_the_step_program():
             key=jax.random.key(0),
             compiler_options={"no_such_option": 1},
         )
+
+
+def test_stack_trees_on_the_host_matches_the_device_stack():
+    """``host=True`` gives NumPy leaves with the same values and compiles nothing."""
+    from jaxpapers.core.pytrees import stack_trees
+
+    trees = [{"w": jnp.full((2, 3), float(i)), "b": np.arange(3) + i} for i in range(4)]
+    host = stack_trees(trees, host=True)
+    device = stack_trees(trees)
+    assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(host))
+    jax.tree.map(np.testing.assert_array_equal, host, jax.tree.map(np.asarray, device))
+    with pytest.raises(ValueError, match="at least one pytree"):
+        stack_trees([], host=True)

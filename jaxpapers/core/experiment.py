@@ -406,6 +406,15 @@ class Context:
         """Whether the experiment computes ``row`` at this size."""
         return row not in self.skip_rows
 
+    @property
+    def quick_compile(self) -> dict[str, Any] | None:
+        """XLA options for this size's programs: :data:`~jaxpapers.core.pytrees.QUICK_COMPILE`
+        (LLVM level 1, bit-identical results where measured) at the quick size, whose budget
+        compiling dominates; XLA's defaults otherwise."""
+        from jaxpapers.core.pytrees import QUICK_COMPILE
+
+        return QUICK_COMPILE if self.size == "quick" else None
+
     def pick(self, *, smoke: Any, quick: Any, full: Any) -> Any:
         """Return the value for the current size."""
         return {"smoke": smoke, "quick": quick, "full": full}[self.size]

@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 #: XLA options that cut compile time several-fold for smoke runs and tests, where compiles
 #: dominate (pass as ``jax.jit(f).lower(...).compile(FAST_COMPILE)`` or
@@ -30,10 +31,18 @@ FAST_COMPILE: dict[str, Any] = {
 QUICK_COMPILE: dict[str, Any] = {"xla_backend_optimization_level": 1}
 
 
-def stack_trees(trees: Sequence[Any]) -> Any:
-    """Stack a sequence of pytrees of the same structure along a new leading axis."""
+def stack_trees(trees: Sequence[Any], *, host: bool = False) -> Any:
+    """Stack a sequence of pytrees of the same structure along a new leading axis.
+
+    With ``host=True`` the leaves are stacked with NumPy on the host: an eager ``jnp.stack``
+    compiles one small program per leaf shape, which adds up for the parameters of a model
+    stacked once per run (and :func:`jaxpapers.core.train.train` copies host arrays without a
+    compile).
+    """
     if not trees:
         raise ValueError("stack_trees needs at least one pytree; got an empty sequence")
+    if host:
+        return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *trees)
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 

@@ -24,7 +24,6 @@ from jaxpapers.cayley.experiments._train import (
 )
 from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.core.nn.bert import load_minilm, load_tokenizer, tokenize
-from jaxpapers.core.pytrees import QUICK_COMPILE
 
 LAYERS = 7  # all-MiniLM-L6-v2: the embeddings and six transformer layers
 GNN = "Cayley-Encoder"
@@ -63,8 +62,7 @@ def _grid(ctx: Context, sizes: Sizes) -> dict:
             learning_rate=LEARNING_RATE,
             weight_decay=WEIGHT_DECAY,
             hidden=sizes.hidden,
-            # LLVM level 1 at the quick size: ~15% less compile, the same numbers.
-            compiler_options=QUICK_COMPILE if ctx.size == "quick" else None,
+            compiler_options=ctx.quick_compile,
         )
         out["lm_params"] = splits.lm_params
         return out
@@ -181,7 +179,7 @@ def _lora_runs(ctx: Context, sizes: Sizes) -> dict:
                 steps=sizes.lora_steps,
                 learning_rate=LEARNING_RATE,
                 weight_decay=WEIGHT_DECAY,
-                compiler_options=QUICK_COMPILE if ctx.size == "quick" else None,
+                compiler_options=ctx.quick_compile,
             )
             keys = (
                 "test",
@@ -298,8 +296,7 @@ BAYES_ALL = normal_cdf(SIGNAL * LAYERS**0.5)
 def bayes_limit(ctx: Context, sizes: Sizes) -> Outcome:
     """Synthetic layers with closed-form Bayes accuracies (see ``synthetic_layers``)."""
     keys = jnp.stack([jax.random.key(1000 + s) for s in ctx.seed_list])
-    options = QUICK_COMPILE if ctx.size == "quick" else None
-    program = _synthetic.lower(keys, sizes, SIGNAL).compile(options)
+    program = _synthetic.lower(keys, sizes, SIGNAL).compile(ctx.quick_compile)
     gnn, probe = (np.asarray(a) for a in program(keys))
     return Outcome(
         {"Cayley-Encoder": gnn.tolist(), "last-layer probe": probe.tolist()},

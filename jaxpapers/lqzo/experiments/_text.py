@@ -25,6 +25,7 @@ import numpy as np
 from flax import nnx
 
 from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.core.pytrees import stack_trees
 from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales
 from jaxpapers.lqzo.experiments._data import cached_array, vader_tokens
 from jaxpapers.lqzo.experiments._train import (
@@ -37,7 +38,6 @@ from jaxpapers.lqzo.experiments._train import (
     make_evaluator,
     one_byte_codes,
     run_rows,
-    stack_models,
     xent,
 )
 
@@ -209,7 +209,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         tuple(sz.bits),
         q_loss,
         q_aux[0][0],
-        stack_models(q_aux),
+        stack_trees(q_aux, host=True),
         q_eval,
         (q_inputs, mask[:n], y[:n]),
     )

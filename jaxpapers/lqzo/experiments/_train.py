@@ -17,7 +17,7 @@ batches and directions as separate runs. Their evaluators share one compiled pro
 
 The MeZO and QZO-style rows use ``share_direction=True`` (each leaf's Gaussian ``z`` formed once
 per step for both passes and the update; the same values, so the same rows up to float32
-round-off) and the quick size compiles its programs with :data:`QUICK_COMPILE`.
+round-off) and the quick size compiles its programs with ``core.pytrees.QUICK_COMPILE``.
 """
 
 from __future__ import annotations
@@ -33,20 +33,17 @@ from flax import nnx
 from jaxpapers_kernels.quant_matmul import unpack_codes
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.core.pytrees import FAST_COMPILE, QUICK_COMPILE
+from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.core.train import train
 from jaxpapers.lqzo import QuantizedLinear, lqzo, mezo, qzo, zeros_like_tree, zo_finetune
-
-# The quick size's programs use core's QUICK_COMPILE (LLVM level 1): the ViT MeZO row's program
-# (1 step) compiled in ~16% fewer CPU-s (9.9-10.8 vs 12.4-13.5, alternating in one process),
-# 100 steps x 3 seeds cost no more (12.3 and 16.4 vs 14.5-18.4 CPU-s), and every loss and quick
-# row was bit-identical.
 
 
 def compiler_options(ctx: Context) -> dict[str, Any] | None:
     """XLA options of a run's programs: ``FAST_COMPILE`` at smoke size (compile-dominated),
-    :data:`QUICK_COMPILE` at quick size, XLA's defaults at ``--full``."""
-    return ctx.pick(smoke=FAST_COMPILE, quick=QUICK_COMPILE, full=None)
+    otherwise :attr:`Context.quick_compile` (LLVM level 1 at quick size: the ViT MeZO row's
+    1-step program compiled in ~16% fewer CPU-s, 100 steps x 3 seeds ran no slower, every loss
+    and quick row bit-identical; XLA's defaults at ``--full``)."""
+    return FAST_COMPILE if ctx.size == "smoke" else ctx.quick_compile
 
 
 #: Shared ZO settings: perturbation size and the directional-derivative clip.
@@ -147,12 +144,6 @@ class Quantized(NamedTuple):
     aux: Any
     evaluate: dict[int, Evaluate]
     data: tuple[np.ndarray, ...]
-
-
-def stack_models(trees: list[Any]) -> Any:
-    """Stack per-model pytrees of one structure along a new leading axis (on the host: no
-    per-shape eager compiles)."""
-    return jax.tree.map(lambda *a: np.stack([np.asarray(x) for x in a]), *trees)
 
 
 class Problem(NamedTuple):
@@ -355,7 +346,6 @@ def run_rows(
 
 __all__ = [
     "LQZO",
-    "QUICK_COMPILE",
     "ZO",
     "Evaluate",
     "Problem",
@@ -365,6 +355,5 @@ __all__ = [
     "make_evaluator",
     "one_byte_codes",
     "run_rows",
-    "stack_models",
     "xent",
 ]

@@ -14,6 +14,7 @@ import optax
 from flax import nnx
 
 from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.core.pytrees import stack_trees
 from jaxpapers.core.train import train
 from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales, zeros_like_tree
 from jaxpapers.lqzo.experiments._data import digits_transfer
@@ -26,7 +27,6 @@ from jaxpapers.lqzo.experiments._train import (
     make_evaluator,
     one_byte_codes,
     run_rows,
-    stack_models,
     xent,
 )
 
@@ -108,7 +108,9 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         q_eval[bits] = make_evaluator(q_apply, (s0, qrest), eval_splits, fast, q_programs)
         before[f"INT{bits}"] = q_eval[bits](stack(zeros_like_tree(s0)))["test"][0]
         q_aux.append((s0, qrest))
-    quantized = Quantized(tuple(sz.bits), q_loss, q_aux[0][0], stack_models(q_aux), q_eval, data)
+    quantized = Quantized(
+        tuple(sz.bits), q_loss, q_aux[0][0], stack_trees(q_aux, host=True), q_eval, data
+    )
 
     prob = Problem(loss, params, rest, fp_eval, quantized, data)
     values, extras = run_rows(

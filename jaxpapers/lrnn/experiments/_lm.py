@@ -11,7 +11,6 @@ import numpy as np
 from flax import nnx
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.core.pytrees import QUICK_COMPILE
 from jaxpapers.lrnn import (
     VOCAB,
     ModelConfig,
@@ -90,15 +89,14 @@ def _train_lm(ctx: Context, mixer: str, d_state: int, sizes) -> dict[str, Any]:
         # Short runs are resumed from the cached result; an end-only checkpoint is never read.
         checkpoint_dir=None if sizes.steps <= SHORT_RUN else ctx.checkpoint_dir(mixer),
         desc=f"P13 LM {mixer}",
-        compiler_options=QUICK_COMPILE if ctx.size == "quick" else None,
+        compiler_options=ctx.quick_compile,
     )
     valid = corpus.valid.astype(np.int32)
     n_win = min(sizes.eval_windows, (valid.size - 1) // seq)
     win = np.stack([valid[i * seq : i * seq + seq + 1] for i in range(n_win)])
     tokens = np.broadcast_to(win[:, :-1], (ctx.seeds, *win[:, :-1].shape))
     labels = np.broadcast_to(win[:, 1:], tokens.shape)
-    options = QUICK_COMPILE if ctx.size == "quick" else None
-    logits = jax.jit(seed_logits(models.graphdef), compiler_options=options)(
+    logits = jax.jit(seed_logits(models.graphdef), compiler_options=ctx.quick_compile)(
         params, jnp.asarray(tokens)
     )
     nats = masked_xent(logits, jnp.asarray(labels), jnp.ones(tokens.shape, jnp.float32))

@@ -23,7 +23,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.core.pytrees import QUICK_COMPILE
 from jaxpapers.lrnn import (
     TASKS,
     ModelConfig,
@@ -126,10 +125,9 @@ def _train_mixer(ctx: Context, work: Path, mixer: str, sizes, batch_fn) -> dict[
         key=jax.random.key(0),
         checkpoint_dir=None if sizes.steps <= SHORT_RUN else (work / "ckpt" / mixer).absolute(),
         desc=f"P13 {mixer}",
-        compiler_options=QUICK_COMPILE if ctx.size == "quick" else None,
+        compiler_options=ctx.quick_compile,
     )
-    options = QUICK_COMPILE if ctx.size == "quick" else None
-    logits_fn = jax.jit(seed_logits(models.graphdef), compiler_options=options)
+    logits_fn = jax.jit(seed_logits(models.graphdef), compiler_options=ctx.quick_compile)
     test_acc, train_acc = _accuracy(logits_fn, params, _eval_batches(replicas, sizes))
     result: dict[str, Any] = {"n_params": models.n_params}
     for task in sizes.tasks:
