@@ -36,6 +36,7 @@ from jaxpapers.scale import (
     sample_cfg,
     sample_one_pass,
     scale_loss,
+    self_samples,
     token_model,
 )
 
@@ -216,6 +217,28 @@ def test_cfg_at_w1_is_the_conditional_model_and_nfe_is_exact(key):
     )
 
 
+def test_x0_range_clips_every_sampler_and_leaves_a_wide_box_unchanged(key):
+    net, ps = _net()
+    p = _p(ps)
+    lab = jnp.array([0, 1, 2, 3])
+    plain = sample_one_pass(net, p, lab, key=key, num_steps=4)
+    wide = sample_one_pass(net, p, lab, key=key, num_steps=4, x0_range=1e6)
+    np.testing.assert_allclose(wide.x, plain.x, **tolerance(np.float32, 10.0))
+    # DDIM's last step lands on its clipped x0 estimate: inside the box, and not the final clip
+    # of the unclipped sampler.
+    r = 0.5 * float(jnp.abs(plain.x).max())
+    one = sample_one_pass(net, p, lab, key=key, num_steps=4, x0_range=r)
+    cfg = sample_cfg(net, p, lab, key=key, num_steps=4, w=2.0, x0_range=r)
+    for x in (one.x, cfg.x):
+        assert float(jnp.abs(x).max()) <= r * (1 + 1e-6)
+    assert float(jnp.abs(one.x - jnp.clip(plain.x, -r, r)).max()) > 1e-4
+    # SCALE's self samples use the method's x0_range.
+    method = Method("scale", w=1.5, self_steps=3, self_batch=8, x0_range=r)
+    x, labels = self_samples(net, method, (p, p), checkerboard_mixture(2), key, 1.5)
+    assert x.shape == (8, 2) and labels.shape == (8,)
+    assert float(jnp.abs(x).max()) <= r * (1 + 1e-6)
+
+
 def test_fit_vmap_over_seeds_matches_single_runs_and_scale_runs():
     net, ps = _net()
     mix = checkerboard_mixture(2)
@@ -334,6 +357,10 @@ def test_bad_inputs_raise_value_errors_naming_the_argument(key):
         sample_cfg(net, p, jnp.array([0, 1]), key=key, num_steps=2, w=-0.5)
     with pytest.raises(ValueError, match="w="):
         mg_loss(net, p, p, *_batch(key), key=key, schedule=SCH, w=-1.0)
+    with pytest.raises(ValueError, match="x0_range=0"):
+        sample_one_pass(net, p, jnp.array([0, 1]), key=key, num_steps=2, x0_range=0)
+    with pytest.raises(ValueError, match="x0_range=-1.0"):
+        Method("scale", x0_range=-1.0)
     with pytest.raises(ValueError, match="kind="):
         Method("cfg++")
     with pytest.raises(ValueError, match="w="):

@@ -102,11 +102,17 @@ Issue 12's fifth pass found that every program holding a DDIM sampler runs synch
 (diffrax checks its time grid with ``equinox.error_if``, a host callback), so the main thread
 waited in the 2-D training run and compiled nothing meanwhile; the DPO, evaluation and sanity
 programs now compile on a worker thread while the training runs (identical numbers; it saves wall
-time where the second core is idle). A digits study in quick mode was tried and does not fit:
-recognisable samples need about the old quick digits size (MLP 256 x 3, 1,000 steps; that study
-alone cost ~170 CPU-s under load), while a size that fits (MLP 96 x 2, batch 128, 600 steps; ~50
-CPU-s) draws saturated noise that the held-out classifier still labels as the intended class
-(CFG 0.86), so digits stay at ``--full`` and smoke.
+time where the second core is idle). The sixth pass made the digits samples recognisable at small
+sizes: every digits sampler (evaluation and SCALE's self samples) clips its predicted
+:math:`\hat x_0` to the data range ``[-1, 1]`` at every step (``x0_range``, the core's
+:func:`~jaxpapers.core.diffusion.clip_x0`: Ho et al. 2020's clip of the predicted image; before,
+a few-step DDIM of a weak or guided network ended on saturated pixels that the classifier still
+labelled as the intended class). At the study's own size (MLP 256 x 3, 1,000 steps) accuracy rose
+to CFG 0.98, GFT 0.94, MG 0.97, SCALE 0.78 (from 0.77, 0.73, 0.71, 0.38; ``results/full/P04``).
+A digits study in quick mode still does not fit the budget, now for cost alone: at MLP 96 x 2
+and 300-600 steps the samples are recognisable digits, but the study costs ~50 CPU-s (its
+training program's compile alone ~19), and the 2-D bed already fills the 2 cores (details in
+``experiments/__init__.py``), so digits stay at ``--full`` and smoke.
 
 Example::
 

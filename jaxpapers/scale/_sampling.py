@@ -13,7 +13,10 @@ loss fits, :math:`(\epsilon_\theta(x, c) + (w - 1)\,\epsilon_\psi(x, c)) / w`
 (:func:`_likelihood_model`, two passes a step: guided and self network).
 
 All return the core's ``SampleOutput(x, nfe)``; ``nfe`` counts network passes over the whole
-batch (the core counts denoiser calls; a CFG call is two passes).
+batch (the core counts denoiser calls; a CFG call is two passes). ``x0_range=r`` clips the
+predicted :math:`\hat x_0` of the (guided) prediction to ``[-r, r]`` at every step (the core's
+:func:`~jaxpapers.core.diffusion.clip_x0`, static thresholding) for data on a bounded range such
+as images in ``[-1, 1]``; ``None`` (default) leaves the sampler unchanged.
 """
 
 from __future__ import annotations
@@ -25,20 +28,42 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Int, PyTree
 
 from jaxpapers.core.checks import check_labels, check_positive
-from jaxpapers.core.diffusion import CountingDenoiser, SampleOutput, VPSchedule, sample_ddim
+from jaxpapers.core.diffusion import (
+    CountingDenoiser,
+    SampleOutput,
+    VPSchedule,
+    clip_x0,
+    sample_ddim,
+)
 from jaxpapers.scale._network import DEFAULT_SCHEDULE, Denoiser
 
 
-def _check(net: Denoiser, labels: Array, num_steps: int) -> None:
+def _check(net: Denoiser, labels: Array, num_steps: int, x0_range: float | None = None) -> None:
     check_labels("labels", labels, net.num_classes + 1)
     if labels.ndim != 1:
         raise ValueError(f"labels has shape {labels.shape}; expected [batch]")
     if not isinstance(num_steps, int) or num_steps < 1:
         raise ValueError(f"num_steps={num_steps!r}; expected an integer >= 1")
+    check_x0_range(x0_range)
 
 
-@functools.partial(jax.jit, static_argnames=("net", "num_steps", "schedule"))
-def _one_pass(net, params, labels, scalar, key, num_steps, schedule):
+def check_x0_range(x0_range: float | None) -> None:
+    """``x0_range`` is ``None`` or a positive Python number (it is a static argument)."""
+    if x0_range is not None and (
+        isinstance(x0_range, bool) or not isinstance(x0_range, int | float) or not x0_range > 0
+    ):
+        raise ValueError(f"x0_range={x0_range!r}; expected None or a positive number")
+
+
+def _draw(eps_fn, schedule, shape, key, num_steps, x0_range):
+    """DDIM through the core (a diffrax solve), the prediction clipped where ``x0_range``."""
+    if x0_range is not None:
+        eps_fn = clip_x0(eps_fn, schedule, x0_range)
+    return sample_ddim(CountingDenoiser(eps_fn), schedule, shape, key=key, num_steps=num_steps)
+
+
+@functools.partial(jax.jit, static_argnames=("net", "num_steps", "schedule", "x0_range"))
+def _one_pass(net, params, labels, scalar, key, num_steps, schedule, x0_range=None):
     dtype = jnp.result_type(float)
     s = jnp.broadcast_to(jnp.asarray(scalar, dtype), labels.shape)
 
@@ -46,11 +71,11 @@ def _one_pass(net, params, labels, scalar, key, num_steps, schedule):
         return net(params, x, jnp.full(labels.shape, t, x.dtype), labels, s)
 
     shape = (labels.shape[0], *net.event_shape)
-    return sample_ddim(CountingDenoiser(eps_fn), schedule, shape, key=key, num_steps=num_steps)
+    return _draw(eps_fn, schedule, shape, key, num_steps, x0_range)
 
 
-@functools.partial(jax.jit, static_argnames=("net", "num_steps", "schedule"))
-def _cfg(net, params, labels, w, key, num_steps, schedule):
+@functools.partial(jax.jit, static_argnames=("net", "num_steps", "schedule", "x0_range"))
+def _cfg(net, params, labels, w, key, num_steps, schedule, x0_range=None):
     b = labels.shape[0]
     both = jnp.concatenate([labels, jnp.full_like(labels, net.num_classes)])
     ones = jnp.ones((2 * b,), jnp.result_type(float))
@@ -60,14 +85,12 @@ def _cfg(net, params, labels, w, key, num_steps, schedule):
         e_c, e_u = e[:b], e[b:]
         return e_u + w * (e_c - e_u)
 
-    out = sample_ddim(
-        CountingDenoiser(eps_fn), schedule, (b, *net.event_shape), key=key, num_steps=num_steps
-    )
+    out = _draw(eps_fn, schedule, (b, *net.event_shape), key, num_steps, x0_range)
     return SampleOutput(out.x, 2 * out.nfe)
 
 
-@functools.partial(jax.jit, static_argnames=("net", "num_steps", "schedule"))
-def _likelihood_model(net, params, labels, w, key, num_steps, schedule):
+@functools.partial(jax.jit, static_argnames=("net", "num_steps", "schedule", "x0_range"))
+def _likelihood_model(net, params, labels, w, key, num_steps, schedule, x0_range=None):
     b = labels.shape[0]
     theta, psi = params
     one = jnp.ones((b,), jnp.result_type(float))
@@ -76,9 +99,7 @@ def _likelihood_model(net, params, labels, w, key, num_steps, schedule):
         tt = jnp.full((b,), t, x.dtype)
         return (net(theta, x, tt, labels, one) + (w - 1.0) * net(psi, x, tt, labels, one)) / w
 
-    out = sample_ddim(
-        CountingDenoiser(eps_fn), schedule, (b, *net.event_shape), key=key, num_steps=num_steps
-    )
+    out = _draw(eps_fn, schedule, (b, *net.event_shape), key, num_steps, x0_range)
     return SampleOutput(out.x, 2 * out.nfe)
 
 
@@ -91,8 +112,9 @@ def sample_one_pass(
     num_steps: int,
     scalar: ArrayLike = 1.0,
     schedule: VPSchedule = DEFAULT_SCHEDULE,
+    x0_range: float | None = None,
 ) -> SampleOutput:
-    """Deterministic DDIM with one network pass a step.
+    r"""Deterministic DDIM with one network pass a step.
 
     Args:
       net, params: the denoiser and its parameters (one seed).
@@ -101,6 +123,8 @@ def sample_one_pass(
       num_steps: DDIM steps (= network passes).
       scalar: the network's scalar input (``1``; GFT: ``1 / w``).
       schedule: VP schedule.
+      x0_range: clip the predicted :math:`\hat x_0` to ``[-x0_range, x0_range]`` at every step
+        (bounded data such as images); ``None``: no clipping.
 
     Returns:
       ``SampleOutput(x [b, ...], nfe = num_steps)``.
@@ -115,8 +139,8 @@ def sample_one_pass(
         ((2, 2), 4)
     """
     labels = jnp.asarray(labels)
-    _check(net, labels, num_steps)
-    return _one_pass(net, params, labels, scalar, key, num_steps, schedule)
+    _check(net, labels, num_steps, x0_range)
+    return _one_pass(net, params, labels, scalar, key, num_steps, schedule, x0_range)
 
 
 def sample_cfg(
@@ -128,17 +152,18 @@ def sample_cfg(
     num_steps: int,
     w: ArrayLike,
     schedule: VPSchedule = DEFAULT_SCHEDULE,
+    x0_range: float | None = None,
 ) -> SampleOutput:
     r"""Deterministic DDIM with classifier-free guidance of scale ``w >= 0`` (two passes a step).
 
-    ``w = 1`` is the conditional model, ``w = 0`` the unconditional one.
+    ``w = 1`` is the conditional model, ``w = 0`` the unconditional one; ``x0_range`` clips the
+    guided prediction's :math:`\hat x_0` as in :func:`sample_one_pass`.
 
     Returns:
       ``SampleOutput(x [b, ...], nfe = 2 num_steps)``.
     """
     labels = jnp.asarray(labels)
-    _check(net, labels, num_steps)
+    _check(net, labels, num_steps, x0_range)
     check_positive("w", w, allow_zero=True)
-    return _cfg(
-        net, params, labels, jnp.asarray(w, jnp.result_type(float)), key, num_steps, schedule
-    )
+    w = jnp.asarray(w, jnp.result_type(float))
+    return _cfg(net, params, labels, w, key, num_steps, schedule, x0_range)

@@ -49,7 +49,7 @@ from jaxpapers.scale._losses import (
     scale_loss,
 )
 from jaxpapers.scale._network import DEFAULT_SCHEDULE, GUIDED, Denoiser
-from jaxpapers.scale._sampling import _likelihood_model
+from jaxpapers.scale._sampling import _likelihood_model, check_x0_range
 
 KINDS = ("conditional", "gft", "mg", "scale")
 
@@ -94,6 +94,9 @@ class Method(eqx.Module):
       clip: SCALE: self samples are clipped to ``[-clip, clip]`` (the data range; ``0`` = off).
         Early in training the model's own samples contain far outliers whose large inputs
         would otherwise dominate the shared gradient.
+      x0_range: SCALE: the self samples' sampler clips its predicted :math:`\hat x_0` to
+        ``[-x0_range, x0_range]`` at every step (as the evaluation sampler's ``x0_range``, for
+        bounded data such as images); ``None``: no clipping.
       ema: decay of the EMA weights (MG's teacher; also returned for every method).
     """
 
@@ -107,6 +110,7 @@ class Method(eqx.Module):
     self_batch: int = eqx.field(static=True, default=256)
     warmup: int = eqx.field(static=True, default=0)
     clip: float = eqx.field(static=True, default=0.0)
+    x0_range: float | None = eqx.field(static=True, default=None)
     ema: float = eqx.field(static=True, default=0.99)
 
     def __check_init__(self) -> None:
@@ -121,6 +125,7 @@ class Method(eqx.Module):
         for name in ("refresh", "self_steps", "self_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}; expected an integer >= 1")
+        check_x0_range(self.x0_range)
         if not 0.0 <= self.ema < 1.0:
             raise ValueError(f"ema={self.ema}; expected a value in [0, 1)")
 
@@ -196,7 +201,9 @@ def self_samples(
     kl, ks = jax.random.split(key)
     labels = data.draw(kl, method.self_batch)[1]
     params = jax.lax.stop_gradient(params)
-    out = _likelihood_model(net, params, labels, w, ks, method.self_steps, schedule)
+    out = _likelihood_model(
+        net, params, labels, w, ks, method.self_steps, schedule, method.x0_range
+    )
     x = jnp.clip(out.x, -method.clip, method.clip) if method.clip > 0 else out.x
     return x, labels
 

@@ -30,7 +30,9 @@ Example (DPM-Solver++(2M) on a toy denoiser, trajectory at three times)::
     sol = solve_diffusion(term, DPMSolverPP2M(), x_init, time_grid(20),
                           save_ts=jnp.array([0.9, 0.5, 0.1]))
 
-:class:`NNXEps` adapts a flax.nnx epsilon network (U-Net or MLP) to ``eps_fn(x, t)``.
+:class:`NNXEps` adapts a flax.nnx epsilon network (U-Net or MLP) to ``eps_fn(x, t)``;
+:func:`clip_x0` ``(eps_fn, schedule, bound)`` clips the implied :math:`\hat x_0` to the data range
+at every call (static thresholding for images in ``[-1, 1]``).
 
 Legacy API (kept working): :class:`AbstractReverseStep` steps that hold their own denoiser, run
 by :func:`solve_reverse` through :class:`ReverseDiffusionSolver`; :class:`DDIMStep`.
@@ -47,6 +49,7 @@ from jaxpapers.core.diffusion._mixture import GaussianMixture, MixturePosterior,
 from jaxpapers.core.diffusion._nfe import CountingDenoiser, count_trace_calls, zero_count
 from jaxpapers.core.diffusion._nnx import NNXEps
 from jaxpapers.core.diffusion._parametrisation import (
+    clip_x0,
     eps_to_score,
     eps_to_x0,
     score_to_eps,
@@ -96,6 +99,7 @@ __all__ = [
     "SampleOutput",
     "VPSchedule",
     "check_time_grid",
+    "clip_x0",
     "count_trace_calls",
     "ddim_noise_std",
     "eps_to_score",

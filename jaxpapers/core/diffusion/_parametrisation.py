@@ -12,6 +12,9 @@ are scalars or arrays broadcastable to ``x``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 
@@ -54,3 +57,33 @@ def tweedie_denoise(
       The denoised estimate, same shape as ``x``.
     """
     return (x + sigma**2 * score) / alpha
+
+
+def clip_x0(
+    eps_fn: Callable[[Array, Array], Array], schedule, bound: float
+) -> Callable[[Array, Array], Array]:
+    r"""Static thresholding: ``eps_fn`` whose implied :math:`\hat x_0` is clipped to ``[-bound,
+    bound]`` at every call.
+
+    Returns ``eps'(x, t) = (x - alpha_t clip(x0_hat)) / sigma_t`` with ``x0_hat = (x - sigma_t
+    eps(x, t)) / alpha_t``, so any sampler that reads the prediction as :math:`\hat x_0` (DDIM,
+    DPM-Solver++) steps from the clipped estimate: Ho et al. (2020)'s clip of the predicted image
+    to the data range in DDPM sampling, which keeps a weak or guided network's few-step samples
+    off the saturated corners of the box. Where :math:`\hat x_0` already lies inside the box the
+    prediction is unchanged. Use it for data on a known bounded range (images in ``[-1, 1]``),
+    never on unbounded data.
+
+    Args:
+      eps_fn: ``eps_fn(x, t) -> eps`` on a sample ``x`` and a scalar time ``t > 0``.
+      schedule: the :class:`~jaxpapers.core.diffusion.VPSchedule` the network was trained with.
+      bound: the data range's half-width, ``> 0``.
+    """
+    if not bound > 0:
+        raise ValueError(f"bound={bound!r}; expected a positive half-width of the data range")
+
+    def clipped(x: Array, t: Array) -> Array:
+        alpha, sigma = schedule.alpha(t), schedule.sigma(t)
+        x0 = jnp.clip(eps_to_x0(x, eps_fn(x, t), alpha, sigma), -bound, bound)
+        return x0_to_eps(x, x0, alpha, sigma)
+
+    return clipped

@@ -133,6 +133,27 @@ The smallest recognisable size found is the old quick digits size, whose four-me
 classifier is 128 wide (was 256): each Frechet distance takes two ``eigh`` of a features x features
 covariance, 0.75 CPU-s each at 256 (the evaluation program of 24 distances ran 19.1 CPU-s, at 128
 0.4).
+
+Issue 12, sixth pass (session 10, measured on 2 quiet cores): why the small digits beds drew
+saturated noise, and the quick budget once more. (1) A few-step DDIM of a weak (or guided)
+epsilon network overshoots: its implied x0 estimate leaves the data box early and the final clip
+piles the pixels at +-1. Clipping the predicted x0 to ``[-1, 1]`` at every step (``x0_range``,
+static thresholding; ``_digits.X0_RANGE``) fixes it. One conditional model, one seed, CFG w = 2, 10
+DDIM steps (held-out classifier accuracy / fraction of pixels at +-1; real digits 0.58): MLP 96 x
+2, batch 128, 600 steps: unclipped 0.69 / 0.88, clipped 0.95 / 0.29; 96 x 2, 300 steps, lr 3e-3:
+0.58 / 0.90 and 0.91 / 0.31; 64 x 2, 400 steps: 0.13 / 0.98 and 0.44 / 0.41 (not recognisable).
+The four-method study at MLP 96 x 2, 600 steps, batch and self batch 128, 200 samples: accuracy
+CFG 0.99, GFT 0.83, MG 0.93, SCALE 0.72, recognisable grids, 58.0 CPU-s (38.9 s wall) alone:
+classifier ~3, initialisation 1.7, training trace 2.2 + compile 18.6 + run 12.5, evaluation trace
+1.7 + compile 10.2. (2) The quick budget cannot hold it. ``jaxpapers reproduce P04 --quick`` took
+84.8 s wall (138.9 CPU-s); with that study at 300 steps on a second thread from the start, 110.1 s
+wall (187.6 CPU-s). A CPU timeline of the quick run (1 s samples) shows one core busy for the first
+8 s (imports, initialisation, tracing), both from 9 to 44 s (training compile on the main thread,
+DPO / evaluation / sanity compiles on the worker), ~1.5 for the training run (45 to 80 s): about 25
+idle CPU-s in all, against the digits study's ~50, of which its compiles alone are ~30. (3)
+``core.pytrees.QUICK_COMPILE`` (LLVM level 1) on every P04 program gave identical rows and the same
+wall time (84.9 vs 84.8 s), so it is not used. The x0 clip changes nothing on the mixtures (no
+``x0_range`` there) and is off by default.
 """
 
 from __future__ import annotations

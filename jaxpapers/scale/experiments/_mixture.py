@@ -95,9 +95,12 @@ class Ahead:
         self._pool.shutdown()
 
 
-def study_methods(sizes: Any, steps: int, self_batch: int, clip: float) -> dict[str, Method]:
+def study_methods(
+    sizes: Any, steps: int, self_batch: int, clip: float, x0_range: float | None = None
+) -> dict[str, Method]:
     """The four methods of a study trained for ``steps`` Adam steps: conditional (for CFG), GFT,
-    MG and SCALE (its self samples drawn with the evaluation sampler, clipped to ``clip``)."""
+    MG and SCALE (its self samples drawn with the evaluation sampler, its ``x0_range`` included,
+    and clipped to ``clip``)."""
     return {
         "conditional": Method("conditional"),
         "gft": Method("gft"),
@@ -110,6 +113,7 @@ def study_methods(sizes: Any, steps: int, self_batch: int, clip: float) -> dict[
             self_steps=sizes.sample_steps,
             self_batch=self_batch,
             clip=clip,
+            x0_range=x0_range,
         ),
     }
 
