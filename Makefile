@@ -36,9 +36,10 @@ bench: $(STAMP)
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict
 
+## make lint: ruff over the whole tree (format also checks the Python blocks of README.md and docs/)
 lint: $(STAMP)
-	$(VENV)/bin/ruff check jaxpapers kernels tests benchmarks examples
-	$(VENV)/bin/ruff format --check jaxpapers kernels tests benchmarks examples
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
