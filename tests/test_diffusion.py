@@ -454,8 +454,8 @@ def test_nonfinite_state_stops_the_solve():
     jax.effects_barrier()
     assert sol.result != diffrax.RESULTS.successful
     assert len(calls) < 10  # stopped at the first non-finite step, not run to the end
-    with pytest.raises(Exception, match="(?i)nonfinite"):
-        solve_diffusion(term, DDIM(), jnp.ones(2), ts)
+    with pytest.raises(Exception, match="(?i)nonfinite"):  # opt-in: the default is throw=False
+        solve_diffusion(term, DDIM(), jnp.ones(2), ts, throw=True)
 
 
 def test_term_bad_input():
@@ -492,3 +492,163 @@ def test_sample_ddim_eager_calls_do_not_retrace(key):
     n = len(traces)
     sample_ddim(den, VPSchedule(), (2,), key=jax.random.key(3), num_steps=4)
     assert len(traces) == n
+
+
+# ---- no host callbacks: the unchecked grid controller --------------------------------------------
+
+
+def _host_callbacks(lowered) -> list[str]:
+    """The host-callback custom calls (``xla_python_cpu_callback``, ``xla_ffi_python_cpu_callback``
+    and the GPU/TPU variants: every target names a callback) of a lowered program."""
+    text = lowered.as_text()
+    return [line for line in text.splitlines() if "callback" in line]
+
+
+def _ddim_reverse_step():
+    from jaxpapers.core.diffusion import DDIMStep
+
+    den = CountingDenoiser(lambda x, t: 0.1 * x)
+    return DDIMStep(den, VPSchedule(), eta=1.0)
+
+
+def test_default_solves_hold_no_host_callback(key):
+    """sample_ddim, solve_diffusion, solve_reverse and the PF-ODE lower to programs without host
+    callbacks (diffrax's StepTo checks its grid with equinox.error_if, a host callback, which made
+    such a program run synchronously); solve_diffusion(throw=True) keeps diffrax's checked path."""
+    from jaxpapers.core.diffusion import solve_reverse
+
+    term, _ = _gaussian_term()
+    sch = term.schedule
+    den = CountingDenoiser(lambda x, t: 0.1 * x)
+    ts = jnp.linspace(1.0, 0.0, 6)
+    x = jnp.zeros(3)
+    programs = {
+        "sample_ddim": (lambda k: sample_ddim(den, sch, (3,), key=k, num_steps=5, eta=1.0), key),
+        "ddim": (lambda y: solve_diffusion(term, DDIM(1.0, key=key), y, ts), x),
+        "dpm2m": (lambda y: solve_diffusion(term, DPMSolverPP2M(), y, ts), x),
+        "reverse": (lambda y: solve_reverse(_ddim_reverse_step(), y, ts, key=key), x),
+        "pf_ode": (lambda y: probability_flow_ode(den, sch, y, num_steps=4), x),
+        "ddim_traced_grid": (lambda g: solve_diffusion(term, DDIM(), x, g), ts),
+    }
+    for name, (fn, arg) in programs.items():
+        assert _host_callbacks(jax.jit(fn).lower(arg)) == [], name
+    checked = jax.jit(lambda y: solve_diffusion(term, DDIM(), y, ts, throw=True)).lower(x)
+    assert _host_callbacks(checked)  # the detector sees diffrax's error_if
+
+
+def _run_bit_exact(fn, *args):
+    from helpers import BIT_EXACT_COMPILE
+
+    return jax.jit(fn, compiler_options=BIT_EXACT_COMPILE)(*args)
+
+
+@pytest.mark.parametrize("solver", ["ddpm", "dpm2m"])
+def test_unchecked_grid_is_bit_identical_to_diffrax_step_to(solver, key):
+    """The default (UncheckedStepTo, no host callbacks) and diffrax's own StepTo path
+    (throw=True) give the same samples, trajectories and counts, bit for bit."""
+    term, _ = _gaussian_term()
+    ts = jnp.linspace(1.0, 0.0, 9)
+    save_ts = ts[jnp.array([2, 5])]
+    x = jnp.asarray(X_T, jnp.float32)
+    make = {
+        "ddpm": lambda: DDIM(1.0, key=key),
+        "dpm2m": lambda: DPMSolverPP2M(eta=0.5, key=key),
+    }[solver]
+
+    def run(throw):
+        return _run_bit_exact(
+            lambda y: solve_diffusion(term, make(), y, ts, save_ts=save_ts, throw=throw), x
+        )
+
+    new, old = run(False), run(True)
+    for a, b in ((new.x, old.x), (new.ys, old.ys), (new.nfe, old.nfe)):
+        np.testing.assert_array_equal(a, b)
+    assert bool(jnp.all(jnp.isfinite(new.x))) and int(new.nfe) == 8
+
+
+def test_sample_ddim_is_bit_identical_to_diffrax_step_to(key):
+    """sample_ddim (default path) equals its program run on diffrax's StepTo (the same key
+    split and initial state), bit for bit; a standard diffrax solver stepping with
+    UncheckedStepTo equals diffrax.StepTo too."""
+    from jaxpapers.core.diffusion._solver import UncheckedStepTo
+
+    term, _ = _gaussian_term()
+    sch = term.schedule
+    den = term.denoiser
+
+    def reference(k):
+        k0, k1 = jax.random.split(k)
+        x_init = jax.random.normal(k0, (3,), jnp.float32)
+        return solve_diffusion(term, DDIM(1.0, key=k1), x_init, time_grid(7), throw=True)
+
+    new = _run_bit_exact(lambda k: sample_ddim(den, sch, (3,), key=k, num_steps=7, eta=1.0), key)
+    old = _run_bit_exact(reference, key)
+    np.testing.assert_array_equal(new.x, old.x)
+    assert int(new.nfe) == int(old.nfe) == 7
+
+    taus = -jnp.linspace(1.0, T_MIN, 6)
+
+    def heun(controller):
+        sol = diffrax.diffeqsolve(
+            term,
+            diffrax.Heun(),
+            taus[0],
+            taus[-1],
+            None,
+            jnp.asarray(X_T),
+            stepsize_controller=controller(ts=taus),
+            max_steps=5,
+            throw=False,
+        )
+        return sol.ys, sol.stats["num_steps"]
+
+    (ys_new, n_new), (ys_old, n_old) = (
+        _run_bit_exact(lambda: heun(c)) for c in (UncheckedStepTo, diffrax.StepTo)
+    )
+    np.testing.assert_array_equal(ys_new, ys_old)
+    assert int(n_new) == int(n_old) == 5
+
+
+def test_bad_concrete_grid_raises_value_error():
+    """A concrete grid is checked in Python (before tracing; also when a jitted function closes
+    over it); a traced grid is not (documented), unless throw=True checks it at run time."""
+    from jaxpapers.core.diffusion import check_time_grid, solve_reverse
+
+    term = DenoiserTerm(lambda x, t: 0.1 * x, VPSchedule())
+    x = jnp.ones(2)
+    for bad in ([1.0, 0.5, 0.5, 0.0], [0.0, 0.5, 1.0], [1.0, float("nan"), 0.0]):
+        with pytest.raises(ValueError, match="ts must be strictly decreasing"):
+            solve_diffusion(term, DDIM(), x, jnp.asarray(bad))
+        with pytest.raises(ValueError, match="ts must be strictly decreasing"):
+            solve_reverse(_ddim_reverse_step(), x, np.asarray(bad), key=jax.random.key(0))
+        with pytest.raises(ValueError, match="ts must be strictly decreasing"):
+            jax.jit(lambda y, g=jnp.asarray(bad): solve_diffusion(term, DDIM(), y, g)).lower(x)
+    with pytest.raises(ValueError, match="ts must be 1-D"):
+        check_time_grid(jnp.ones((2, 2)))
+    # A sampler's own grid is checked at trace time, in its dtype (300 steps collapse in bf16).
+    den = CountingDenoiser(lambda y, t: 0.1 * y)
+    with pytest.raises(ValueError, match="ts must be strictly decreasing.*bfloat16"):
+        jax.jit(
+            lambda k: sample_ddim(den, VPSchedule(), (2,), key=k, num_steps=300, dtype=jnp.bfloat16)
+        ).lower(jax.random.key(0))
+    with pytest.raises(ValueError, match="ts must be strictly decreasing.*bfloat16"):
+        probability_flow_ode(den, VPSchedule(), jnp.ones(2, jnp.bfloat16), num_steps=300)
+    np.testing.assert_array_equal(check_time_grid([1.0, 0.0]), [1.0, 0.0])
+    bad = jnp.array([1.0, 0.5, 0.5, 0.0])
+    fjit(lambda g: solve_diffusion(term, DDIM(), x, g).x)(bad)  # traced: unchecked, no raise
+    with pytest.raises(Exception, match="strictly increasing"):
+        fjit(lambda g: solve_diffusion(term, DDIM(), x, g, throw=True).x)(bad).block_until_ready()
+
+
+def test_sample_ddim_marks_a_failed_solve_with_nan(key):
+    """sample_ddim never raises at run time: a non-finite state stops the solve and the sample is
+    all NaN, with the evaluations made counted."""
+
+    def bad(x, t):
+        return jnp.where(t < 0.5, jnp.nan, 0.1) * x
+
+    out = fjit(
+        lambda k: sample_ddim(CountingDenoiser(bad), VPSchedule(), (4,), key=k, num_steps=10)
+    )(key)
+    assert bool(jnp.all(jnp.isnan(out.x)))
+    assert int(out.nfe) == 7  # t = 1.0, ..., 0.4: the first step to fail evaluates at t = 0.4

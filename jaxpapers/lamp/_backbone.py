@@ -47,7 +47,9 @@ class PosteriorSample(NamedTuple):
       x: the reconstruction, shape ``operator.in_shape``.
       nfe: exact number of denoiser evaluations (``int32``).
       ys: the trajectory at ``save_ts`` (``[len(save_ts), *in_shape]``) or ``None``.
-      result: diffrax's ``RESULTS`` of the solve.
+      result: diffrax's ``RESULTS`` of the solve: ``successful``, or why it stopped (a
+        non-finite state, e.g. a diverging denoiser). The solve does not raise at run time (no
+        host callbacks in the program): check it.
     """
 
     x: Float[Array, ...]

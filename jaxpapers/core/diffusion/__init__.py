@@ -19,10 +19,15 @@ The term-based API (diffrax carries the dynamics):
   :class:`DPMSolverPP2M` ``(strength=1.0, eta=0.0, key=None)`` (memory :class:`LaggedMemory`;
   :func:`lagged_estimate` / :func:`lagged_coefficient` are the reusable lagged update).
 * :func:`solve_diffusion` ``(term, solver, x_init, ts, *, args, save_ts, adjoint,
-  progress_meter, throw=True) -> DiffusionSolution(x, nfe, memory, ts, ys, result)``: one
+  progress_meter, throw=False) -> DiffusionSolution(x, nfe, memory, ts, ys, result)``: one
   ``diffrax.diffeqsolve`` over the decreasing diffusion grid ``ts``; ``save_ts`` saves a
   trajectory (``SaveAt(ts=...)``), ``progress_meter=diffrax.TqdmProgressMeter()`` and adjoints
-  work as in diffrax; a non-finite state stops the solve (``result`` / raise).
+  work as in diffrax; a non-finite state stops the solve (reported in ``result``;
+  ``throw=True`` raises). No host callbacks by default: the grid steps with
+  :class:`UncheckedStepTo` (diffrax's ``StepTo`` without its ``equinox.error_if`` checks, which
+  :func:`check_time_grid` makes in Python where the grid is concrete), so a jitted program holding
+  a sampler dispatches asynchronously and makes no device-host round trip (``save_ts`` keeps
+  diffrax's own ``SaveAt`` check).
 
 Example (DPM-Solver++(2M) on a toy denoiser, trajectory at three times)::
 
@@ -74,6 +79,7 @@ from jaxpapers.core.diffusion._solver import (
     DiffusionSolverState,
     ReverseDiffusionSolver,
     ReverseSolution,
+    UncheckedStepTo,
     check_time_grid,
     solve_diffusion,
     solve_reverse,
@@ -97,6 +103,7 @@ __all__ = [
     "ReverseDiffusionSolver",
     "ReverseSolution",
     "SampleOutput",
+    "UncheckedStepTo",
     "VPSchedule",
     "check_time_grid",
     "clip_x0",

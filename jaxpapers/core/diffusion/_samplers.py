@@ -14,6 +14,13 @@ in :math:`\hat x_0`, which posterior samplers exploit (:func:`renoise`).
 Probability-flow ODE (Song et al. 2021) of the VP SDE:
 :math:`\dot x = -\tfrac12\beta(t)\,(x + \nabla\log p_t(x)) = -\tfrac12\beta(t)(x -
 \hat\epsilon/\sigma_t)`, integrated from ``t_max`` down to ``t_min`` by a standard diffrax solver.
+
+Both samplers are free of host callbacks (see :mod:`jaxpapers.core.diffusion._solver`): they
+step with :class:`~jaxpapers.core.diffusion._solver.UncheckedStepTo` on a grid valid by
+construction and never raise at run time, so a jitted program that holds them dispatches
+asynchronously. They return only ``SampleOutput(x, nfe)``, so a failed solve shows in ``x``:
+``sample_ddim`` returns an all-NaN sample where a non-finite state stopped the solve (check
+``jnp.isfinite(out.x).all()``).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxpapers.core.diffusion._nfe import CountingDenoiser
 from jaxpapers.core.diffusion._schedule import VPSchedule, time_grid
-from jaxpapers.core.diffusion._solver import AbstractReverseStep
+from jaxpapers.core.diffusion._solver import AbstractReverseStep, UncheckedStepTo, check_time_grid
 
 
 def ddim_noise_std(schedule: VPSchedule, t: ArrayLike, t_next: ArrayLike, eta: ArrayLike) -> Array:
@@ -119,6 +126,15 @@ def _check_steps(num_steps: int) -> None:
         raise ValueError(f"num_steps={num_steps!r}; expected an integer >= 1")
 
 
+def _check_grid(num_steps: int, dtype: Any, **kwargs: Any) -> None:
+    """Check in Python, also under an outer ``jit``, the ``time_grid`` a sampler builds in its
+    program (there it is traced, and stepped without run-time checks): computed at trace time, it
+    must be strictly decreasing in the sampler's ``dtype`` (a fine grid collapses in
+    ``bfloat16``). Raises ``time_grid``'s ``ValueError`` on bad ``t_max``/``t_min``."""
+    with jax.ensure_compile_time_eval():
+        check_time_grid(time_grid(num_steps, **kwargs), dtype)
+
+
 def sample_ddim(
     denoiser: CountingDenoiser,
     schedule: VPSchedule,
@@ -143,10 +159,12 @@ def sample_ddim(
       dtype: floating dtype of the sample.
 
     Returns:
-      :class:`SampleOutput`.
+      :class:`SampleOutput`. Never raises at run time (no host callbacks in the program): where a
+      non-finite state stops the solve (a diverging denoiser), ``x`` is all NaN and ``nfe``
+      counts the evaluations made; for the solve's ``result`` use :func:`solve_diffusion`.
     """
     _check_steps(num_steps)
-    time_grid(num_steps, t_max=t_max)  # validates t_max
+    _check_grid(num_steps, dtype, t_max=t_max)
     return _sample_ddim(denoiser, schedule, tuple(shape), key, int(num_steps), eta, t_max, dtype)
 
 
@@ -160,7 +178,8 @@ def _sample_ddim(denoiser, schedule, shape, key, num_steps, eta, t_max, dtype):
     x_init = jax.random.normal(k0, shape, dtype)
     ts = time_grid(num_steps, t_max=t_max)
     sol = solve_diffusion(DenoiserTerm(denoiser, schedule), DDIM(eta, key=k1), x_init, ts)
-    return SampleOutput(sol.x, sol.nfe)
+    ok = sol.result == diffrax.RESULTS.successful
+    return SampleOutput(jnp.where(ok, sol.x, jnp.nan), sol.nfe)
 
 
 def _evals_per_step(solver: diffrax.AbstractSolver) -> tuple[int, int]:
@@ -201,13 +220,16 @@ def probability_flow_ode(
       t_max, t_min: integration interval, ``0 < t_min < t_max <= 1``.
 
     Returns:
-      :class:`SampleOutput`; ``nfe = num_steps * stages (+1 for FSAL) + 1``.
+      :class:`SampleOutput`; ``nfe = num_steps * stages (+1 for FSAL) + 1``. Never raises at
+      run time (no host callbacks; an explicit solver on a fixed grid cannot fail: a non-finite
+      drift propagates into ``x``).
     """
     _check_steps(num_steps)
     solver = diffrax.Heun() if solver is None else solver
     per_step, extra = _evals_per_step(solver)
     if not 0.0 < t_min < t_max <= 1.0:
         raise ValueError(f"t_min={t_min}, t_max={t_max}; expected 0 < t_min < t_max <= 1")
+    _check_grid(num_steps, x_init.dtype, t_max=t_max, t_min=t_min)
 
     def drift(t, x, args):
         eps = denoiser.eps_fn(x, jnp.asarray(t, x.dtype))
@@ -221,9 +243,10 @@ def probability_flow_ode(
         t1=ts[-1],
         dt0=None,
         y0=x_init,
-        stepsize_controller=diffrax.StepTo(ts=ts),
+        stepsize_controller=UncheckedStepTo(ts=ts),  # valid by construction
         saveat=diffrax.SaveAt(t1=True),
         max_steps=num_steps,
+        throw=False,  # nothing to check: see Returns
     )
     nfe = sol.stats["num_steps"] * per_step + extra
     x0, _, nfe = denoiser.denoise(sol.ys[0], ts[-1], schedule, nfe.astype(jnp.int32))

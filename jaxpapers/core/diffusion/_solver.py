@@ -3,8 +3,29 @@ r"""Custom :class:`diffrax.AbstractSolver` bases for discrete reverse-diffusion 
 :class:`AbstractDiffusionSolver` (the main interface): a solver whose ``step`` evaluates the
 :class:`~jaxpapers.core.diffusion.DenoiserTerm` passed to ``diffrax.diffeqsolve`` and keeps its
 multistep memory, its PRNG key and its evaluation count in the diffrax solver state.
-:func:`solve_diffusion` runs one on a grid of diffusion times with ``diffrax.StepTo``; diffrax's
-``SaveAt(ts=...)``, progress meters and adjoints apply unchanged.
+:func:`solve_diffusion` runs one on a grid of diffusion times with :class:`UncheckedStepTo`;
+diffrax's ``SaveAt(ts=...)``, progress meters and adjoints apply unchanged.
+
+No host callbacks by default. diffrax's ``StepTo`` validates its grid at run time with
+``equinox.error_if``, and ``diffeqsolve(throw=True)`` checks the result the same way; each
+``error_if`` lowers to a host callback, which makes a jitted program run synchronously (the call
+returns only once the program has run: no asynchronous dispatch) and costs a device-host round trip
+on an accelerator. The solves here therefore step with :class:`UncheckedStepTo` (``StepTo``
+without the run-time checks) and default to ``throw=False``, as a user's jitted training loop
+needs:
+
+* the grid is checked in Python by :func:`check_time_grid` (1-D, at least two times, strictly
+  decreasing) where it is concrete (built outside any ``jit``); a grid traced inside ``jit`` is
+  checked for its shape only, the values are the caller's responsibility (``time_grid`` grids are
+  valid by construction);
+* a failed solve (a non-finite state stops it) is reported in the returned ``result``
+  (:class:`DiffusionSolution`, :class:`ReverseSolution`) instead of raised, as with diffrax's
+  ``throw=False``; samplers that return only ``(x, nfe)`` (``sample_ddim``) mark a failed sample
+  with NaN. ``solve_diffusion(..., throw=True)`` restores diffrax's checked path (``StepTo``'s
+  run-time grid checks and the raise), host callbacks included.
+
+With ``save_ts``, diffrax itself checks ``SaveAt(ts=...)`` with ``equinox.error_if`` inside
+``diffeqsolve``; that callback cannot be avoided through diffrax's API.
 
 Legacy interface (kept for compatibility): :class:`ReverseDiffusionSolver` runs an
 :class:`AbstractReverseStep` that carries its own denoiser.
@@ -13,8 +34,8 @@ Discrete samplers (DDPM, DDIM, and posterior samplers built on them) are not dis
 one vector field: each step is a map :math:`x_{t} \mapsto x_{t'}` that calls the denoiser, may
 draw noise, and may keep a memory of earlier steps. :class:`ReverseDiffusionSolver` lets one
 ``diffrax.diffeqsolve`` run any such map (an :class:`AbstractReverseStep`) on a grid given by
-``diffrax.StepTo``, with the PRNG key, the evaluation count and the step's memory carried in the
-solver state.
+:class:`UncheckedStepTo`, with the PRNG key, the evaluation count and the step's memory carried in
+the solver state.
 
 Time convention: diffrax integrates forward in its own time :math:`\tau`; the discrete solver
 uses :math:`\tau = -t`, so the decreasing diffusion grid :math:`t_0 > t_1 > \dots` becomes the
@@ -37,8 +58,17 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from diffrax._custom_types import Args, BoolScalarLike, DenseInfo, RealScalarLike, Y
-from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree, UInt32
+import numpy as np
+from diffrax._custom_types import (
+    VF,
+    Args,
+    BoolScalarLike,
+    DenseInfo,
+    IntScalarLike,
+    RealScalarLike,
+    Y,
+)
+from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree, Real, UInt32
 
 from jaxpapers.core.diffusion._nfe import zero_count
 from jaxpapers.core.diffusion._term import DenoiserTerm
@@ -82,6 +112,76 @@ class _SolverState(NamedTuple):
 
 def _no_dynamics(t: Array, y: Array, args: Any) -> Array:
     return jnp.zeros_like(y)
+
+
+class UncheckedStepTo(diffrax.AbstractStepSizeController[IntScalarLike, None]):
+    """``diffrax.StepTo`` without its run-time checks: steps to the prespecified times ``ts``.
+
+    Same ``wrap`` / ``init`` / ``adapt_step_size`` as diffrax 0.7's ``StepTo`` (so the same steps
+    and bit-identical solves), but ``wrap`` does not check that ``ts`` is strictly increasing and
+    ``init`` does not check ``t0 == ts[0]`` and ``t1 == ts[-1]``: those checks are
+    ``equinox.error_if`` calls, host callbacks in the compiled program. The caller guarantees them
+    (the solvers here validate a concrete grid with :func:`check_time_grid` and always pass
+    ``t0=ts[0]``, ``t1=ts[-1]``); with a bad grid the solve runs on it silently. One difference
+    in the loop: diffrax ends a ``StepTo`` solve after ``len(ts) - 1`` steps (an optimisation
+    keyed on the class), this one when the time reaches ``t1``; they agree unless a grid time
+    lies within 100 ulps of ``t1`` (diffrax then clips that step to ``t1``, and ``StepTo`` adds a
+    zero-length step).
+
+    Attributes:
+      ts: the times to step to (diffrax time), at least two; ``ts[0] = t0``, ``ts[-1] = t1``.
+    """
+
+    ts: Real[Array, " times"] = eqx.field(converter=jnp.asarray)
+
+    def __check_init__(self):
+        if self.ts.ndim != 1:
+            raise ValueError("`ts` must be one-dimensional.")
+        if len(self.ts) < 2:
+            raise ValueError("`ts` must have length at least 2.")
+
+    def wrap(self, direction: IntScalarLike) -> UncheckedStepTo:
+        return type(self)(ts=self.ts * direction)
+
+    def init(
+        self,
+        terms: PyTree[diffrax.AbstractTerm],
+        t0: RealScalarLike,
+        t1: RealScalarLike,
+        y0: Y,
+        dt0: None,
+        args: Args,
+        func: Callable[[PyTree[diffrax.AbstractTerm], RealScalarLike, Y, Args], VF],
+        error_order: RealScalarLike | None,
+    ) -> tuple[RealScalarLike, IntScalarLike]:
+        del terms, t0, t1, y0, args, func, error_order
+        if dt0 is not None:
+            raise ValueError(
+                "`dt0` should be `None`. Step location is already determined "
+                f"by {type(self).__name__}(ts=...).",
+            )
+        return self.ts[1], 2
+
+    def adapt_step_size(
+        self,
+        t0: RealScalarLike,
+        t1: RealScalarLike,
+        y0: Y,
+        y1_candidate: Y,
+        args: Args,
+        y_error: Y | None,
+        error_order: RealScalarLike | None,
+        controller_state: IntScalarLike,
+    ) -> tuple[bool, RealScalarLike, RealScalarLike, bool, IntScalarLike, diffrax.RESULTS]:
+        del t0, y0, y1_candidate, args, y_error, error_order
+        return (
+            True,
+            t1,
+            self.ts[controller_state],
+            False,
+            controller_state + 1,
+            diffrax.RESULTS.successful,
+        )
 
 
 class ReverseDiffusionSolver(diffrax.AbstractSolver):
@@ -168,16 +268,16 @@ def solve_reverse(
       step: the reverse transition.
       x_init: state at ``ts[0]``, any shape.
       ts: ``[n + 1]`` strictly decreasing diffusion times (``n >= 1`` steps), e.g. from
-        :func:`jaxpapers.core.diffusion.time_grid`.
+        :func:`jaxpapers.core.diffusion.time_grid`; checked by :func:`check_time_grid` (its
+        values only where concrete).
       key: PRNG key.
       args: passed to every step (e.g. the measurement).
 
     Returns:
-      :class:`ReverseSolution` with the state at ``ts[-1]`` and the exact evaluation count.
+      :class:`ReverseSolution` with the state at ``ts[-1]`` and the exact evaluation count. It
+      never raises at run time (no host callbacks): a failed step is reported in ``result``.
     """
-    ts = jnp.asarray(ts)
-    if ts.ndim != 1 or ts.shape[0] < 2:
-        raise ValueError(f"ts must be 1-D with at least 2 times (1 step); got shape {ts.shape}")
+    ts = check_time_grid(ts, x_init.dtype)
     taus = -ts.astype(x_init.dtype)
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(_no_dynamics),
@@ -187,11 +287,12 @@ def solve_reverse(
         dt0=None,
         y0=x_init,
         args=args,
-        stepsize_controller=diffrax.StepTo(ts=taus),
+        stepsize_controller=UncheckedStepTo(ts=taus),
         saveat=diffrax.SaveAt(t1=True, solver_state=True),
         max_steps=int(ts.shape[0]) - 1,
         adjoint=diffrax.RecursiveCheckpointAdjoint(),
-        throw=False,  # typed PRNG keys in the state cannot pass diffrax's error check
+        # No run-time check (a host callback); typed PRNG keys in the state could not pass it.
+        throw=False,
     )
     state: _SolverState = sol.solver_state
     return ReverseSolution(sol.ys[0], state.nfe, state.memory, sol.result)
@@ -309,7 +410,9 @@ class DiffusionSolution(NamedTuple):
       memory: the solver's multistep memory after the last step.
       ts: the diffusion times of ``ys`` (``None`` unless ``save_ts`` was given).
       ys: the states at ``save_ts`` (``[len(save_ts), *x.shape]``) or ``None``.
-      result: diffrax's ``RESULTS`` (``successful``; ``throw=False`` callers must check it).
+      result: diffrax's ``RESULTS``: ``successful``, or why the solve stopped (e.g.
+        ``RESULTS.nonfinite``; then ``x`` is not finite). With the default ``throw=False`` the
+        caller checks it (``sol.result == diffrax.RESULTS.successful``, a traced boolean).
     """
 
     x: Float[Array, ...]
@@ -320,12 +423,36 @@ class DiffusionSolution(NamedTuple):
     result: diffrax.RESULTS
 
 
-def check_time_grid(ts: Float[Array, " n"]) -> Float[Array, " n"]:
-    """Validate a decreasing diffusion-time grid (1-D, at least two times); returns it."""
-    ts = jnp.asarray(ts)
-    if ts.ndim != 1 or ts.shape[0] < 2:
-        raise ValueError(f"ts must be 1-D with at least 2 times (1 step); got shape {ts.shape}")
-    return ts
+def check_time_grid(ts: Float[Array, " n"], dtype: Any = None) -> Float[Array, " n"]:
+    """Validate a decreasing diffusion-time grid in Python; returns it as a JAX array.
+
+    Always checks the shape (1-D, at least two times: one step). Where ``ts`` is concrete (built
+    outside ``jit``, or closed over by a jitted function) it also checks the values: strictly
+    decreasing (which also rejects NaN), after a cast to ``dtype`` (the dtype the solve steps in,
+    where a fine grid can collapse: ``bfloat16``). These are the checks diffrax's ``StepTo``
+    makes at run time with ``equinox.error_if`` (``-ts`` strictly increasing; ``t0``/``t1`` are
+    the grid's ends by construction here). A grid traced inside ``jit`` is not checked for its
+    values: that would need a host callback; the caller guarantees it (``sample_ddim`` checks its
+    ``time_grid`` at trace time; ``solve_diffusion(..., throw=True)`` checks at run time).
+
+    Args:
+      ts: the grid, ``[n + 1]`` diffusion times.
+      dtype: the dtype the values are checked in (default: that of ``ts``).
+
+    Raises:
+      ValueError: naming ``ts``, on a bad shape or a concrete grid that is not strictly
+        decreasing.
+    """
+    shape = np.shape(ts)
+    if len(shape) != 1 or shape[0] < 2:
+        raise ValueError(f"ts must be 1-D with at least 2 times (1 step); got shape {shape}")
+    if not isinstance(ts, jax.core.Tracer):
+        host = np.asarray(ts) if dtype is None else np.asarray(ts).astype(dtype)
+        if not np.all(host[1:] < host[:-1]):
+            raise ValueError(
+                f"ts must be strictly decreasing (diffusion times, in {host.dtype}); got {host}"
+            )
+    return jnp.asarray(ts)
 
 
 def solve_diffusion(
@@ -338,7 +465,7 @@ def solve_diffusion(
     save_ts: Float[Array, " s"] | None = None,
     adjoint: diffrax.AbstractAdjoint | None = None,
     progress_meter: diffrax.AbstractProgressMeter | None = None,
-    throw: bool = True,
+    throw: bool = False,
 ) -> DiffusionSolution:
     r"""Run a diffusion solver on the decreasing grid ``ts`` with one ``diffrax.diffeqsolve``.
 
@@ -347,18 +474,24 @@ def solve_diffusion(
       solver: an :class:`AbstractDiffusionSolver` (``DDIM``, ``DPMSolverPP2M``, a posterior
         sampler).
       x_init: state at ``ts[0]``, any shape.
-      ts: ``[n + 1]`` strictly decreasing diffusion times (``n >= 1`` steps).
+      ts: ``[n + 1]`` strictly decreasing diffusion times (``n >= 1`` steps); checked by
+        :func:`check_time_grid` (its values only where concrete).
       args: passed to the term and every step (a measurement, class labels).
       save_ts: optional decreasing diffusion times inside ``[ts[-1], ts[0]]`` to save the
         trajectory at (``diffrax.SaveAt(ts=-save_ts)``; between grid times it is interpolated
         linearly).
       adjoint: diffrax adjoint (default ``RecursiveCheckpointAdjoint``).
       progress_meter: e.g. ``diffrax.TqdmProgressMeter()``.
-      throw: raise on a failed solve (e.g. a non-finite state); with ``False`` check
-        ``result``.
+      throw: ``False`` (default): no host callbacks in the program (asynchronous dispatch, no
+        device-host round trip); the grid steps with :class:`UncheckedStepTo` and a failed
+        solve (a non-finite state stops it) is reported in ``result``, not raised, as with
+        diffrax's ``throw=False``. ``True``: diffrax's checked path, ``diffrax.StepTo``
+        (checks the grid at run time, also a traced one) and ``diffeqsolve(throw=True)``
+        (raises on a failed solve); both are ``equinox.error_if`` host callbacks. The samples
+        are bit-identical either way.
 
     Returns:
-      :class:`DiffusionSolution`.
+      :class:`DiffusionSolution`; check ``result`` unless ``throw=True``.
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -373,7 +506,7 @@ def solve_diffusion(
         raise TypeError(f"term is a {type(term).__name__}; expected a DenoiserTerm")
     if not isinstance(solver, AbstractDiffusionSolver):
         raise TypeError(f"solver is a {type(solver).__name__}; expected an AbstractDiffusionSolver")
-    ts = check_time_grid(ts)
+    ts = check_time_grid(ts, x_init.dtype)
     taus = -ts.astype(x_init.dtype)
     if save_ts is None:
         saveat = diffrax.SaveAt(t1=True, solver_state=True)
@@ -393,7 +526,7 @@ def solve_diffusion(
         dt0=None,
         y0=x_init,
         args=args,
-        stepsize_controller=diffrax.StepTo(ts=taus),
+        stepsize_controller=diffrax.StepTo(ts=taus) if throw else UncheckedStepTo(ts=taus),
         saveat=saveat,
         max_steps=int(ts.shape[0]) - 1,
         adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
