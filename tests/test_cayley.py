@@ -156,6 +156,31 @@ def test_fit_under_vmap_equals_loop_and_attribution_against_numpy():
     np.testing.assert_allclose(got, want, atol=1e-6)
 
 
+def test_switched_heads_are_the_heads_they_stand_for():
+    """The grid's shared programs: the zero-virtual-node and truncated-graph heads as traced
+    switches of the Cayley and complete-graph heads give the very same logits and gradients."""
+    from jaxpapers.cayley.experiments._train import GRAPH_HEADS, _programs
+
+    sizes = {"layers": 7, "features": 5, "hidden": 4}
+    x = jax.random.normal(jax.random.key(0), (6, 7, 5))
+
+    @eqx.filter_jit
+    def logits_and_grads(head):
+        def loss(h):
+            return jnp.sum(jnp.tanh(jax.vmap(h)(x)))
+
+        return jax.vmap(head)(x), eqx.filter_grad(loss)(head)
+
+    for make, switches in _programs(7).values():
+        for name, switch in switches.items():
+            got = logits_and_grads(make(jax.random.key(1), variant=switch, **sizes))
+            want = logits_and_grads(GRAPH_HEADS[name](jax.random.key(1), **sizes))
+            got_grads = getattr(got[1], "head", got[1])  # a switched head's trained part
+            np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]), err_msg=name)
+            for a, b in zip(jax.tree.leaves(got_grads), jax.tree.leaves(want[1]), strict=True):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
+
+
 def test_non_finite_loss_stops_learning():
     x = jnp.full((8, 2, 3), jnp.nan)
     fit = fit_head(

@@ -19,7 +19,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from jaxpapers.cayley._graph import LayerGraph
 from jaxpapers.core.checks import check_shape
@@ -31,10 +31,14 @@ def message_passing(
     receivers: Int[Array, " edges"],
     *,
     aggregation: Literal["sum", "mean"] = "mean",
+    edge_mask: Bool[Array, " edges"] | None = None,
 ) -> Float[Array, "nodes width"]:
     """Aggregate ``h[senders]`` at ``receivers``: sum, or mean over each node's in-degree.
 
     Permutation-equivariant: relabelling nodes (and the edges with them) permutes the output.
+    ``edge_mask`` (``[E]`` bool, may be traced) leaves out the edges where it is False: the same
+    numbers as the graph without them (a left-out edge adds an exact zero), so graphs whose
+    edges are a subset of one edge list can share a compiled program.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -45,12 +49,16 @@ def message_passing(
                [3.]], dtype=float32)
     """
     n = h.shape[0]
-    total = jax.ops.segment_sum(h[senders], receivers, num_segments=n)
+    messages, ones = h[senders], jnp.ones_like(receivers, h.dtype)
+    if edge_mask is not None:
+        ones = edge_mask.astype(h.dtype)
+        messages = messages * ones[:, None]
+    total = jax.ops.segment_sum(messages, receivers, num_segments=n)
     if aggregation == "sum":
         return total
     if aggregation != "mean":
         raise ValueError(f"aggregation={aggregation!r}; expected 'sum' or 'mean'")
-    degree = jax.ops.segment_sum(jnp.ones_like(receivers, h.dtype), receivers, num_segments=n)
+    degree = jax.ops.segment_sum(ones, receivers, num_segments=n)
     return total / jnp.maximum(degree, 1.0)[:, None]
 
 
@@ -125,8 +133,11 @@ class LayerGNN(eqx.Module):
         if len(self.update) < 1:
             raise ValueError(f"rounds={len(self.update)}; expected at least 1")
 
-    def node_states(self, x: Float[Array, "layers features"]) -> Float[Array, "nodes hidden"]:
-        """Final node states after every round (before the read-out)."""
+    def node_states(
+        self, x: Float[Array, "layers features"], *, edge_mask: Bool[Array, " edges"] | None = None
+    ) -> Float[Array, "nodes hidden"]:
+        """Final node states after every round (before the read-out); ``edge_mask``: edges left
+        out where False (see :func:`message_passing`)."""
         check_shape("x", x, (self.num_layers, self.proj.in_features))
         layers = jax.vmap(self.proj)(x) + self.node_embedding[: self.num_layers]
         virtual = self.node_embedding[self.num_layers :]
@@ -135,10 +146,15 @@ class LayerGNN(eqx.Module):
         h = jnp.concatenate([layers, virtual], axis=0)
         senders, receivers = jnp.asarray(self.senders), jnp.asarray(self.receivers)
         for upd, msg in zip(self.update, self.message, strict=True):
-            agg = message_passing(h, senders, receivers, aggregation=self.aggregation)
+            agg = message_passing(
+                h, senders, receivers, aggregation=self.aggregation, edge_mask=edge_mask
+            )
             h = h + jax.nn.gelu(jax.vmap(upd)(h) + jax.vmap(msg)(agg))
         return h
 
-    def __call__(self, x: Float[Array, "layers features"]) -> Float[Array, " classes"]:
+    def __call__(
+        self, x: Float[Array, "layers features"], *, edge_mask: Bool[Array, " edges"] | None = None
+    ) -> Float[Array, " classes"]:
         """Class logits of one example's per-layer representations ``x [L, D]``."""
-        return self.readout(jnp.mean(self.node_states(x)[: self.num_layers], axis=0))
+        states = self.node_states(x, edge_mask=edge_mask)
+        return self.readout(jnp.mean(states[: self.num_layers], axis=0))

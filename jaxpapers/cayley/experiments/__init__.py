@@ -6,9 +6,39 @@ cores): 94.7 s wall on a day when this machine ran 10-17% slower than before; a 
 synthetic programs now compile at LLVM level 1 at the quick size (``core.pytrees.QUICK_COMPILE``):
 89.4 and 93.0 s in two runs, every row identical per seed; at the budget's edge on such a day.
 The Bayes limits' normal CDF is ``math.erfc`` instead of ``scipy.stats`` (the same floats; its
-import cost ~0.8 s): 93.9 s in a third run. What is left is compute: the five heads' training
-over the (size, task, seed) cells (~43 of the grid's 57 s), which quick mode cannot shrink
-without changing its rows.
+import cost ~0.8 s): 93.9 s in a third run.
+
+Session 10 (same command, base = the previous commit, runs alternated, quiet cores checked by
+``/proc/stat``; an even slower day: the base took 104.2 and 98.8 s): 81.0 s wall, 130.5 CPU-s
+against the base's 98.8 s, 157.4 CPU-s (an intermediate state without the attention change:
+88.9 s / 144 CPU-s against 104.2 s / 166 CPU-s). Every quick row is identical per seed to the
+base's, the attention-aggregation row apart, which quick mode no longer runs. What changed:
+
+* one compiled program per group of heads that differ only in data (``_train._programs``): the
+  zero-virtual-node Cayley head is the Cayley head with a traced switch zeroing its virtual
+  nodes' starting states, the truncated-graph head the complete-graph head with a traced edge
+  mask (``message_passing(edge_mask=...)``; same nodes and initial weights for a key); both give
+  the very same floats (zeros added, exact), so 3 grid programs compile instead of 5 (~3 s each);
+* no eager op compiles around the grid: the cells' keys are folded inside the programs from
+  integer seeds, the training weights built there from the cell's size, the inputs indexed
+  there from one copy of the largest training sets (no tiling), the parameter counts taken from
+  ``jax.eval_shape`` (the eager inits compiled ~15 small programs, ~2.5 s) and the results
+  sliced as NumPy arrays; the LoRA inits are stacked on the host and the synthetic keys made in
+  its program (75 compiles in a run before, 41 after the first two changes);
+* ``probe_accuracy``'s "attention aggregation" row (no verdict reads it) runs at smoke and full
+  sizes only (``row_sizes``; its parameter fraction stays in ``param_budget``): its program was
+  a compile and 18 cells, ~8 s.
+
+Tried and not kept: (1) message passing by gathers alone (a custom VJP adding each node's in-
+and out-neighbours in edge order): bit-identical to ``segment_sum`` but no faster; (2) message
+passing as a dense adjacency product: ~35% less run time of the GNN programs but not
+bit-identical (dot-product sums reorder; every GNN row would shift at float level); (3)
+overlapping each program's compile with the previous one's run (async dispatch): 30.3 vs 31-33 s
+on three programs, within noise, as the runs already use both cores. Left as they are: the two
+LoRA programs (16 and 64 examples: different shapes; padding would change the loss's sums), the
+eager LoRA initialisation (~1 s of small compiles; it goes through ``core.nn.lora``), the Cayley
+program's run (~21 s: 24 cells of 256 examples, the 16- and 64-example cells padded), and the
+heads' sizes.
 """
 
 from __future__ import annotations
@@ -125,6 +155,7 @@ register(
             )
         ),
         run=partial(_sized, _run.probe_accuracy),
+        row_sizes={_run.ATTENTION: _run.ATTENTION_SIZES},
     )
 )
 register(

@@ -28,6 +28,7 @@ from flax import nnx
 
 from jaxpapers.core.nn.bert import Bert, mean_pool
 from jaxpapers.core.nn.lora import add_lora, lora_param_count
+from jaxpapers.core.pytrees import stack_trees
 
 TARGETS = ("query", "value")
 
@@ -132,7 +133,7 @@ def train_lora(
             "b": jnp.zeros((num_classes,)),
         }
         inits.append({"lora": lora, "head": head})
-    params = jax.tree.map(lambda *a: jnp.stack(a), *inits)
+    params = stack_trees(inits, host=True)
     hp = {"learning_rate": learning_rate, "weight_decay": weight_decay}
     args = (graphdef, frozen, params, h, mask, y, h_test, mask_test, y_test, hp)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -143,7 +144,7 @@ def train_lora(
     adapter = lora_param_count(adapted_model)
     return {
         "test": np.asarray(test).tolist(),
-        "final_loss": np.asarray(losses[:, -1]).tolist(),
+        "final_loss": np.asarray(losses)[:, -1].tolist(),
         "finite": np.asarray(finite).tolist(),
         "adapter": adapter,
         "trainable": adapter + d * num_classes + num_classes,

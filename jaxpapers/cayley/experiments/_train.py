@@ -1,4 +1,5 @@
-"""Every head trained on a grid of (task, seed) cells per training-set size, one program each."""
+"""Every head trained on a grid of (task, seed) cells per training-set size; one program per group
+of heads that differ only in traced data (``_programs``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from functools import partial
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +17,6 @@ from jaxpapers.cayley import (
     AttentionPooling,
     LayerGNN,
     LayerProbe,
-    count_params,
     fit_head,
     layer_graph,
 )
@@ -54,6 +55,64 @@ def _probe(key, *, layers, features, hidden):
     return LayerProbe(1, features, NUM_CLASSES, layer=0, key=key)
 
 
+def _seven_node_edges(layers: int) -> tuple[np.ndarray, np.ndarray]:
+    """The truncated Cayley graph's edges as a mask over the complete graph's (in their order):
+    both graphs have the ``L`` layer nodes only and the same initial weights for a key, so the
+    truncated head is the fully connected one with the other edges left out."""
+    complete = layer_graph(layers, topology="complete")
+    truncated = layer_graph(layers, virtual=False)
+    pairs = list(zip(complete.senders.tolist(), complete.receivers.tolist(), strict=True))
+    kept = set(zip(truncated.senders.tolist(), truncated.receivers.tolist(), strict=True))
+    mask = np.array([p in kept for p in pairs])
+    # every truncated edge is a complete one (no self-loops), and in the same order
+    assert [p for p, m in zip(pairs, mask, strict=True) if m] == sorted(kept)
+    assert np.array_equal(
+        np.array(sorted(kept)).T, np.stack([truncated.senders, truncated.receivers])
+    )
+    return np.ones(len(pairs), bool), mask
+
+
+def _cayley_cells(key, *, variant, layers, features, hidden):
+    return _Switched(
+        _cayley(key, layers=layers, features=features, hidden=hidden), zero_virtual=variant
+    )
+
+
+def _seven_node_cells(key, *, variant, layers, features, hidden):
+    return _Switched(
+        _complete(key, layers=layers, features=features, hidden=hidden), edge_mask=variant
+    )
+
+
+def _attention_cells(key, *, variant, layers, features, hidden):
+    del variant
+    return _attention(key, layers=layers, features=features, hidden=hidden)
+
+
+def _programs(layers: int) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """The compiled programs of :data:`GRAPH_HEADS`: ``{program: (maker, {head: switch})}``, the
+    heads of a program differing only in the traced switch of their cells (:class:`_Switched`):
+    one compile per program instead of one per head (each ~3 s of a quick run)."""
+    complete, truncated = _seven_node_edges(layers)
+    return {
+        "cayley": (
+            _cayley_cells,
+            {"Cayley-Encoder": np.False_, "Cayley (zero virtual nodes)": np.True_},
+        ),
+        "seven_node": (
+            _seven_node_cells,
+            {"fully connected GNN": complete, "Cayley (truncated graph)": truncated},
+        ),
+        "attention": (_attention_cells, {"attention aggregation": None}),
+    }
+
+
+def _param_count(make) -> int:
+    """:func:`~jaxpapers.cayley.count_params` of ``make(key)`` from shapes alone (no compile)."""
+    shapes = jax.eval_shape(lambda: eqx.filter(make(jax.random.key(0)), eqx.is_inexact_array))
+    return int(sum(np.prod(a.shape, dtype=int) for a in jax.tree.leaves(shapes)))
+
+
 def _over_cells(fn, *cells):
     """``fn`` over the leading (cell) axis by ``lax.map``, not ``vmap``.
 
@@ -90,18 +149,65 @@ def _train_one(make, hp, key, x, y, w, task, x_val, y_val, x_test, y_test, *, oc
     return val, test, attr, fit.finite
 
 
+class _Switched(eqx.Module):
+    """A layer GNN with traced switches, so that heads which differ only in them are cells of one
+    compiled program: virtual nodes starting from zero (``zero_virtual``, a bool scalar) and
+    edges left out (``edge_mask``, bool ``[E]``; :func:`~jaxpapers.cayley.message_passing`).
+
+    Both give the very numbers of the head they stand for: the zeroed starting states and the
+    left-out edges' messages are exact zeros, and their gradients too. The switches are bool
+    arrays, so :func:`~jaxpapers.cayley.fit_head` does not train them.
+    """
+
+    head: LayerGNN
+    zero_virtual: jax.Array | None = None
+    edge_mask: jax.Array | None = None
+
+    def __call__(self, x):
+        head = self.head
+        if self.zero_virtual is not None:
+            virtual = jnp.arange(head.node_embedding.shape[0]) >= head.num_layers
+            emb = jnp.where((virtual & self.zero_virtual)[:, None], 0.0, head.node_embedding)
+            head = eqx.tree_at(lambda h: h.node_embedding, head, emb)
+        return head(x, edge_mask=self.edge_mask)
+
+
+def _cells(one, top, seed, task, row, n, variant, x_top, y_top):
+    """``one(key, x, y, w, task, variant)`` over the cells: cell ``c`` trains on row ``row[c]`` of
+    the (task, seed) grid's largest training sets, its first ``n[c]`` examples weighted 1 and the
+    rest 0; its key is ``fold_in(key(seed[c]), task[c])``."""
+
+    def cell(seed, task, row, n, variant):
+        key = jax.random.fold_in(jax.random.key(seed), task)
+        w = (jnp.arange(top) < n).astype(x_top.dtype)
+        return one(key, x_top[row], y_top[row], w, task, variant)
+
+    return _over_cells(cell, seed, task, row, n, variant)
+
+
 @partial(jax.jit, static_argnames=("make", "hp"))
-def _graph_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
-    def one(key, x, y, w, task):
+def _graph_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test):
+    def one(key, x, y, w, task, variant):
         return _train_one(
-            make, dict(hp), key, x, y, w, task, x_val, y_val, x_test, y_test, occlusion=True
+            partial(make, variant=variant),
+            dict(hp),
+            key,
+            x,
+            y,
+            w,
+            task,
+            x_val,
+            y_val,
+            x_test,
+            y_test,
+            occlusion=True,
         )
 
-    return _over_cells(one, keys, x, y, w, task)
+    return _cells(one, x_top.shape[1], *cells, x_top, y_top)
 
 
 @partial(jax.jit, static_argnames=("make", "hp"))
-def _probe_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
+def _probe_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test):
     """Probes on each layer and on the layer mean: inputs ``j = 0 .. L-1`` and ``L`` (mean)."""
 
     def with_mean(a):
@@ -109,7 +215,8 @@ def _probe_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
 
     xv, xt = with_mean(x_val), with_mean(x_test)
 
-    def one(key, x, y, w, task):
+    def one(key, x, y, w, task, variant):
+        del variant
         xs = with_mean(x)
 
         def per_input(j):
@@ -121,7 +228,7 @@ def _probe_grid(make, hp, keys, x, y, w, task, x_val, y_val, x_test, y_test):
 
         return jax.vmap(per_input)(jnp.arange(xs.shape[-2]))
 
-    return _over_cells(one, keys, x, y, w, task)
+    return _cells(one, x_top.shape[1], *cells, x_top, y_top)
 
 
 def normal_cdf(x: float) -> float:
@@ -158,6 +265,7 @@ def run_grid(
     learning_rate,
     weight_decay,
     hidden,
+    heads: tuple[str, ...] = tuple(GRAPH_HEADS),
     compiler_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train every head for every (task, seed) at each training-set size; report accuracies.
@@ -169,69 +277,82 @@ def run_grid(
     Returns a JSON-able dict: ``grid`` (the (task, seed) cells), ``params`` per head, and per
     head and size (``results[head][str(shots)]``) ``val``/``test`` accuracies ``[cells]``
     (probes: ``[cells, L + 1]``, the last input being the layer mean), ``attr`` ``[cells, L]``
-    occlusion attributions on the test set, and ``finite``. ``compiler_options``: XLA options
+    occlusion attributions on the test set, and ``finite``. ``heads``: the heads of
+    :data:`GRAPH_HEADS` trained (``params`` counts every one). ``compiler_options``: XLA options
     of the heads' and probes' programs (quick mode: ``core.pytrees.QUICK_COMPILE``).
     """
     num_tasks, pool, layers, features = splits.x_train.shape
     if max(shots) > pool:
         raise ValueError(f"shots={shots} exceed the training pool of {pool} examples")
     grid = [(k, r) for k in range(num_tasks) for r in seeds]
-    task_arr = np.array([k for k, _ in grid])
-    keys = jnp.stack([jax.random.fold_in(jax.random.key(r), k) for k, r in grid])
+    task_arr = np.array([k for k, _ in grid], np.int32)
+    seed_arr = np.array([r for _, r in grid], np.int32)
     perms = np.stack([cell_order(k, r, pool) for k, r in grid])
-    val_test = tuple(
-        jnp.asarray(a) for a in (splits.x_val, splits.y_val, splits.x_test, splits.y_test)
-    )
     hp = (("steps", steps), ("learning_rate", learning_rate), ("weight_decay", weight_decay))
     sizes = {"layers": layers, "features": features, "hidden": hidden}
     top = max(shots)
     # The sizes are nested (a cell of size n trains on the first n of its order), so every size is
     # the largest training set with the examples beyond n weighted 0: all sizes are cells of one
-    # program per head (a compile costs more than the padded steps).
+    # program per head (a compile costs more than the padded steps), and so are the heads that
+    # differ only in a traced switch (``_programs``).
     x_top = splits.x_train[task_arr[:, None], perms[:, :top]]
     y_top = splits.y_train[task_arr[:, None], perms[:, :top]]
+    data = (x_top, y_top, splits.x_val, splits.y_val, splits.x_test, splits.y_test)
+    data = tuple(jnp.asarray(a) for a in data)
 
-    def cells_for(ns):
-        reps = len(ns)
-        w = np.concatenate([np.broadcast_to(np.arange(top) < n, y_top.shape) for n in ns])
-        tiled = (np.tile(a, (reps,) + (1,) * (a.ndim - 1)) for a in (x_top, y_top))
+    def cells_for(groups):
+        """Per-cell arrays (host-side) of ``groups``, each ``(n, switch)`` a copy of ``grid``."""
+        reps, g = len(groups), len(grid)
+        switches = [s for _, s in groups]
         return (
-            jnp.tile(keys, reps),
-            *map(jnp.asarray, tiled),
-            jnp.asarray(w, jnp.float32),
-            jnp.asarray(np.tile(task_arr, reps)),
-            *val_test,
+            np.tile(seed_arr, reps),
+            np.tile(task_arr, reps),
+            np.tile(np.arange(g, dtype=np.int32), reps),
+            np.repeat(np.array([n for n, _ in groups], np.int32), g),
+            None if switches[0] is None else np.repeat(np.stack(switches), g, axis=0),
         )
 
-    def per_size(out, ns):
-        cells = len(grid)
-        return {
-            str(n): jax.tree.map(lambda a, s=s: a[s * cells : (s + 1) * cells], out)
-            for s, n in enumerate(ns)
-        }
+    def split_groups(out, groups):
+        out = jax.tree.map(np.asarray, out)
+        g = len(grid)
+        return [
+            jax.tree.map(lambda a, i=i: a[i * g : (i + 1) * g], out) for i in range(len(groups))
+        ]
 
     results: dict[str, dict[str, Any]] = {}
-    params: dict[str, int] = {}
-    for name in GRAPH_HEADS:
-        ns = shots if name in FEW_SHOT_HEADS else (top,)
-        make = partial(GRAPH_HEADS[name], **sizes)
-        args = cells_for(ns)
+    if set(heads) - set(GRAPH_HEADS):
+        raise ValueError(f"heads={heads}; expected some of {tuple(GRAPH_HEADS)}")
+    for make, switches in _programs(layers).values():
+        groups, names = [], []
+        for name, switch in switches.items():
+            if name not in heads:
+                continue
+            for n in shots if name in FEW_SHOT_HEADS else (top,):
+                groups.append((n, switch))
+                names.append((name, n))
+        if not groups:
+            continue
+        cells = cells_for(groups)
         (val, test, attr, finite), wall, cpu = _timed(
-            _graph_grid, (make, hp), args, compiler_options
+            _graph_grid, (partial(make, **sizes), hp), (cells, *data), compiler_options
         )
         per_step = {
             # per training step of one cell (padded to the largest size), evaluation included
-            "seconds_per_step": wall / (len(args[0]) * steps),
-            "cpu_seconds_per_step": cpu / (len(args[0]) * steps),
+            "seconds_per_step": wall / (len(cells[0]) * steps),
+            "cpu_seconds_per_step": cpu / (len(cells[0]) * steps),
         }
-        by_size = per_size({"val": val, "test": test, "attr": attr, "finite": finite}, ns)
-        results[name] = {n: {**r, **per_step} for n, r in by_size.items()}
-        params[name] = count_params(make(jax.random.key(0)))
+        outs = split_groups({"val": val, "test": test, "attr": attr, "finite": finite}, groups)
+        for (name, n), r in zip(names, outs, strict=True):
+            results.setdefault(name, {})[str(n)] = {**r, **per_step}
+    results = {name: results[name] for name in GRAPH_HEADS if name in heads}
+    params = {name: _param_count(partial(GRAPH_HEADS[name], **sizes)) for name in GRAPH_HEADS}
     make = partial(_probe, **sizes)
-    args = cells_for(shots)
+    groups = [(n, None) for n in shots]
+    args = (cells_for(groups), *data)
     val, test, finite = _probe_grid.lower(make, hp, *args).compile(compiler_options)(*args)
-    results["probes"] = per_size({"val": val, "test": test, "finite": finite}, shots)
-    params["linear probe"] = count_params(make(jax.random.key(0)))
+    outs = split_groups({"val": val, "test": test, "finite": finite}, groups)
+    results["probes"] = {str(n): r for n, r in zip(shots, outs, strict=True)}
+    params["linear probe"] = _param_count(make)
     out = {"grid": grid, "params": params, "results": results}
     return jax.tree.map(lambda a: np.asarray(a).tolist() if hasattr(a, "shape") else a, out)
 
