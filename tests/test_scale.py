@@ -416,4 +416,7 @@ def test_ahead_compiles_from_abstract_shapes(key):
     ahead = Ahead()
     program = ahead.compile(f, jax.ShapeDtypeStruct(x.shape, x.dtype))
     jax.tree.map(np.testing.assert_array_equal, program.result()(x), f(x))
+    # run: compiled and run on a thread of its own from a traced function.
+    ran = ahead.run(f.trace(x), x)
+    jax.tree.map(np.testing.assert_array_equal, ran.result(), f(x))
     ahead.close()

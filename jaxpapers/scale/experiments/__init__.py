@@ -153,7 +153,14 @@ DPO / evaluation / sanity compiles on the worker), ~1.5 for the training run (45
 idle CPU-s in all, against the digits study's ~50, of which its compiles alone are ~30. (3)
 ``core.pytrees.QUICK_COMPILE`` (LLVM level 1) on every P04 program gave identical rows and the same
 wall time (84.9 vs 84.8 s), so it is not used. The x0 clip changes nothing on the mixtures (no
-``x0_range`` there) and is off by default.
+``x0_range`` there) and is off by default. (4) The 2-D bed's training is two programs run at once
+on two threads (``_mixture.train_parts``: the baselines' ``fit_many`` loop on the main thread,
+SCALE's loop on ``Ahead.run``'s), since one program kept only ~1.5 cores busy. After the core's
+samplers lost their host callbacks (so base = that commit), alternated quiet runs of
+``jaxpapers reproduce P04 --quick``: base 88.0 / 82.9 s wall (147.9 / 136.6 CPU-s), two
+programs 70.8 / 73.3 s (126.4 / 132.6 CPU-s); every row identical per seed to the one-program
+run. Even so the digits study does not fit: ~50 CPU-s more on a run that now keeps both cores
+busy for most of its ~72 s.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ guidance scale of CFG and GFT (chosen at sampling time) is picked per seed on a 
 validation draw from ``W_GRID``; MG and SCALE train one fixed scale each. SCALE's Diffusion-DPO
 fine-tuning (pairs ranked by the true class log-likelihood) runs on the 2-D bed.
 
-The study is two jitted programs, plus two more on the 2-D bed: training (every method, vmapped
-over seeds; conditional, GFT and MG in one shared loop, ``fit_many``, SCALE in its own; compiled
-with full optimisation, since it is where the compute is), on the 2-D bed SCALE's Diffusion-DPO
+The study is three jitted programs, plus two more on the 2-D bed: training, as two programs run at
+once on two threads (every method vmapped over seeds; conditional, GFT and MG in one shared loop,
+``fit_many``, SCALE in its own; compiled with full optimisation, since it is where the compute
+is), on the 2-D bed SCALE's Diffusion-DPO
 (its pair draws and fine-tuning loop: inside the evaluation program it added ~14 CPU-s of
 compile, alone it costs ~8; measured under load), evaluation (every sampler over the scale grid
 and both draws, scoring; little compute, but compiling it with ``FAST_COMPILE`` slowed its run
@@ -17,13 +18,13 @@ more than it saved, so only smoke sizes do, ``Sizes.fast_compile_light``) and, o
 the ``sanity_limits`` loss limits and guided-target errors of the trained conditional model (a
 few forward passes: always ``FAST_COMPILE``; measured under load, 5.2 CPU-s of compile alone
 against ~16 CPU-s added to the evaluation program's full-optimisation compile). The last three
-compile on a worker thread while the training program runs (:class:`Ahead`: a program holding a
-DDIM sampler runs synchronously on the thread that calls it). No op-by-op dispatch. Each sampler
+compile on a worker thread while the training programs compile and run, SCALE's training runs on
+a thread of its own (:class:`Ahead`). No op-by-op dispatch. Each sampler
 appears once in the evaluation program, vmapped over one flat (job x seed) axis: every inlined
 copy of a DDIM sampler, and every vmap level around one, costs tracing and compile time of its
 own (measured on a loaded machine: a vmapped sampler ~3 CPU-s of compile, each of the four
 training loops 6-11 CPU-s). :func:`study_methods` and :func:`train_methods` (the four methods
-and their training program) serve the digits bed too.
+and their training, one program) serve the digits bed too.
 """
 
 from __future__ import annotations
@@ -70,29 +71,38 @@ def study_jit(fn: Any, sizes: Any, *, light: bool = False) -> Any:
 
 
 class Ahead:
-    """Traces and compiles programs on a worker thread while the main thread runs another.
+    """Compiles programs on a worker thread, and runs one more program on a thread of its own,
+    while the main thread compiles and runs the baselines' training.
 
-    Every program here that holds a DDIM sampler carries a host callback (diffrax's ``StepTo``
-    checks its time grid with ``equinox.error_if``, a ``pure_callback``), and the CPU runtime runs
-    a program with host callbacks synchronously on the calling thread: a jitted call does not
-    return until the program has run, so the main thread cannot compile the next program
-    meanwhile. A study therefore compiles its later programs here, from the abstract shapes of
-    the training program's outputs (``Traced.out_info``), while its training runs: the same
-    programs, compiled on the idle second core. Tracing must not wait on a running program, so
-    every array a traced function closes over is computed before the training starts.
+    A study compiles its later programs (DPO, evaluation, sanity) here, from the abstract shapes
+    of the training programs' outputs (``Traced.out_info``), while the main thread compiles and
+    runs the training: XLA:CPU compiles one program on about one core, so two compiles on two
+    threads use both. SCALE's training runs beside the baselines' on :meth:`run`'s thread: one
+    training program alone keeps about 1.5 of the 2 cores busy. Tracing must not wait on a
+    running program, so every array a traced function closes over is computed before the
+    training starts. (Written when every program holding a DDIM sampler carried diffrax's
+    ``StepTo`` host callback and so ran synchronously on the calling thread; the core's samplers
+    have had none since, and the threads still pay for the overlap of compiles and runs.)
     """
 
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="p04-compile")
+        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="p04-run")
 
     def compile(self, jitted: Any, *args: Any) -> Future:
         """A future of ``jitted.trace(*args).lower().compile()`` (``args``: arrays or
         ``jax.ShapeDtypeStruct`` trees); jobs run in submission order."""
         return self._pool.submit(lambda: jitted.trace(*args).lower().compile())
 
+    def run(self, traced: Any, *args: Any) -> Future:
+        """A future of ``traced.lower().compile()(*args)``, compiled and run on a thread of its
+        own (``traced``: a ``jax.jit(...).trace(...)``; ``args``: concrete arrays)."""
+        return self._runner.submit(lambda: traced.lower().compile()(*args))
+
     def close(self) -> None:
-        """End the worker thread (after its queued jobs)."""
+        """End the worker threads (after their queued jobs)."""
         self._pool.shutdown()
+        self._runner.shutdown()
 
 
 def study_methods(
@@ -118,26 +128,35 @@ def study_methods(
     }
 
 
-def train_methods(net: Any, methods: dict[str, Method], data: Any, steps: int, batch: int) -> Any:
-    """``train(init, keys) -> {name: params [seeds, ...]}`` for :func:`study_methods`' methods,
-    vmapped over seeds: conditional, GFT and MG share one loop (``fit_many``: the same batches
-    at the same key, one compiled network pass for the three), SCALE has its own."""
+def train_parts(net: Any, methods: dict[str, Method], data: Any, steps: int, batch: int) -> Any:
+    """``(baselines, scale)``: two functions of ``(init, keys)``, vmapped over seeds, training
+    :func:`study_methods`' methods. ``baselines`` returns ``{"conditional", "gft", "mg": params
+    [seeds, ...]}`` from one loop (``fit_many``: the same batches at the same key, one compiled
+    network pass for the three); ``scale`` returns SCALE's guided parameters from its own loop.
+    The two are independent, so they can run as two programs at once (the 2-D bed does)."""
     names = ("conditional", "gft", "mg")
 
-    def train(init, keys):
+    def baselines(init, keys):
         res = jax.vmap(
             lambda p, k: fit_many(
                 net, tuple(methods[n] for n in names), p, data, key=k, steps=steps, batch=batch
             )
         )(init, keys)  # leaves [seeds, methods, ...]
-        trained = {n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(names)}
-        scale = jax.vmap(
-            lambda p, k: fit(net, methods["scale"], p, data, key=k, steps=steps, batch=batch)
-        )(init, keys)
-        trained["scale"] = scale.params[0]
-        return trained
+        return {n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(names)}
 
-    return train
+    def scale(init, keys):
+        return jax.vmap(
+            lambda p, k: fit(net, methods["scale"], p, data, key=k, steps=steps, batch=batch)
+        )(init, keys).params[0]
+
+    return baselines, scale
+
+
+def train_methods(net: Any, methods: dict[str, Method], data: Any, steps: int, batch: int) -> Any:
+    """``train(init, keys) -> {name: params [seeds, ...]}``: both of :func:`train_parts` in one
+    function (one program)."""
+    baselines, scale = train_parts(net, methods, data, steps, batch)
+    return lambda init, keys: {**baselines(init, keys), "scale": scale(init, keys)}
 
 
 def _score(mix, x, labels, ref, key) -> dict[str, Array]:
@@ -182,7 +201,6 @@ def mixture_study(
     ws = jnp.asarray(W_GRID)
     clip = float(jnp.max(jnp.abs(mix.means))) + 3.0 * float(jnp.sqrt(mix.var))
     methods = study_methods(sizes, sizes.steps, sizes.self_batch, clip)
-    train = train_methods(net, methods, mix, sizes.steps, sizes.batch)
 
     def evaluate(trained, tuned_dpo):
         ref = mix.sample(jax.random.key(7), labels)
@@ -251,8 +269,14 @@ def mixture_study(
         return rows, chosen_w, exact, cfg1, shown
 
     ahead = Ahead()
-    training = study_jit(train, sizes).trace(init, train_keys)
-    shapes = training.out_info  # the trained parameters' abstract shapes
+    # Two training programs, run at once on two threads: one program alone keeps ~1.5 of the 2
+    # cores busy (measured: CPU timeline of the quick run).
+    train_baselines, train_scale = train_parts(net, methods, mix, sizes.steps, sizes.batch)
+    training = study_jit(train_baselines, sizes).trace(init, train_keys)
+    scale_training = study_jit(train_scale, sizes).trace(init, train_keys)
+    scale_run = ahead.run(scale_training, init, train_keys)
+    # The trained parameters' abstract shapes.
+    shapes = {**training.out_info, "scale": scale_training.out_info}
     # DPO (its sampler draws and its fine-tuning loop) is a program of its own: inside the
     # evaluation program it added more compile time than it costs alone.
     dpo = lambda p: _dpo(net, mix, p, sizes)
@@ -268,7 +292,7 @@ def mixture_study(
             lambda p: sanity_numbers(net, mix, p, sizes, seeds_arr), compiler_options=FAST_COMPILE
         )
         limits_program = ahead.compile(limits, shapes["conditional"])
-    trained = training.lower().compile()(init, train_keys)
+    trained = {**training.lower().compile()(init, train_keys), "scale": scale_run.result()}
     tuned = dpo_program.result()(trained["scale"]) if with_dpo else None
     rows, chosen_w, exact, cfg1, shown = eval_program.result()(trained, tuned)
     if with_sanity:
