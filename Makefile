@@ -23,9 +23,9 @@ install: $(STAMP)
 reproduce: $(STAMP)
 	$(VENV)/bin/jaxpapers reproduce --quick --out $(OUT)
 
-## make test: the whole suite (about 12 minutes on 2 cores)
+## make test: the whole suite (about 13 minutes on 2 cores; the 25 slowest tests listed at the end)
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 ## make bench: every benchmark in benchmarks/, writes $(OUT)/bench/NAME.json
 bench: $(STAMP)
