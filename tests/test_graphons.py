@@ -244,3 +244,30 @@ def test_control_grid_must_be_a_non_negative_int(bad):
         symmetric_mc_density(
             triangle(), lambda x, y: x * y, key=jax.random.key(0), num_points=8, control_grid=bad
         )
+
+
+def test_experiment_programs_compile_once_and_run_beside_each_other():
+    """P19's programs: one compile per shapes even when threads ask at once, and the
+    initial graphons' program equals ``NeuralGraphon.init`` per seed."""
+    from jaxpapers.graphons.experiments import _runs
+
+    traces = []
+
+    def double(x):
+        traces.append(x.shape)
+        return 2 * x
+
+    jitted = jax.jit(double)
+    x = np.arange(3.0, dtype=np.float32)
+    programs = _runs._parallel(*[lambda: _runs._compiled(jitted, x)] * 4)
+    assert len(traces) == 1 and all(p is programs[0] for p in programs)
+    *out, beside = _runs._parallel(lambda: programs[0](x), beside=lambda: "main")
+    assert beside == "main" and np.array_equal(out[0], 2 * x)
+    assert _runs._compiled(jitted, np.zeros(5, np.float32)) is not programs[0]
+
+    seeds = np.array([0, 3], np.int32)
+    stacked = _runs._compiled(_runs._init_program(2.0, ()), seeds)(seeds)
+    for i, seed in enumerate(seeds):
+        one = NeuralGraphon.init(jax.random.key(int(seed)), sharpness=2.0)
+        for a, b in zip(jax.tree.leaves(stacked), jax.tree.leaves(one), strict=True):
+            assert np.array_equal(np.asarray(a)[i], np.asarray(b))

@@ -1,4 +1,40 @@
-"""P19 experiments: sanity, Turan optima, the triangle upper and lower tails, estimator variance."""
+"""P19 experiments: sanity, Turan optima, the triangle upper and lower tails, estimator variance.
+
+Quick-run cost, second pass (budget 90 s wall on 2 cores, measured 86.1 s on a quiet day, no
+margin). ``jaxpapers reproduce P19 --quick --out DIR`` under ``/usr/bin/time``, base (the commit
+before) and new alternated on the same day, same machine (a slower day than the 86.1 s one):
+base 94.8 / 98.2 / 98.5 s wall (145.7 / 149.9 / 151.1 CPU-s), new 70.2 / 66.3 / 70.6 s wall
+(124.1 / 117.2 / 123.8 CPU-s); every row of every experiment identical per seed, all verdicts
+unchanged (extras: the heatmaps moved by at most 2e-5, now computed inside the evaluation
+program instead of op by op). Per
+experiment (base -> new, s): sanity 5.1-5.6 -> 3.7-4.7, turan 44-48 -> 30-33, upper_tail 20 ->
+13-14, lower_tail ~7 -> ~7, estimator_variance 14 -> 9. What paid (``_runs``):
+
+* two programs at once on two threads: the two Turan problems, the upper tail's two settings,
+  the variance experiment's two patterns, and sanity's eager shift-solver check beside its
+  program (one program keeps ~1.5-1.7 of the 2 cores busy; XLA:CPU compiles on about one); each
+  thread compiles its evaluation program while its training runs (asynchronous dispatch);
+* fewer compiles: the restarts' initial graphons are one program (the eager vmapped
+  ``NeuralGraphon.init`` compiled five ``uniform`` programs, ~3.5 s; 0.8 s now), keys are built
+  inside the programs, sanity's step densities and estimates are one program (~30 eager
+  compiles before), the evaluation and the heatmap are one program per problem (the eager
+  heatmap compiled ~40 small programs); every program compiles once per shapes (the lower tail
+  reuses the upper tail's training and evaluation programs);
+* ``ctx.quick_compile`` where it was bit-identical: the initial graphons, the K4-free Turan
+  training, every evaluation program and the variance programs.
+
+What did not pay or was not kept: ``ctx.quick_compile`` on the tails' training (compile 3.6 ->
+2.4 s, run 8.1 -> 7.3 s, but restart 0 at p = 0.05, delta = 20 ended at rate 0.02813 instead of
+0.02866, which would move that row) and on the triangle-free Turan training (its best restart
+moved: 0.0030 instead of 0.0188); XLA:CPU options ``xla_cpu_multi_thread_eigen``,
+``xla_cpu_enable_concurrency_optimized_scheduler`` and ``xla_cpu_use_xnnpack`` off (the tail
+training ran 6.7 s either way; its ~1.5 cores are the two ``tf_XLAEigen`` threads at ~75% each);
+jitting the shift-solver check (the eager solve bakes each seed's target into its loop: three
+loop compiles; jitted, one seed's shift moved by an ulp and its residual from 6e-8 to 0, so it
+stays eager, on a second thread). ``row_sizes``: the only rows no verdict reads are
+estimator_variance's six reported rows, computed by the same programs from the same samples as
+the claimed two, so leaving them out would save little; sizes are unchanged.
+"""
 
 from __future__ import annotations
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,16 +38,116 @@ TURAN = (
     ("k4_free_triangle", triangle(), clique(4), 2 / 9),
 )
 
+#: Turan problems whose training compiles with ``ctx.quick_compile``: the K4-free training was
+#: bit-identical at LLVM level 1 (quick run: 1.1 s less compile, 0.6 s less run), the
+#: triangle-free one was not (a restart went elsewhere; the claim rests on one restart in three)
+QUICK_COMPILED_TURAN = frozenset({"k4_free_triangle"})
 
-def _init_graphons(seeds, sizes):
-    keys = jnp.stack([jax.random.key(s) for s in seeds])
-    return eqx.filter_vmap(lambda k: NeuralGraphon.init(k, sharpness=sizes.sharpness))(keys)
+
+# --------------------------------------------------------------------------------------------
+# Programs: built once per configuration, compiled once per argument shapes (a later experiment
+# reuses an earlier one's), and run two at a time on two threads (two cores; one program keeps
+# about 1.5-1.7 of them busy, and XLA:CPU compiles on about one)
+# --------------------------------------------------------------------------------------------
+
+_COMPILED: dict = {}
+_LOCK = threading.Lock()
 
 
-def _heatmap(trained, shifts, index: int, num_points: int) -> np.ndarray:
-    """``W`` of restart ``index`` with its grid shift."""
-    g = jax.tree.map(lambda leaf: leaf[index] if eqx.is_array(leaf) else leaf, trained)
-    return np.asarray(shifted_matrix(g, shifts[index], num_points))
+def _compiled(jitted, *args):
+    """``jitted`` compiled for the shapes of ``args`` (arrays or pytrees of arrays), kept for
+    later calls; a thread asking for a program that another is compiling waits for it."""
+    leaves, tree = jax.tree.flatten(args)
+    key = (jitted, tree, tuple((tuple(x.shape), str(x.dtype)) for x in leaves))
+    with _LOCK:
+        future = _COMPILED.get(key)
+        owner = future is None
+        if owner:
+            future = _COMPILED[key] = Future()
+    if owner:
+        try:
+            future.set_result(jitted.trace(*args).lower().compile())
+        except BaseException as error:
+            with _LOCK:
+                del _COMPILED[key]
+            future.set_exception(error)
+            raise
+    return future.result()
+
+
+def _parallel(*jobs, beside=None):
+    """Run the thunks ``jobs`` on threads of their own, and ``beside`` (a thunk, if given) on
+    the calling thread meanwhile; the jobs' results in order (and ``beside``'s, last)."""
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="p19") as pool:
+        futures = [pool.submit(job) for job in jobs]
+        extra = [beside()] if beside is not None else []
+        return [f.result() for f in futures] + extra
+
+
+def _options(ctx: Context) -> tuple:
+    """``ctx.quick_compile`` as a hashable key (``dict(key) or None`` restores it)."""
+    return tuple(sorted((ctx.quick_compile or {}).items()))
+
+
+@functools.cache
+def _init_program(sharpness: float, options: tuple):
+    """The restarts' initial graphons from their integer seeds (vmapped; one program instead of
+    an eager vmapped ``uniform`` per parameter shape)."""
+
+    def init(seed):
+        return NeuralGraphon.init(jax.random.key(seed), sharpness=sharpness)
+
+    return jax.jit(jax.vmap(init), compiler_options=dict(options) or None)
+
+
+def _init_graphons(ctx: Context, sizes):
+    seeds = np.asarray(ctx.seed_list, np.int32)
+    program = _init_program(sizes.sharpness, _options(ctx))
+    return _compiled(program, seeds)(seeds)
+
+
+@functools.cache
+def _train_program(steps: int, num_points: int, learning_rate: float, offset: int, options):
+    """Adam on an objective for every restart (vmapped), restart ``s`` drawing its points from
+    key ``offset + s``; the objective is an argument, so problems that differ only in arrays
+    (the tails' ``p``, ``delta``, ``sign``) share the program."""
+
+    def train(objective, graphon, seed):
+        return optimise_graphon(
+            objective,
+            graphon,
+            key=jax.random.key(offset + seed),
+            steps=steps,
+            num_points=num_points,
+            learning_rate=learning_rate,
+        ).graphon
+
+    return jax.jit(jax.vmap(train, in_axes=(None, 0, 0)), compiler_options=dict(options) or None)
+
+
+@functools.cache
+def _evaluate_program(kind: str, grid: int, heatmap: int, options):
+    """Grid values of every restart (:func:`evaluate_turan` or :func:`evaluate_tail`) and its
+    heatmap (``W`` with the grid shift on ``heatmap`` points), vmapped."""
+    evaluate = evaluate_turan if kind == "turan" else evaluate_tail
+
+    def one(objective, graphon):
+        values = evaluate(objective, graphon, grid)
+        shift = values[-1]
+        return values, shifted_matrix(graphon, shift, heatmap)
+
+    return jax.jit(jax.vmap(one, in_axes=(None, 0)), compiler_options=dict(options) or None)
+
+
+def _train_and_evaluate(ctx, objective, graphons, train, evaluate):
+    """Compile both programs, then run them; the evaluation compiles while the training runs
+    (dispatch is asynchronous). Returns the host values and heatmaps."""
+    seeds = np.asarray(ctx.seed_list, np.int32)
+    train = _compiled(train, objective, graphons, seeds)
+    trained = train(objective, graphons, seeds)
+    evaluate = _compiled(evaluate, objective, graphons)  # a trained graphon has the same shapes
+    values, maps = evaluate(objective, trained)
+    return jax.tree.map(np.asarray, values), np.asarray(maps)
 
 
 @jax.jit
@@ -61,31 +163,59 @@ def _step_estimates(a, values, reps):
     return sym(reps), plain(reps)
 
 
+@functools.cache
+def _sanity_program(reps: int):
+    """One seed's step densities and Monte Carlo estimates (one program for all seeds; the eager
+    version compiled some 30 small programs). XLA's default options: at LLVM level 1 one exact
+    ``t(C4)`` differed in its last bit."""
+
+    def one(seed):
+        k1, k2, _ = jax.random.split(jax.random.key(seed), 3)
+        pab = jax.random.uniform(k1, (3,), minval=0.1, maxval=0.9)
+        p, a, b = pab
+        densities = jnp.stack(
+            [
+                step_density(cycle(5), jnp.ones(1), jnp.full((1, 1), p)),
+                step_density(triangle(), jnp.array([a, 1 - a]), jnp.array([[1.0, 0], [0, 0]])),
+                step_density(triangle(), jnp.array([b, 1 - b]), jnp.array([[1.0, 1], [1, 0]])),
+            ]
+        )
+        values = jnp.array([[0.9, p], [p, 0.2]])
+        exact = step_density(cycle(4), jnp.array([a, 1 - a]), values)
+        sym, plain = _step_estimates(a, values, jax.random.split(k2, reps))
+        return pab, densities, exact, sym, plain
+
+    return jax.jit(one)
+
+
+def _shift_residual(seed: int) -> float:
+    """The shift solver's residual for an edge-density target on random symmetric logits
+    (eager, as the solver is used outside the experiments)."""
+    k1, _, k3 = jax.random.split(jax.random.key(seed), 3)
+    p = np.asarray(jax.random.uniform(k1, (3,), minval=0.1, maxval=0.9))[0]
+    L = jax.random.normal(k3, (32, 32))
+    return abs(float(solve_shift(edge(), L + L.T, float(p)).residual))
+
+
 def sanity(ctx: Context, sizes) -> Outcome:
     """Exact step densities against closed forms; both Monte Carlo estimators against exact
-    values; the shift solver's residual."""
-    closed, zs, resid = [], [], []
-    for seed in ctx.seed_list:
-        k1, k2, k3 = jax.random.split(jax.random.key(seed), 3)
-        p, a, b = np.asarray(jax.random.uniform(k1, (3,), minval=0.1, maxval=0.9))
-        errs = [
-            float(step_density(cycle(5), jnp.ones(1), jnp.full((1, 1), p))) - p**5,
-            float(step_density(triangle(), jnp.array([a, 1 - a]), jnp.array([[1.0, 0], [0, 0]])))
-            - a**3,
-            float(step_density(triangle(), jnp.array([b, 1 - b]), jnp.array([[1.0, 1], [1, 0]])))
-            - (3 * b**2 - 2 * b**3),
-        ]
-        closed.append(float(np.max(np.abs(errs))))
-        sizes_, values = jnp.array([a, 1 - a]), jnp.array([[0.9, p], [p, 0.2]])
-        exact = float(step_density(cycle(4), sizes_, values))
-
-        reps = jax.random.split(k2, sizes.sanity_reps)
-        sym, plain = _step_estimates(jnp.asarray(a), values, reps)
-        for est in (sym, plain):
-            zs.append(abs(float(est.mean()) - exact) / (float(est.std()) / np.sqrt(len(reps))))
-        L = jax.random.normal(k3, (32, 32))
-        sol = solve_shift(edge(), L + L.T, float(p))
-        resid.append(abs(float(sol.residual)))
+    values; the shift solver's residual (on a second thread, beside the other programs)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="p19") as pool:
+        resid = pool.submit(lambda: [_shift_residual(seed) for seed in ctx.seed_list])
+        closed, zs = [], []
+        program = _sanity_program(sizes.sanity_reps)
+        for seed in ctx.seed_list:
+            pab, densities, exact, sym, plain = program(np.int32(seed))
+            p, a, b = np.asarray(pab)
+            t_c5, t_clique, t_hub = (float(d) for d in densities)
+            errs = [t_c5 - p**5, t_clique - a**3, t_hub - (3 * b**2 - 2 * b**3)]
+            closed.append(float(np.max(np.abs(errs))))
+            for est in (sym, plain):
+                zs.append(
+                    abs(float(est.mean()) - float(exact))
+                    / (float(est.std()) / np.sqrt(sizes.sanity_reps))
+                )
+        resid = resid.result()
     return Outcome(
         {
             "step_closed_form_error": closed,
@@ -97,39 +227,43 @@ def sanity(ctx: Context, sizes) -> Outcome:
 
 
 def turan(ctx: Context, sizes) -> Outcome:
-    """Train neural graphons on the Turan problems (seeds vmapped); grid values at the end."""
-    values, extras = {}, {"heatmaps": {}}
-    graphons = _init_graphons(ctx.seed_list, sizes)
-    keys = jnp.stack([jax.random.key(1000 + s) for s in ctx.seed_list])
-    for (name, hmax, hforb, optimum), points in zip(TURAN, sizes.turan_points, strict=True):
+    """Train neural graphons on the Turan problems (seeds vmapped; the two problems on two
+    threads); grid values at the end."""
+    graphons = _init_graphons(ctx, sizes)
+    options = _options(ctx)
+
+    def problem(name, hmax, hforb, optimum, points):
         obj = TuranObjective(hmax, hforb, slack=sizes.slack)
-
-        def train(g, k, obj=obj, points=points):
-            return optimise_graphon(
-                obj,
-                g,
-                key=k,
-                steps=sizes.turan_steps,
-                num_points=points,
-                learning_rate=sizes.learning_rate,
-            ).graphon
-
-        trained = eqx.filter_vmap(train)(graphons, keys)
-        dens, forb, rdens, rforb, shifts = eqx.filter_vmap(
-            lambda g, obj=obj: evaluate_turan(obj, g, sizes.turan_grid)
-        )(trained)
+        train_options = options if name in QUICK_COMPILED_TURAN else ()
+        train = _train_program(sizes.turan_steps, points, sizes.learning_rate, 1000, train_options)
+        evaluate = _evaluate_program("turan", sizes.turan_grid, sizes.heatmap, options)
+        (dens, forb, rdens, rforb, _), maps = _train_and_evaluate(
+            ctx, obj, graphons, train, evaluate
+        )
         # the seeds are random restarts of one optimisation: the best candidate is the answer
-        best = int(np.argmax(np.where(np.asarray(rforb) < 0.005, np.asarray(rdens), -1.0)))
-        values[name] = [abs(float(rdens[best]) - optimum)]
-        values[f"{name}_forbidden"] = [float(rforb[best])]
-        extras[name] = {
-            "value": np.asarray(dens),
-            "forbidden_density": np.asarray(forb),
-            "rounded_value": np.asarray(rdens),
-            "rounded_forbidden_density": np.asarray(rforb),
+        best = int(np.argmax(np.where(rforb < 0.005, rdens, -1.0)))
+        values = {
+            name: [abs(float(rdens[best]) - optimum)],
+            f"{name}_forbidden": [float(rforb[best])],
+        }
+        extras = {
+            "value": dens,
+            "forbidden_density": forb,
+            "rounded_value": rdens,
+            "rounded_forbidden_density": rforb,
             "optimum": optimum,
         }
-        extras["heatmaps"][name] = _heatmap(trained, shifts, best, sizes.heatmap)
+        return values, extras, maps[best]
+
+    jobs = [
+        functools.partial(problem, *spec, points)
+        for spec, points in zip(TURAN, sizes.turan_points, strict=True)
+    ]
+    values, extras = {}, {"heatmaps": {}}
+    for (name, *_), (vals, ext, heatmap) in zip(TURAN, _parallel(*jobs), strict=True):
+        values.update(vals)
+        extras[name] = ext
+        extras["heatmaps"][name] = heatmap
     return Outcome(values, extras)
 
 
@@ -138,47 +272,47 @@ FEASIBLE = 1e-2
 
 
 def _tail(ctx: Context, sizes, settings, upper: bool) -> tuple[dict, dict]:
-    graphons = _init_graphons(ctx.seed_list, sizes)
-    keys = jnp.stack([jax.random.key(2000 + s) for s in ctx.seed_list])
-    values, extras = {}, {"heatmaps": {}, "references": {}, "rates": {}}
-    for p, delta in settings:
+    """The tail problems ``settings`` (one program for all, upper and lower alike), two at a time
+    on two threads."""
+    graphons = _init_graphons(ctx, sizes)
+    # the tails' training program keeps XLA's default options: at LLVM level 1 one restart's
+    # trajectory (p = 0.05, delta = 20, seed 0) differed
+    train = _train_program(sizes.tail_steps, sizes.points, sizes.learning_rate, 2000, ())
+    evaluate = _evaluate_program("tail", sizes.grid, sizes.heatmap, _options(ctx))
+
+    def setting(p, delta):
         obj = TailObjective(triangle(), p, delta, upper=upper)
-        ref = best_reference(p, delta) if upper else constant_construction(p, delta, upper=False)
+        (rate, dens, _), maps = _train_and_evaluate(ctx, obj, graphons, train, evaluate)
+        return float(obj.target), rate, dens, maps
 
-        def train(g, k, obj=obj):
-            return optimise_graphon(
-                obj,
-                g,
-                key=k,
-                steps=sizes.tail_steps,
-                num_points=sizes.points,
-                learning_rate=sizes.learning_rate,
-            ).graphon
+    def references():
+        return [
+            best_reference(p, delta) if upper else constant_construction(p, delta, upper=False)
+            for p, delta in settings
+        ]
 
-        trained = eqx.filter_vmap(train)(graphons, keys)
-        rate, dens, shift = eqx.filter_vmap(lambda g, obj=obj: evaluate_tail(obj, g, sizes.grid))(
-            trained
-        )
+    *results, refs = _parallel(
+        *(functools.partial(setting, p, delta) for p, delta in settings), beside=references
+    )
+    values, extras = {}, {"heatmaps": {}, "references": {}, "rates": {}}
+    for (p, delta), (target, rate, dens, maps), ref in zip(settings, results, refs, strict=True):
         label = f"p{p:g}_d{delta:g}"
         # the seeds are random restarts of one optimisation: the best candidate that meets the
         # density constraint on the grid is the answer (a restart collapsed to W = 0 has density
         # 0 and rate h_p(0) / 2, which at small p is below every feasible construction)
-        target = float(obj.target)
-        feasible = np.abs(np.asarray(dens) - target) <= FEASIBLE * target
-        candidates = np.where(feasible, np.asarray(rate), np.inf)
+        feasible = np.abs(dens - target) <= FEASIBLE * target
+        candidates = np.where(feasible, rate, np.inf)
         values[label] = [float(np.min(candidates)) / ref.rate]
         extras["feasible"] = {**extras.get("feasible", {}), label: feasible.tolist()}
         extras["ratios_per_restart"] = {
             **extras.get("ratios_per_restart", {}),
-            label: np.asarray(rate) / ref.rate,
+            label: rate / ref.rate,
         }
-        extras["rates"][label] = np.asarray(rate)
+        extras["rates"][label] = rate
         extras["references"][label] = ref._asdict()
         best = int(np.argmin(candidates))
-        extras["heatmaps"][label] = _heatmap(trained, shift, best, sizes.heatmap)
-        extras[f"{label}_density_error"] = float(
-            np.max(np.abs(np.asarray(dens) - float(obj.target)))
-        )
+        extras["heatmaps"][label] = maps[best]
+        extras[f"{label}_density_error"] = float(np.max(np.abs(dens - target)))
     return values, extras
 
 
@@ -195,11 +329,12 @@ def lower_tail(ctx: Context, sizes) -> Outcome:
 CONTROL_GRID = 16  # step control variate: 136 more evaluations on a 16 x 16 grid
 
 
-def _variance_estimates(H, m: int, control: int, tuples: tuple[int, ...]):
-    """One jitted function of (stacked graphons, keys ``[seeds, reps]``): the symmetric
-    estimates with and without the step control variate (the same sampled points) and plain
-    Monte Carlo at each budget in ``tuples``, seeds and repetitions vmapped (one compile per
-    pattern)."""
+@functools.cache
+def _variance_program(H, m: int, control: int, tuples: tuple[int, ...], reps: int, options):
+    """One program of (stacked graphons, integer seeds): the symmetric estimates with and without
+    the step control variate (the same sampled points) and plain Monte Carlo at each budget in
+    ``tuples``, seeds and repetitions vmapped (one compile per pattern); seed ``s``'s
+    repetitions use the keys ``split(key(10000 + s), reps)``."""
 
     def one(g, k):
         sym = symmetric_mc_density(H, g, key=k, num_points=m)
@@ -207,23 +342,21 @@ def _variance_estimates(H, m: int, control: int, tuples: tuple[int, ...]):
         plain = [plain_mc_density(H, g, key=k, num_tuples=n) for n in tuples]
         return sym, sym_cv, jnp.stack(plain)
 
-    over_reps = jax.vmap(one, in_axes=(None, 0))
-    return eqx.filter_jit(eqx.filter_vmap(over_reps))
+    def over_reps(g, seed):
+        return jax.vmap(one, in_axes=(None, 0))(g, jax.random.split(jax.random.key(seed), reps))
+
+    return jax.jit(jax.vmap(over_reps), compiler_options=dict(options) or None)
 
 
 def estimator_variance(ctx: Context, sizes) -> Outcome:
     """Variance of symmetric vs plain Monte Carlo at equal sampled points and at equal graphon
-    evaluations (``m`` points: ``m (m - 1) / 2`` unordered pairs)."""
+    evaluations (``m`` points: ``m (m - 1) / 2`` unordered pairs); the two patterns on two
+    threads."""
     m, grid = sizes.variance_points, CONTROL_GRID
-    seeds = ctx.seed_list
-    graphons = eqx.filter_vmap(lambda k: NeuralGraphon.init(k, sharpness=sizes.sharpness))(
-        jnp.stack([jax.random.key(s) for s in seeds])
-    )
-    keys = jnp.stack(
-        [jax.random.split(jax.random.key(10_000 + s), sizes.variance_reps) for s in seeds]
-    )
-    ratios = {}
-    for name, H in (("K3", triangle()), ("C4", cycle(4))):
+    graphons = _init_graphons(ctx, sizes)
+    seeds = 10_000 + np.asarray(ctx.seed_list, np.int32)
+
+    def pattern(H):
         # plain Monte Carlo budgets: m / k tuples (equal points), and as many graphon
         # evaluations as the U-statistic without and with the control grid
         evals = m * (m - 1) // 2
@@ -232,16 +365,23 @@ def estimator_variance(ctx: Context, sizes) -> Outcome:
             evals // H.num_edges,
             (evals + grid * (grid + 1) // 2) // H.num_edges,
         )
-        sym, sym_cv, plain = _variance_estimates(H, m, grid, tuples)(graphons, keys)
+        program = _variance_program(H, m, grid, tuples, sizes.variance_reps, _options(ctx))
+        sym, sym_cv, plain = _compiled(program, graphons, seeds)(graphons, seeds)
         plain_var = np.asarray(jnp.var(plain, axis=1))  # [seeds, budgets]
+        ratios = {}
         for cv, est, at_evals in (("_cv", sym_cv, 2), ("", sym, 1)):
             sym_var = np.asarray(jnp.var(est, axis=1))
-            ratios[name, cv] = {
+            ratios[cv] = {
                 "equal_points": (sym_var / plain_var[:, 0]).tolist(),
                 "equal_evaluations": (sym_var / plain_var[:, at_evals]).tolist(),
             }
+        return ratios
+
+    patterns = {"K3": triangle(), "C4": cycle(4)}
+    jobs = [functools.partial(pattern, H) for H in patterns.values()]
+    ratios = dict(zip(patterns, _parallel(*jobs), strict=True))
     rows = {
-        f"{name}{cv}_{budget}": ratios[name, cv][budget]
+        f"{name}{cv}_{budget}": ratios[name][cv][budget]
         for cv in ("_cv", "")
         for name in ("K3", "C4")
         for budget in ("equal_points", "equal_evaluations")
