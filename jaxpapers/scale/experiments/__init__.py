@@ -160,7 +160,8 @@ samplers lost their host callbacks (so base = that commit), alternated quiet run
 ``jaxpapers reproduce P04 --quick``: base 88.0 / 82.9 s wall (147.9 / 136.6 CPU-s), two
 programs 70.8 / 73.3 s (126.4 / 132.6 CPU-s); every row identical per seed to the one-program
 run. Even so the digits study does not fit: ~50 CPU-s more on a run that now keeps both cores
-busy for most of its ~72 s.
+busy for most of its ~72 s (measured with it on a third thread from the start: 118.6 s wall,
+226.1 CPU-s, the oversubscribed cores costing CPU-s of their own).
 """
 
 from __future__ import annotations
