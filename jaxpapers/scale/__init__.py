@@ -98,8 +98,9 @@ Issue 12's fourth pass (``experiments/__init__.py``) trained conditional, GFT an
 an exact selection: 4-10% fewer CPU-s in paired quick runs under load (base 125.4 / 142.0 / 122.6,
 new 119.8 / 133.1 / 109.9), every verdict identical and every row within float32 round-off; quick
 mode's remaining cost is the four methods' compute-bound training (~46 CPU-s) and the compiles.
-Issue 12's fifth pass found that every program holding a DDIM sampler runs synchronously on the CPU
-(diffrax checks its time grid with ``equinox.error_if``, a host callback), so the main thread
+Issue 12's fifth pass found that every program holding a DDIM sampler ran synchronously on the CPU
+(diffrax checked its time grid with ``equinox.error_if``, a host callback; the core's samplers
+have stepped without it since the sixth pass, ``UncheckedStepTo``), so the main thread
 waited in the 2-D training run and compiled nothing meanwhile; the DPO, evaluation and sanity
 programs now compile on a worker thread while the training runs (identical numbers; it saves wall
 time where the second core is idle). The sixth pass made the digits samples recognisable at small

@@ -98,7 +98,8 @@ budget; every verdict as before.
 Issue 12, fifth pass (measured with ``/usr/bin/time -f "%U user %S sys %e wall" jaxpapers reproduce
 P04 --quick``, timelines with ``jax_log_compiles``, while the lead's runs shared the 2 cores). (1)
 Every program holding a DDIM sampler (the training program through SCALE's self samples, DPO,
-evaluation) carries a host callback: diffrax's ``StepTo`` checks its time grid with
+evaluation) carried a host callback (removed from the core since: ``UncheckedStepTo``, see the
+sixth pass): diffrax's ``StepTo`` checks its time grid with
 ``equinox.error_if``, a ``pure_callback``, with or without ``throw``. The CPU runtime runs such a
 program synchronously on the calling thread (a jitted 1.1 s loop returned after 0.0 s, with an
 ``error_if`` after 1.1 s), so the main thread sat in the 2-D training run and compiled nothing
