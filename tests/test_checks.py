@@ -1,5 +1,6 @@
 """core.checks: eager argument checks with clear messages, and ``checked`` inside jit."""
 
+import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,6 +56,20 @@ def test_non_finite_measurement_is_an_error_eager_and_inside_jit():
         jax.block_until_ready(jax.jit(_posterior_draw())(jnp.array([jnp.nan])))
     x = jax.jit(_posterior_draw())(jnp.array([0.3]))
     assert np.isfinite(np.asarray(x)).all()
+    # throw=False: no host callback; the failed solve is reported in result and stops early.
+    schedule = VPSchedule("linear")
+    prior = grid_mixture(2, key=jax.random.key(0))
+    term = DenoiserTerm(lambda x, t: prior.eps(x, t, schedule), schedule)
+    sampler = lamp(DDRM(MatrixOperator(jnp.array([[1.0, 0.5]])), sigma_y=0.1, eta=0.85))
+    draw = jax.jit(
+        lambda y: sample_posterior(
+            term, sampler, y, key=jax.random.key(1), num_steps=4, throw=False
+        )
+    )
+    out = draw(jnp.array([jnp.nan]))
+    assert out.result != diffrax.RESULTS.successful
+    assert not np.isfinite(np.asarray(out.x)).all() and int(out.nfe) < 4
+    assert "callback" not in draw.lower(jnp.array([0.3])).as_text()
 
 
 def test_checked_locates_a_nan_born_inside_jit():

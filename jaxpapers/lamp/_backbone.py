@@ -48,8 +48,8 @@ class PosteriorSample(NamedTuple):
       nfe: exact number of denoiser evaluations (``int32``).
       ys: the trajectory at ``save_ts`` (``[len(save_ts), *in_shape]``) or ``None``.
       result: diffrax's ``RESULTS`` of the solve: ``successful``, or why it stopped (a
-        non-finite state, e.g. a diverging denoiser). The solve does not raise at run time (no
-        host callbacks in the program): check it.
+        non-finite state, e.g. a diverging denoiser); with ``throw=False`` the solve does not
+        raise at run time (no host callbacks in the program): check it.
     """
 
     x: Float[Array, ...]
@@ -138,6 +138,7 @@ def sample_posterior(
     num_steps: int,
     t_max: float = 1.0,
     save_ts: Float[Array, " s"] | None = None,
+    throw: bool = True,
 ) -> PosteriorSample:
     """Draw one posterior sample with ``sampler`` from measurement ``y``.
 
@@ -153,6 +154,10 @@ def sample_posterior(
       num_steps: number of steps (each one denoiser evaluation), ``>= 1``.
       t_max: start time.
       save_ts: optional diffusion times at which to save the trajectory.
+      throw: ``True`` (default): a failed solve raises, also inside ``jit`` where a non-finite
+        measurement cannot be seen while tracing (diffrax's checked path: the program holds host
+        callbacks and runs synchronously); ``False``: no host callbacks (asynchronous dispatch),
+        a failed solve is reported in ``result``.
 
     Returns:
       :class:`PosteriorSample`.
@@ -160,6 +165,8 @@ def sample_posterior(
     Raises:
       TypeError: ``term`` or ``sampler`` of the wrong type.
       ValueError: wrong measurement shape, a non-finite measurement or ``num_steps < 1``.
+      equinox.EquinoxRuntimeError: with ``throw=True``, a solve that failed at run time (a
+        non-finite state, e.g. from a non-finite measurement inside ``jit``).
 
     Examples:
       >>> import jax, jax.numpy as jnp
@@ -182,11 +189,11 @@ def sample_posterior(
     op.check_measurement(y)
     check_finite("y", y)
     time_grid(num_steps, t_max=t_max)
-    return _sample(term, sampler, jnp.asarray(y), key, int(num_steps), t_max, save_ts)
+    return _sample(term, sampler, jnp.asarray(y), key, int(num_steps), t_max, save_ts, bool(throw))
 
 
 @eqx.filter_jit
-def _sample(term, sampler, y, key, num_steps, t_max, save_ts):
+def _sample(term, sampler, y, key, num_steps, t_max, save_ts, throw):
     k0, k1 = jax.random.split(key)
     x_init = jax.random.normal(k0, sampler.operator.in_shape, y.dtype)
     sol = solve_diffusion(
@@ -196,5 +203,6 @@ def _sample(term, sampler, y, key, num_steps, t_max, save_ts):
         time_grid(num_steps, t_max=t_max),
         args=y,
         save_ts=save_ts,
+        throw=throw,
     )
     return PosteriorSample(sol.x, sol.nfe, sol.ys, sol.result)
