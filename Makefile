@@ -23,7 +23,7 @@ install: $(STAMP)
 reproduce: $(STAMP)
 	$(VENV)/bin/jaxpapers reproduce --quick --out $(OUT)
 
-## make test: the whole suite (about 13 minutes on 2 cores; the 25 slowest tests listed at the end)
+## make test: the whole suite (about 15 minutes on 2 cores; the 25 slowest tests listed at the end)
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile --durations=25 $(PYTEST_ARGS)
 
