@@ -49,10 +49,11 @@ def _check(net: Denoiser, labels: Array, num_steps: int, x0_range: float | None 
 
 def check_x0_range(x0_range: float | None) -> None:
     """``x0_range`` is ``None`` or a positive Python number (it is a static argument)."""
-    if x0_range is not None and (
-        isinstance(x0_range, bool) or not isinstance(x0_range, int | float) or not x0_range > 0
-    ):
-        raise ValueError(f"x0_range={x0_range!r}; expected None or a positive number")
+    if x0_range is None:
+        return
+    if isinstance(x0_range, bool) or not isinstance(x0_range, int | float):
+        raise ValueError(f"x0_range={x0_range!r}; expected None or a positive Python number")
+    check_positive("x0_range", x0_range)
 
 
 def _draw(eps_fn, schedule, shape, key, num_steps, x0_range):

@@ -17,6 +17,8 @@ from collections.abc import Callable
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxpapers.core.checks import check_positive
+
 
 def eps_to_x0(x: ArrayLike, eps: ArrayLike, alpha: ArrayLike, sigma: ArrayLike) -> Array:
     r""":math:`\hat x_0 = (x_t - \sigma_t \hat\epsilon) / \alpha_t`."""
@@ -78,8 +80,7 @@ def clip_x0(
       schedule: the :class:`~jaxpapers.core.diffusion.VPSchedule` the network was trained with.
       bound: the data range's half-width, ``> 0``.
     """
-    if not bound > 0:
-        raise ValueError(f"bound={bound!r}; expected a positive half-width of the data range")
+    check_positive("bound", bound)
 
     def clipped(x: Array, t: Array) -> Array:
         alpha, sigma = schedule.alpha(t), schedule.sigma(t)

@@ -70,6 +70,7 @@ from diffrax._custom_types import (
 )
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree, Real, UInt32
 
+from jaxpapers.core.checks import is_concrete
 from jaxpapers.core.diffusion._nfe import zero_count
 from jaxpapers.core.diffusion._term import DenoiserTerm
 
@@ -446,7 +447,7 @@ def check_time_grid(ts: Float[Array, " n"], dtype: Any = None) -> Float[Array, "
     shape = np.shape(ts)
     if len(shape) != 1 or shape[0] < 2:
         raise ValueError(f"ts must be 1-D with at least 2 times (1 step); got shape {shape}")
-    if not isinstance(ts, jax.core.Tracer):
+    if is_concrete(ts):
         host = np.asarray(ts) if dtype is None else np.asarray(ts).astype(dtype)
         if not np.all(host[1:] < host[:-1]):
             raise ValueError(
