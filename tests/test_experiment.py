@@ -15,7 +15,6 @@ from jaxpapers.core.experiment import (
     Context,
     Experiment,
     Outcome,
-    Ratio,
     RowStats,
     Threshold,
 )
@@ -39,29 +38,12 @@ def test_rowstats_mean_and_sample_std():
     [
         ([1.0, 1.1, 0.9], [2.0, 2.1, 1.9], True, "holds"),
         ([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], True, "does not hold"),
-        ([1.0, 1.5, 0.5], [1.2, 1.7, 0.7], True, "inconclusive"),
+        ([1.0, 1.5, 0.5], [1.2, 1.4, 0.7], True, "inconclusive"),
         ([2.0, 2.1, 1.9], [1.0, 1.1, 0.9], False, "holds"),
     ],
 )
 def test_better_rule(m, b, lower, expected):
     assert Better("m", "b").decide(_rows(m=m, b=b), lower) == expected
-
-
-def test_better_at_least_accepts_ties_within_spread():
-    rows = _rows(m=[1.0, 1.5, 0.5], b=[1.2, 1.7, 0.7])
-    assert Better("m", "b", at_least=True).decide(rows, False) == "holds"
-    rows = _rows(m=[0.0, 0.1, -0.1], b=[1.2, 1.3, 1.1])
-    assert Better("m", "b", at_least=True).decide(rows, False) == "does not hold"
-
-
-def test_ratio_and_threshold_rules():
-    rows = _rows(vi=[2000.0, 2100.0], ie=[10.0, 11.0], same=[1900.0, 2000.0])
-    assert Ratio("vi", "ie", 20).decide(rows, True) == "holds"
-    assert Ratio("vi", "same", 20).decide(rows, True) == "does not hold"
-    assert Threshold("ie", 100.0).decide(rows, True) == "holds"
-    assert Threshold("ie", 5.0).decide(rows, True) == "does not hold"
-    assert Threshold("ie", 10.6).decide(rows, True) == "inconclusive"
-    assert Threshold("ie", 5.0, below=False).decide(rows, True) == "holds"
 
 
 def test_allof_combines_parts():

@@ -33,197 +33,35 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from jaxpapers.core.papers import PAPERS, Paper, get_paper
 from jaxpapers.core.progress import progress
+from jaxpapers.core.verdicts import (
+    FAILS,
+    HOLDS,
+    UNSURE,
+    AllOf,
+    AnyOf,
+    Better,
+    NoWorse,
+    Ratio,
+    RowStats,
+    Rule,
+    Threshold,
+    Verdict,
+    describe_comparison,
+    evaluate_rule,
+    format_number,
+)
 
 Size = Literal["smoke", "quick", "full"]
-Verdict = Literal["holds", "does not hold", "inconclusive"]
 SIZES: tuple[str, ...] = ("smoke", "quick", "full")
-DEFAULT_SEEDS: dict[str, int] = {"smoke": 2, "quick": 3, "full": 5}
-
-HOLDS: Verdict = "holds"
-FAILS: Verdict = "does not hold"
-UNSURE: Verdict = "inconclusive"
-
-
-# --------------------------------------------------------------------------------------------
-# Per-row statistics and verdict rules
-# --------------------------------------------------------------------------------------------
-
-
-class RowStats(NamedTuple):
-    """Mean and seed-to-seed standard deviation (ddof=1; 0 for one seed) of one table row."""
-
-    method: str
-    role: str
-    mean: float
-    std: float
-    seeds: tuple[float, ...]
-
-    @classmethod
-    def from_values(cls, method: str, role: str, values: Sequence[float]) -> RowStats:
-        arr = np.asarray(values, dtype=np.float64).reshape(-1)
-        if arr.size == 0:
-            raise ValueError(f"row {method!r} has no measured values")
-        std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
-        return cls(method, role, float(arr.mean()), std, tuple(float(v) for v in arr))
-
-
-def _spread(a: RowStats, b: RowStats) -> float:
-    """Seed-to-seed spread of a difference of two rows: sqrt(std_a^2 + std_b^2)."""
-    return math.hypot(a.std, b.std)
-
-
-class Rule(Protocol):
-    """A verdict rule: a sentence for the table and a decision computed from the rows."""
-
-    def describe(self, lower_is_better: bool) -> str: ...
-
-    def decide(self, rows: Mapping[str, RowStats], lower_is_better: bool) -> Verdict: ...
-
-    def names(self) -> tuple[str, ...]: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class Better:
-    """``method`` beats ``baseline`` by more than the seed-to-seed spread.
-
-    With ``at_least=True`` the claim is "no worse": it holds unless the method is worse by more
-    than the spread. Otherwise: holds when the improvement exceeds the spread, does not hold when
-    the method is worse by more than the spread, and is inconclusive in between.
-    """
-
-    method: str
-    baseline: str
-    at_least: bool = False
-
-    def names(self) -> tuple[str, ...]:
-        return (self.method, self.baseline)
-
-    def describe(self, lower_is_better: bool) -> str:
-        op = (
-            ("<=" if self.at_least else "<")
-            if lower_is_better
-            else (">=" if self.at_least else ">")
-        )
-        return f"{self.method} {op} {self.baseline} beyond the seed spread"
-
-    def decide(self, rows: Mapping[str, RowStats], lower_is_better: bool) -> Verdict:
-        m, b = rows[self.method], rows[self.baseline]
-        gain = (b.mean - m.mean) if lower_is_better else (m.mean - b.mean)
-        spread = _spread(m, b)
-        if not (math.isfinite(gain) and math.isfinite(spread)):
-            return FAILS if not math.isfinite(m.mean) else UNSURE
-        if self.at_least:
-            return HOLDS if gain >= -spread else FAILS
-        if gain > spread:
-            return HOLDS
-        if gain < -spread:
-            return FAILS
-        return UNSURE
-
-
-@dataclasses.dataclass(frozen=True)
-class Ratio:
-    """``numerator / denominator >= at_least``, judged on the worst and best case within one std."""
-
-    numerator: str
-    denominator: str
-    at_least: float
-
-    def names(self) -> tuple[str, ...]:
-        return (self.numerator, self.denominator)
-
-    def describe(self, lower_is_better: bool) -> str:
-        return f"{self.numerator} / {self.denominator} >= {self.at_least:g}"
-
-    def decide(self, rows: Mapping[str, RowStats], lower_is_better: bool) -> Verdict:
-        n, d = rows[self.numerator], rows[self.denominator]
-        if d.mean <= 0 or not math.isfinite(n.mean / d.mean):
-            return UNSURE
-        worst = (n.mean - n.std) / (d.mean + d.std)
-        best = (n.mean + n.std) / max(d.mean - d.std, 1e-300)
-        if worst >= self.at_least:
-            return HOLDS
-        if best < self.at_least:
-            return FAILS
-        return UNSURE
-
-
-@dataclasses.dataclass(frozen=True)
-class Threshold:
-    """A row's mean lies below (or above) ``value`` by more than its own seed spread."""
-
-    row: str
-    value: float
-    below: bool = True
-
-    def names(self) -> tuple[str, ...]:
-        return (self.row,)
-
-    def describe(self, lower_is_better: bool) -> str:
-        return f"{self.row} {'<' if self.below else '>'} {self.value:g}"
-
-    def decide(self, rows: Mapping[str, RowStats], lower_is_better: bool) -> Verdict:
-        r = rows[self.row]
-        margin = (self.value - r.mean) if self.below else (r.mean - self.value)
-        if not math.isfinite(margin):
-            return FAILS
-        if margin > r.std or (margin > 0 and r.std == 0):
-            return HOLDS
-        if margin < -r.std or (margin <= 0 and r.std == 0):
-            return FAILS
-        return UNSURE
-
-
-@dataclasses.dataclass(frozen=True)
-class AllOf:
-    """Holds when every part holds; does not hold when any part does not hold."""
-
-    parts: tuple[Any, ...]
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(n for p in self.parts for n in p.names())
-
-    def describe(self, lower_is_better: bool) -> str:
-        return "; ".join(p.describe(lower_is_better) for p in self.parts)
-
-    def decide(self, rows: Mapping[str, RowStats], lower_is_better: bool) -> Verdict:
-        verdicts = [p.decide(rows, lower_is_better) for p in self.parts]
-        if all(v == HOLDS for v in verdicts):
-            return HOLDS
-        if any(v == FAILS for v in verdicts):
-            return FAILS
-        return UNSURE
-
-
-@dataclasses.dataclass(frozen=True)
-class AnyOf:
-    """Holds when some part holds; does not hold when every part does not hold.
-
-    For "the best of several candidates beats the baselines" claims: each candidate is judged on
-    its own rows (no per-seed minimum over candidates, which would be biased low).
-    """
-
-    parts: tuple[Any, ...]
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(n for p in self.parts for n in p.names())
-
-    def describe(self, lower_is_better: bool) -> str:
-        return " OR ".join(f"({p.describe(lower_is_better)})" for p in self.parts)
-
-    def decide(self, rows: Mapping[str, RowStats], lower_is_better: bool) -> Verdict:
-        verdicts = [p.decide(rows, lower_is_better) for p in self.parts]
-        if any(v == HOLDS for v in verdicts):
-            return HOLDS
-        if all(v == FAILS for v in verdicts):
-            return FAILS
-        return UNSURE
+#: Seeds per size. A paper's ``experiments`` module may lower the quick count with a module-level
+#: ``SEEDS = {"quick": 3}`` and a ``SEEDS_REASON`` sentence saying why (see :func:`paper_seeds`).
+DEFAULT_SEEDS: dict[str, int] = {"smoke": 2, "quick": 5, "full": 5}
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,6 +103,13 @@ class Experiment:
         costly reference row left out of quick mode. A row named by ``rule`` runs at every size.
         ``run`` asks :meth:`Context.runs` whether to compute a row; the record lists the rows
         left out (``rows_not_run``).
+      requires: ids of experiments of the same paper that must hold for this verdict to mean
+        anything (e.g. "the pretraining learned"). When one of them does not hold, this
+        experiment still runs and reports its rows, but its verdict is "inconclusive" with the
+        unmet precondition named (see :func:`apply_preconditions`).
+      paired: whether the rows are measured on the same seeds, data and initial weights, so that
+        the rule judges per-seed differences (the default); ``False`` makes every rule use
+        Welch's unpaired test.
     """
 
     paper: str
@@ -279,8 +124,15 @@ class Experiment:
     plot: Callable[[Outcome, Path], None] | None = None
     sizes: tuple[str, ...] = SIZES
     row_sizes: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict, hash=False)
+    requires: tuple[str, ...] = ()
+    paired: bool = True
 
     def __post_init__(self) -> None:
+        if isinstance(self.requires, str) or self.id in self.requires:
+            raise ValueError(
+                f"experiment {self.paper}/{self.id}: requires={self.requires!r}; expected a tuple "
+                "of other experiment ids of the same paper"
+            )
         bad = [s for s in self.sizes if s not in SIZES]
         if bad or not self.sizes:
             raise ValueError(
@@ -351,7 +203,97 @@ def experiments_for(paper: Paper | str) -> list[Experiment]:
     if not paper.implemented:
         raise ValueError(f"paper {paper.id} ({paper.import_name}) is not implemented yet")
     importlib.import_module(f"{paper.import_name}.experiments")
-    return list(_REGISTRY.get(paper.id, {}).values())
+    exps = list(_REGISTRY.get(paper.id, {}).values())
+    ids = {e.id for e in exps}
+    for e in exps:
+        unknown = [r for r in e.requires if r not in ids]
+        if unknown:
+            raise ValueError(
+                f"experiment {paper.id}/{e.id} requires {unknown}, which are not experiments of "
+                f"{paper.id}; expected some of {sorted(ids)}"
+            )
+    _precondition_order(exps)
+    return exps
+
+
+def paper_seeds(paper: Paper | str, size: str) -> tuple[int, str | None]:
+    """The default seed count of ``paper`` at ``size`` and the paper's reason when it is lower.
+
+    A paper's ``experiments`` module may define ``SEEDS = {"quick": n}`` (any sizes) and, when a
+    count is below :data:`DEFAULT_SEEDS`, a ``SEEDS_REASON`` sentence saying why.
+    """
+    paper = get_paper(paper) if isinstance(paper, str) else paper
+    module = importlib.import_module(f"{paper.import_name}.experiments")
+    own = dict(getattr(module, "SEEDS", {}))
+    reason = getattr(module, "SEEDS_REASON", None)
+    bad = {k: v for k, v in own.items() if k not in SIZES or not isinstance(v, int) or v < 1}
+    if bad:
+        raise ValueError(
+            f"{paper.import_name}.experiments.SEEDS has {bad}; expected positive ints for sizes "
+            f"{SIZES}"
+        )
+    n = own.get(size, DEFAULT_SEEDS[size])
+    if n < DEFAULT_SEEDS[size] and not reason:
+        raise ValueError(
+            f"{paper.import_name}.experiments.SEEDS[{size!r}] = {n} is below the default "
+            f"{DEFAULT_SEEDS[size]}; state why in SEEDS_REASON"
+        )
+    return n, (reason if n < DEFAULT_SEEDS[size] else None)
+
+
+def _precondition_order(exps: Sequence[Experiment]) -> list[Experiment]:
+    """The experiments ordered so that each comes after those it requires; rejects cycles."""
+    by_id = {e.id: e for e in exps}
+    done: dict[str, None] = {}
+    visiting: list[str] = []
+
+    def visit(i: str) -> None:
+        if i in done:
+            return
+        if i in visiting:
+            cycle = " -> ".join([*visiting[visiting.index(i) :], i])
+            raise ValueError(f"experiments' requires form a cycle: {cycle}")
+        visiting.append(i)
+        for r in by_id[i].requires:
+            if r in by_id:
+                visit(r)
+        visiting.pop()
+        done[i] = None
+
+    for e in exps:
+        visit(e.id)
+    return [by_id[i] for i in done]
+
+
+def apply_preconditions(
+    records: Sequence[dict[str, Any]], experiments: Sequence[Experiment]
+) -> list[dict[str, Any]]:
+    """Set each record's ``verdict`` from its rule's verdict and its experiment's ``requires``.
+
+    A record whose required experiment did not hold (or was not run) becomes "inconclusive", with
+    ``precondition`` naming what was not met; requirements chain (a requirement that is itself
+    inconclusive for want of its own precondition is not met either). Records keep the rule's own
+    decision in ``rule_verdict``.
+    """
+    by_id = {r["id"]: r for r in records}
+    out = {}
+    for exp in _precondition_order([e for e in experiments if e.id in by_id]):
+        rec = dict(by_id[exp.id])
+        rec.setdefault("rule_verdict", rec["verdict"])
+        rec["verdict"] = rec["rule_verdict"]
+        rec.pop("precondition", None)
+        unmet = []
+        for req in exp.requires:
+            dep = out.get(req)
+            if dep is None:
+                unmet.append(f"{req} (not run)")
+            elif dep["verdict"] != HOLDS:
+                unmet.append(f"{req} ({dep['verdict']})")
+        if unmet:
+            rec["verdict"] = UNSURE
+            rec["precondition"] = "not met: " + ", ".join(unmet)
+        out[exp.id] = rec
+    return [out.get(r["id"], r) for r in records]
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,7 +413,7 @@ def summarise(exp: Experiment, outcome: Outcome, size: str | None = None) -> dic
             f"at size {size!r}"
         )
     stats = {n: RowStats.from_values(n, role, outcome.values[n]) for n, role in declared}
-    verdict = exp.rule.decide(stats, exp.lower_is_better)
+    assessment = evaluate_rule(exp.rule, stats, exp.lower_is_better, paired=exp.paired)
     return {
         "id": exp.id,
         "claim": exp.claim,
@@ -482,7 +424,10 @@ def summarise(exp: Experiment, outcome: Outcome, size: str | None = None) -> dic
             for s in stats.values()
         ],
         "rule": exp.rule.describe(exp.lower_is_better),
-        "verdict": verdict,
+        "verdict": assessment.verdict,
+        "rule_verdict": assessment.verdict,
+        "comparisons": [c._asdict() for c in assessment.comparisons],
+        **({"requires": list(exp.requires)} if exp.requires else {}),
         **({"rows_not_run": {n: list(exp.row_sizes[n]) for n in skipped}} if skipped else {}),
         "extras": dict(outcome.extras),
     }
@@ -532,10 +477,14 @@ def run_paper(
     paper = get_paper(paper) if isinstance(paper, str) else paper
     if size not in SIZES:
         raise ValueError(f"size={size!r}; expected one of {SIZES}")
-    seeds = DEFAULT_SEEDS[size] if seeds is None else int(seeds)
+    registered = experiments_for(paper)
+    default_seeds, seeds_reason = paper_seeds(paper, size)
+    if seeds is None:
+        seeds = default_seeds
+    else:
+        seeds, seeds_reason = int(seeds), None
     if seeds < 1:
         raise ValueError(f"seeds={seeds}; expected a positive number of seeds")
-    registered = experiments_for(paper)
     order = {e.id: k for k, e in enumerate(registered)}
     if only is not None:
         wanted = set(only)
@@ -580,6 +529,7 @@ def run_paper(
         "title": paper.title,
         "size": size,
         "seeds": seeds,
+        **({"seeds_reason": seeds_reason} if seeds_reason else {}),
         "runtime_s": 0.0,
         "experiments": [],
     }
@@ -602,12 +552,13 @@ def run_paper(
             entry["runtime_s"] = time.perf_counter() - t0
             entry["plots"] = _plot(exp, outcome, pdir) if primary else []
             record["experiments"].append(entry)
-            log(f"{paper.id}/{exp.id}: {entry['verdict']} ({entry['runtime_s']:.1f} s)")
+            log(f"{paper.id}/{exp.id}: {entry['rule_verdict']} ({entry['runtime_s']:.1f} s)")
         # Experiments finished earlier but not part of this run stay in the file, in the
         # registry's order (entries of experiments no longer registered go last).
         ran = {x["id"] for x in record["experiments"]}
         kept = record["experiments"] + [e for i, e in earlier.items() if i not in ran]
         kept.sort(key=lambda e: order.get(e["id"], len(order)))
+        kept = apply_preconditions(kept, registered)
         record["runtime_s"] = sum(e.get("runtime_s", 0.0) for e in kept)
         if primary:
             write_json_atomic(result_path, {**record, "experiments": kept})
@@ -636,17 +587,15 @@ def _plot(exp: Experiment, outcome: Outcome, pdir: Path) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def _fmt(x: float) -> str:
-    if x is None or not math.isfinite(x):
-        return "nan"
-    ax = abs(x)
-    if ax != 0 and (ax >= 1e5 or ax < 1e-3):
-        return f"{x:.3g}"
-    return f"{x:.4g}"
-
-
 def _fmt_row(r: Mapping[str, Any]) -> str:
-    return f"{r['method']}: {_fmt(r['mean'])} ± {_fmt(r['std'])}"
+    return f"{r['method']}: {format_number(r['mean'])} ± {format_number(r['std'])}"
+
+
+def _verdict_cell(e: Mapping[str, Any]) -> str:
+    cell = f"**{e['verdict']}**"
+    if e.get("precondition"):
+        cell += f" (precondition {e['precondition']}; the rule alone: {e['rule_verdict']})"
+    return cell
 
 
 def render_markdown(out: Path) -> str:
@@ -655,10 +604,18 @@ def render_markdown(out: Path) -> str:
         "# Results",
         "",
         "Generated by `jaxpapers reproduce` from `*/result.json`; every verdict is computed",
-        "from the measured numbers by the rule shown (mean ± seed-to-seed std over the seeds).",
+        "from the measured numbers by the rule shown (rows: mean ± seed-to-seed std).",
+        "Rows of one experiment share seeds, data and initial weights, so each comparison is a",
+        "one-sided 95% Student-t test on the per-seed differences (or ratios, or values), n - 1",
+        "degrees of freedom; Welch's test where rows are not paired. A claim holds when its bound",
+        "clears the tested value, does not hold when the other bound is past it the other way, and",
+        "is inconclusive in between; the evidence column gives the estimate, its one-sided bounds,",
+        "how many seeds agree with its sign, and for an inconclusive comparison how many seeds the",
+        "observed effect at the observed spread would need. A verdict whose precondition (another",
+        "experiment of the paper) does not hold is inconclusive and says so.",
         "",
-        "| paper | experiment | claim | metric | baseline | method | rule | verdict |",
-        "|---|---|---|---|---|---|---|---|",
+        "| paper | experiment | claim | metric | baseline | method | rule | evidence | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     sections: list[str] = []
     runs: list[str] = []
@@ -675,14 +632,16 @@ def render_markdown(out: Path) -> str:
                     for n, s in e["rows_not_run"].items()
                 )
             arrow = "lower is better" if e["lower_is_better"] else "higher is better"
+            evidence = "<br>".join(describe_comparison(c) for c in e.get("comparisons", []))
             lines.append(
                 f"| {paper.id} | {e['id']} | {e['claim']} | {e['metric']} ({arrow}) | {base} | "
-                f"{meth} | {e['rule']} | **{e['verdict']}** |"
+                f"{meth} | {e['rule']} | {evidence} | {_verdict_cell(e)} |"
             )
             for plot in e.get("plots", []):
                 sections.append(f"![{paper.id} {e['id']}]({paper.id}/{plot})")
+        reason = f" ({rec['seeds_reason']})" if rec.get("seeds_reason") else ""
         runs.append(
-            f"- {paper.id} ({paper.title}): size {rec['size']}, {rec['seeds']} seeds, "
+            f"- {paper.id} ({paper.title}): size {rec['size']}, {rec['seeds']} seeds{reason}, "
             f"{rec['runtime_s']:.0f} s"
         )
     return "\n".join([*lines, "", "## Runs", "", *runs, "", "## Plots", "", *sections, ""])
@@ -699,18 +658,26 @@ def render_text(records: Iterable[Mapping[str, Any]]) -> str:
 
 
 __all__ = [
+    "DEFAULT_SEEDS",
+    "FAILS",
+    "HOLDS",
     "SIZES",
+    "UNSURE",
     "AllOf",
     "AnyOf",
     "Better",
     "Context",
     "Experiment",
+    "NoWorse",
     "Outcome",
     "Ratio",
     "RowStats",
     "Rule",
     "Threshold",
+    "Verdict",
+    "apply_preconditions",
     "experiments_for",
+    "paper_seeds",
     "progress",
     "register",
     "render_markdown",

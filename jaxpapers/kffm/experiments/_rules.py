@@ -6,7 +6,7 @@ size at the scoring sample size is the smallest difference between two models th
 resolve, whatever the seed spread says (the seeds share one held-out set, so their spread misses
 the held-out set's own noise). :class:`FloorBetter` measures that floor from a row of the table
 (the MMD between two held-out halves, one value per seed) and declares a difference inside it
-inconclusive; outside it the usual seed-spread rule (:class:`jaxpapers.core.experiment.Better`)
+inconclusive; outside it the paired test of :class:`jaxpapers.core.verdicts.Better`
 decides. Paper-neutral: any metric with a measured "noise floor" row can use it.
 """
 
@@ -16,7 +16,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from jaxpapers.core.experiment import UNSURE, Better, RowStats, Verdict
+from jaxpapers.core.verdicts import UNSURE, Assessment, Better, RowStats, RuleBase
 
 
 def floor_level(row: RowStats) -> float:
@@ -25,7 +25,7 @@ def floor_level(row: RowStats) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
-class FloorBetter:
+class FloorBetter(RuleBase):
     """``method`` beats ``baseline`` by more than the seed spread *and* by more than the floor.
 
     Attributes:
@@ -48,9 +48,17 @@ class FloorBetter:
             f"{self.floor} floor"
         )
 
-    def decide(self, rows: Mapping[str, RowStats], lower_is_better: bool) -> Verdict:
+    def evaluate(
+        self, rows: Mapping[str, RowStats], lower_is_better: bool, *, paired: bool = True
+    ) -> Assessment:
         m, b = rows[self.method], rows[self.baseline]
         level = floor_level(rows[self.floor])
+        better = Better(self.method, self.baseline).evaluate(rows, lower_is_better, paired=paired)
         if math.isfinite(m.mean) and math.isfinite(b.mean) and abs(m.mean - b.mean) <= level:
-            return UNSURE
-        return Better(self.method, self.baseline).decide(rows, lower_is_better)
+            inside = better.comparisons[0]._replace(
+                test=f"{better.comparisons[0].test}; inside the {self.floor} floor {level:.3g}",
+                verdict=UNSURE,
+                seeds_needed=None,
+            )
+            return Assessment(UNSURE, (inside,))
+        return better
