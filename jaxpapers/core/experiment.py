@@ -5,6 +5,18 @@ rows are baselines and which are the paper's method, a verdict rule, and a ``run
 returns per-seed measurements. The runner computes mean and spread over seeds and applies the rule:
 no verdict is ever typed by hand.
 
+How a rule decides (:mod:`jaxpapers.core.verdicts`): rows of one experiment share seeds, data and
+initial weights, so every comparison is a one-sided 95% Student-t test on the per-seed differences
+(``Better``), on the per-seed differences against a margin named in the rule (``NoWorse``, for
+"matches"), on the per-seed ratios (``Ratio``) or on one row's per-seed values (``Threshold``);
+Welch's unpaired test where rows are not on the same seeds. A claim holds when its one-sided bound
+clears the tested value, does not hold when the other bound is past it on the wrong side, and is
+inconclusive in between. An experiment may declare ``requires``: other experiments of the paper
+(the pretraining learned, the baseline is tuned) without which its verdict means nothing; when one
+of them does not hold, the verdict is "inconclusive" and says which precondition was not met.
+Quick mode runs 5 seeds unless a paper states why it runs fewer (``SEEDS``/``SEEDS_REASON`` in its
+``experiments`` module).
+
 Durability: every finished experiment is written to ``DIR/<paper>/result.json`` at once (atomic
 rename), and ``Context.cached`` stores finished sub-steps of an experiment under
 ``DIR/<paper>/work/<experiment>/``, so a run killed at any point and restarted with ``--resume``
@@ -17,6 +29,9 @@ Schema of ``result.json`` (stable; other tools read it)::
                       "rows": [{"method": ..., "role": "baseline"|"method",
                                 "mean": ..., "std": ..., "seeds": [...]}],
                       "rule": ..., "verdict": "holds"|"does not hold"|"inconclusive",
+                      "rule_verdict": ..., "precondition": "not met: ..." (when one is not),
+                      "comparisons": [{"test": ..., "estimate": ..., "low": ..., "high": ...,
+                                       "agree": ..., "n": ..., "seeds_needed": ...}],
                       "runtime_s": ..., "extras": {...}, "plots": [...]}]}
 """
 
