@@ -9,9 +9,17 @@ import jax
 import numpy as np
 from flax import nnx
 
-from jaxpapers.core.experiment import run_paper
+from jaxpapers.core.experiment import (
+    Outcome,
+    apply_preconditions,
+    experiments_for,
+    run_paper,
+    summarise,
+)
 from jaxpapers.core.nn.cnn import CNNConfig
+from jaxpapers.crce.experiments import CE, CRCE_ESTIMATED, CRCE_KNOWN, GRADCAM_CE
 from jaxpapers.crce.experiments._data import CONTEXT_KINDS, birds
+from jaxpapers.crce.experiments._runs import CE_GAP
 from jaxpapers.crce.experiments._train import (
     Penalties,
     group_accuracies,
@@ -86,7 +94,13 @@ def test_p09_smoke(tmp_path):
     run_paper("P09", tmp_path, size="smoke", seeds=2, log=lambda _: None)
     saved = json.loads((tmp_path / "P09" / "result.json").read_text())
     exps = {e["id"]: e for e in saved["experiments"]}
-    assert set(exps) == {"faithfulness", "context_shift", "no_context_information"}
+    assert set(exps) == {
+        "maps_can_differ",
+        "context_shift_exists",
+        "faithfulness",
+        "context_shift",
+        "no_context_information",
+    }
     for exp in exps.values():
         assert exp["verdict"] in {"holds", "does not hold", "inconclusive"}
         for row in exp["rows"]:
@@ -97,3 +111,49 @@ def test_p09_smoke(tmp_path):
         assert all(0.0 <= a <= 1.0 for a in accs)
     assert (tmp_path / "P09" / "faithfulness.png").exists()
     assert (tmp_path / "P09" / "context_shift.png").exists()
+
+
+def _judge(values: dict[str, dict[str, list[float]]]) -> dict[str, dict]:
+    """Verdicts of the registered P09 experiments on constructed per-seed rows."""
+    exps = [e for e in experiments_for("P09") if e.id in values]
+    records = [summarise(e, Outcome(values[e.id])) for e in exps]
+    return {r["id"]: r for r in apply_preconditions(records, exps)}
+
+
+def test_no_context_tie_is_a_two_sided_equivalence():
+    """A consistent difference well inside the margin is a tie (the old pair of margin-free
+    "at least" rules read it as "does not hold"); one beyond the margin is not."""
+    ce = [0.95, 0.94, 0.96, 0.95, 0.93]
+    close = [v - 0.005 + d for v, d in zip(ce, (0.001, -0.001, 0.0, 0.002, -0.002), strict=True)]
+    tie = _judge({"no_context_information": {CE: ce, CRCE_KNOWN: close}})
+    assert tie["no_context_information"]["verdict"] == "holds"
+    far = [v - 0.1 for v in close]
+    apart = _judge({"no_context_information": {CE: ce, CRCE_KNOWN: far}})
+    assert apart["no_context_information"]["verdict"] == "does not hold"
+
+
+def test_context_shift_needs_the_shift_to_hurt_ce():
+    """Without a gap between CE's mean and worst group the worst-group comparison says nothing:
+    it is inconclusive whatever the rows; with the gap it is judged on the rows."""
+    rows = {
+        CE: [0.1, 0.2, 0.15, 0.05, 0.1],
+        GRADCAM_CE: [0.1, 0.05, 0.1, 0.0, 0.1],
+        CRCE_KNOWN: [0.7, 0.8, 0.6, 0.75, 0.7],
+        CRCE_ESTIMATED: [0.3, 0.2, 0.4, 0.1, 0.2],
+    }
+    no_gap = _judge(
+        {"context_shift_exists": {CE_GAP: [0.02, 0.01, 0.03, 0.0, 0.02]}, "context_shift": rows}
+    )
+    assert no_gap["context_shift_exists"]["verdict"] == "does not hold"
+    assert no_gap["context_shift"]["rule_verdict"] == "holds"
+    assert no_gap["context_shift"]["verdict"] == "inconclusive"
+    gap = _judge(
+        {"context_shift_exists": {CE_GAP: [0.4, 0.35, 0.45, 0.4, 0.5]}, "context_shift": rows}
+    )
+    assert gap["context_shift"]["verdict"] == "holds"
+
+
+def test_p09_rules_have_no_margin_free_no_worse():
+    for exp in experiments_for("P09"):
+        rules = [exp.rule, *getattr(exp.rule, "parts", ())]
+        assert not any(getattr(r, "at_least", False) for r in rules), exp.id

@@ -41,15 +41,18 @@ labelled classes (:func:`pseudo_masks`). The plain-CAM baseline uses a constant 
 **What is measured** (``jaxpapers reproduce P12``) on 32x32 scenes with two to four shape classes
 per image drawn from overlapping co-occurrence groups (:mod:`jaxpapers.core.data.multilabel`):
 ``pseudo_mask_miou`` (CAM, SIPE, bank without GNN, RO-PMB; seeds vmapped), ``boundary_f1`` and the
-sanity check ``one_hot_features`` (features one-hot per region: every prototype method recovers
-the mask exactly). The results table states what held at quick size.
+sanity check ``one_hot_features`` (features one-hot per region and a PRDC trained on the
+resulting exact seeds: every prototype method recovers the mask exactly). Both comparisons
+require ``seeds_informative`` (per-label accuracy above 0.9, foreground seed precision above
+0.5): prototypes pooled under wrong seeds cannot show anything about the refinement. The results
+table states what held at quick size.
 
-**What we found at quick size** (numbers in ``results/P12``): the sanity check holds exactly; the
-headline does not separate the methods (inconclusive: RO-PMB, the bank and SIPE within the
-seed-to-seed spread of plain CAM, no method clearly ahead). The quick classifier (one residual
-stage, 200 Adam steps, CPU budget) reaches only ~0.75 per-label accuracy and a minority of its
-foreground seed pixels carry the right class, so every prototype method pools features under
-wrong seeds; the bank and the GNN average those errors instead of correcting them. The example
+**What we found at quick size** (5 seeds, numbers in ``results/P12``): the sanity check holds
+exactly; the precondition does not (label accuracy 0.76 +- 0.04, seed precision 0.38 +- 0.16),
+so the headline is inconclusive; judged alone, RO-PMB's mIoU is below plain CAM's on every seed
+(-0.050, paired one-sided bounds [-0.083, -0.018]). The quick classifier (one residual stage, 200
+Adam steps, CPU budget) is that weak, so every prototype method pools features under wrong
+seeds; the bank and the GNN average those errors instead of correcting them. The example
 masks of ``pseudo_mask_miou.png`` show the typical failure: the CAM of one labelled class covers
 much of a textured background (the classifier reads context), so the background seeds and the
 class's prototypes are swapped and every prototype method paints the background with that class.

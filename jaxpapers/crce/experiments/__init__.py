@@ -1,5 +1,9 @@
 """P09 experiments, registered for ``jaxpapers reproduce P09``.
 
+* ``maps_can_differ`` (precondition of ``faithfulness``): the explained CE models' head has a
+  class-shared component large enough for ContrastiveCAM and CAM to rank cells differently.
+* ``context_shift_exists`` (precondition of ``context_shift``): the training shortcut costs plain
+  CE more than 0.1 between its mean-group and worst-group accuracy.
 * ``faithfulness``: the CE models of ``no_context_information`` (square vs ring, backgrounds
   independent of the label; shared through ``ctx.cached(shared=True)``); deletion AUC of the
   predicted class's probability for ContrastiveCAM, Grad-CAM and CAM (lower = more faithful);
@@ -10,30 +14,40 @@
   CE, Grad-CAM-regularised CE and CR-CE with known or estimated context; reversed-context accuracy,
   ContrastiveCAM share on context and collapse flags (constant predictions) in the extras.
 * ``no_context_information`` (sanity): CE and CR-CE trained with backgrounds independent of the
-  label; the context carries no information, so CR-CE must match CE.
+  label; the context carries no information, so CR-CE must match CE (two-sided equivalence
+  within 0.03 accuracy).
+
+Every rule is a one-sided 95% t test on per-seed values (paired: each seed's models share their
+training set, initial weights and minibatch order).
 
 Every model of a run shares one compiled training step (methods differ only by penalty weights);
 models are trained one after the other with the step called from Python (see ``_train``).
 
 What quick size shows, and why (numbers in ``results/P09``):
 
-* With two classes trained by softmax CE, the gradient w.r.t. the logits sums to zero, so the head's
-  class-shared component (what ContrastiveCAM removes) stays at its small initial value up to
-  Adam's per-coordinate scaling; ContrastiveCAM, Grad-CAM and CAM then rank the cells almost
-  identically and deletion AUCs tie (``faithfulness`` inconclusive; the extra
-  ``shared_head_weight_ratio`` measures the shared part). A separating test needs more classes
-  and a head with a learned shared part (``--full``, or a 4-class set trained long enough: at
-  quick size a 4-class model reached only 23-45% accuracy in 200 steps and was dropped).
+* With two classes trained by softmax CE, the gradient w.r.t. the logits sums to zero, so the
+  head's class-shared component (what ContrastiveCAM removes) is never trained: it keeps its
+  initial size while the class-specific part grows, and measures about half of it after 200 steps
+  (``maps_can_differ``, ratio 0.53 +- 0.08), so the maps do differ. Deletion AUCs still nearly tie
+  (ContrastiveCAM 0.570, CAM 0.567, Grad-CAM 0.572): with two classes the explained probability
+  is a function of one logit margin, and deleting 8x8-pixel cells moves it through overlapping
+  receptive fields, so ranking cells by the margin's exact decomposition buys nothing measurable;
+  ContrastiveCAM is 0.004 above CAM on 4 of 5 seeds, just past the one-sided bound
+  (``faithfulness`` does not hold). A separating test needs three or more classes (``--full``, or
+  a 4-class set trained long enough: at quick size a 4-class model reached only 23-45% accuracy in
+  200 steps and was dropped).
 * CR-CE first penalised the context *share* ``sum |M| r / sum |M|``: scale-free, so only a
   vanishing map escapes it, and at ``beta = 1`` training fell into a constant predictor on 6/6
   seeds (CE ln 2 = 0.69 beat a share of ~0.6-0.85 times beta; issue 13). The penalty is now the
   square of the signed ContrastiveCAM mass on context, ``(sum M r)^2`` in logit units, flat at
   the vanishing map (derivation in :mod:`jaxpapers.crce`); each method's ``beta`` was chosen on
   a validation set (``BETAS`` in ``_train``; the validation worst-group accuracy of every model
-  is in the extras). Quick, 3 seeds: worst-group accuracy CR-CE 0.73 +- 0.25, CE 0.13 +- 0.13,
-  Grad-CAM-regularised CE 0.03 +- 0.04 (one constant-predictor seed), CR-CE with estimated context
-  0.28 +- 0.39: ``context_shift`` holds; without context information CR-CE 0.93 +- 0.03 vs CE
-  0.95 +- 0.02: the sanity check holds.
+  is in the extras). Quick, 5 seeds (``results/P09/NOTES.md``): worst-group accuracy CR-CE
+  0.61 +- 0.24, CE 0.12 +- 0.09, Grad-CAM-regularised CE 0.07 +- 0.09 (one constant-predictor
+  seed), CR-CE with estimated context 0.18 +- 0.30: ``context_shift`` holds (paired, 5/5 seeds
+  against both baselines; CE's worst group trails its mean by 0.44). Without context information
+  CR-CE 0.92 +- 0.04 vs CE 0.91 +- 0.11 (one CE seed at 0.72): the 0.03 equivalence is not
+  resolved, the sanity check is inconclusive.
 """
 
 from __future__ import annotations
@@ -41,14 +55,27 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from jaxpapers.core.experiment import AllOf, Better, Context, Experiment, Outcome, register
+from jaxpapers.core.experiment import (
+    AllOf,
+    Better,
+    Context,
+    Experiment,
+    NoWorse,
+    Outcome,
+    Threshold,
+    register,
+)
 from jaxpapers.crce.experiments._plots import plot_faithfulness, plot_groups
 from jaxpapers.crce.experiments._runs import (
+    CE_GAP,
     MAPS,
     NO_CONTEXT_METHODS,
+    SHARED_RATIO,
     run_context_shift,
     run_faithfulness,
+    run_maps_differ,
     run_no_context,
+    run_shift_exists,
 )
 from jaxpapers.crce.experiments._train import METHODS
 
@@ -112,6 +139,57 @@ CRCE_KNOWN, CRCE_ESTIMATED = "CR-CE (known context)", "CR-CE (estimated context)
 assert set(METHODS) == {CE, GRADCAM_CE, CRCE_KNOWN, CRCE_ESTIMATED}
 assert NO_CONTEXT_METHODS == (CE, CRCE_KNOWN)
 
+#: ``maps_can_differ``: ContrastiveCAM is CAM minus the class-shared part of the head, so the two
+#: maps differ by the shared term; this is its size relative to the class-specific part. For maps
+#: of unrelated shape, a relative size r leaves a correlation of about 1 / sqrt(1 + r^2) between
+#: them: below r = 0.25 (correlation > 0.97) the deletion orders nearly coincide and deletion AUCs
+#: cannot separate the maps either way. Chosen before the 5-seed numbers were seen.
+SHARED_RATIO_MIN = 0.25
+
+#: ``context_shift_exists``: plain CE's worst group must trail its mean over the four groups by
+#: more than 0.1. With 128 balanced test images per group a group accuracy's binomial standard
+#: error is at most 0.044, and the minimum of four such noisy accuracies falls about one standard
+#: error below their mean with no shift at all; 0.1 is over twice that. Chosen before the 5-seed
+#: numbers were seen.
+SHIFT_GAP_MIN = 0.1
+
+#: ``no_context_information``: "ties" is a two-sided equivalence within 0.03 accuracy (three
+#: binomial standard errors of one model's accuracy on the 512 balanced test images at the ~0.95
+#: that CE reaches; a tenth of the worst-group gain CR-CE is credited with under shift would be
+#: larger). Chosen before the 5-seed numbers were seen.
+TIE_MARGIN = 0.03
+
+register(
+    Experiment(
+        paper="P09",
+        id="maps_can_differ",
+        claim="Precondition of faithfulness: the explained CE models have a class-shared head "
+        f"component at least {SHARED_RATIO_MIN} of the class-specific part, so ContrastiveCAM "
+        "and CAM can rank cells differently",
+        metric="|mean_c W_c| / rms_c |W_c - mean_c W_c| of the head kernel",
+        lower_is_better=False,
+        baselines=(),
+        methods=(SHARED_RATIO,),
+        rule=Threshold(SHARED_RATIO, SHARED_RATIO_MIN, below=False),
+        run=_with_sizes(run_maps_differ),
+    )
+)
+
+register(
+    Experiment(
+        paper="P09",
+        id="context_shift_exists",
+        claim="Precondition of context_shift: the training shortcut hurts plain CE, its "
+        f"worst-group accuracy trails its mean over the groups by more than {SHIFT_GAP_MIN}",
+        metric="balanced mean-group minus worst-group accuracy of CE",
+        lower_is_better=False,
+        baselines=(),
+        methods=(CE_GAP,),
+        rule=Threshold(CE_GAP, SHIFT_GAP_MIN, below=False),
+        run=_with_sizes(run_shift_exists),
+    )
+)
+
 register(
     Experiment(
         paper="P09",
@@ -125,6 +203,7 @@ register(
         rule=AllOf(tuple(Better(MAPS[0], b) for b in MAPS[1:])),
         run=_with_sizes(run_faithfulness),
         plot=plot_faithfulness,
+        requires=("maps_can_differ",),
     )
 )
 
@@ -132,15 +211,16 @@ register(
     Experiment(
         paper="P09",
         id="context_shift",
-        claim="CR-CE has higher worst-group accuracy than CE under context shift, and is no worse "
-        "than the Grad-CAM-regularised CE",
+        claim="CR-CE has higher worst-group accuracy than CE under context shift, and than CE "
+        "regularised with Grad-CAM (an existing attribution) in place of ContrastiveCAM",
         metric="worst-group accuracy on a balanced test set (groups = class x context)",
         lower_is_better=False,
         baselines=(CE, GRADCAM_CE),
         methods=(CRCE_KNOWN, CRCE_ESTIMATED),
-        rule=AllOf((Better(CRCE_KNOWN, CE), Better(CRCE_KNOWN, GRADCAM_CE, at_least=True))),
+        rule=AllOf((Better(CRCE_KNOWN, CE), Better(CRCE_KNOWN, GRADCAM_CE))),
         run=_with_sizes(run_context_shift),
         plot=plot_groups,
+        requires=("context_shift_exists",),
     )
 )
 
@@ -148,12 +228,18 @@ register(
     Experiment(
         paper="P09",
         id="no_context_information",
-        claim="Sanity: when the background is independent of the label, CR-CE ties with CE",
+        claim="Sanity: when the background is independent of the label, CR-CE ties with CE "
+        f"(accuracies within {TIE_MARGIN} of each other)",
         metric="accuracy on a balanced test set",
         lower_is_better=False,
         baselines=(CE,),
         methods=(CRCE_KNOWN,),
-        rule=AllOf((Better(CRCE_KNOWN, CE, at_least=True), Better(CE, CRCE_KNOWN, at_least=True))),
+        rule=AllOf(
+            (
+                NoWorse(CRCE_KNOWN, CE, margin=TIE_MARGIN),
+                NoWorse(CE, CRCE_KNOWN, margin=TIE_MARGIN),
+            )
+        ),
         run=_with_sizes(run_no_context),
     )
 )

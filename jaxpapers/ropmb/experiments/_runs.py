@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from jaxpapers.core.nn.cnn import CNNConfig
 from jaxpapers.core.pytrees import FAST_COMPILE
@@ -18,6 +19,7 @@ from jaxpapers.ropmb import (
     MemoryBank,
     RefineConfig,
     class_activation_maps,
+    prdc_loss,
     pseudo_masks,
     refined_scores,
     seed_masks,
@@ -99,15 +101,24 @@ def decode_masks(rows: list[list[str]]) -> np.ndarray:
     return np.array([[[int(c) for c in row] for row in m] for m in rows], np.int32)
 
 
-def one_hot_sanity(seeds: list[int], n: int, k: int) -> dict[str, list[float]]:
+#: PRDC training in the one-hot sanity check: Adam steps and learning rate (large enough that
+#: the graph moves far from its initialisation; the loss first/last is in the extras).
+SANITY_PRDC_STEPS, SANITY_PRDC_LR = 40, 1e-2
+
+
+def one_hot_sanity(seeds: list[int], n: int, k: int) -> dict[str, Any]:
     """Features one-hot per region of real scene masks (feature 0 = background, ``c + 1`` =
     class ``c``), head ``W = I[:, 1:]``: CAMs are the region indicators, so seeds, local and bank
-    prototypes are the one-hot codes and every method should give mIoU 1. PRDC is at its random
-    initialisation (its messages perturb the prototypes; the arg-max must survive them)."""
+    prototypes are the one-hot codes and every method should give mIoU 1. PRDC is trained on
+    these exact seeds with its own loss (:func:`~jaxpapers.ropmb.prdc_loss`, full batch,
+    ``SANITY_PRDC_STEPS`` Adam steps): the graph it learns must keep the arg-max on every region.
+    Returns ``{method: [mIoU per seed]}``, ``"prdc_loss_first_last"`` and
+    ``"prdc_relative_change"`` (``|trained - initial| / |initial|`` of the graph's weights)."""
     c = SCENES.num_classes
     weights = jnp.eye(c + 1)[:, 1:]
     config = RefineConfig()
     bank = MemoryBank(c, k)
+    opt = optax.adam(SANITY_PRDC_LR)
 
     def one(masks, key):
         labels = jnp.stack([jnp.any(masks == i + 1, axis=(1, 2)) for i in range(c)], -1)
@@ -115,15 +126,34 @@ def one_hot_sanity(seeds: list[int], n: int, k: int) -> dict[str, list[float]]:
         feats = jax.nn.one_hot(masks, c + 1)
         seeds_ = seed_masks(class_activation_maps(feats, weights, labels), labels, config)
         state = bank.init(feats, seeds_, key=key)
-        prdc = PRDC(c + 1, key=jax.random.fold_in(key, 1))
+
+        def step(carry, _):
+            g, st = carry
+            val, grad = jax.value_and_grad(prdc_loss)(g, state, feats, weights, labels, config)
+            u, st = opt.update(grad, st, g)
+            return (optax.apply_updates(g, u), st), val
+
+        init = PRDC(c + 1, key=jax.random.fold_in(key, 1))
+        (prdc, _), losses = jax.lax.scan(
+            step, (init, opt.init(init)), None, length=SANITY_PRDC_STEPS
+        )
+        moved = _norm(jax.tree.map(jnp.subtract, prdc, init)) / _norm(init)
         out = []
         for method in METHODS:
             scores = refined_scores(method, feats, weights, labels, config, bank=state, prdc=prdc)
             pred = pseudo_masks(scores, labels, masks.shape[-1])
             out.append(mean_iou(pred, masks, c + 1))
-        return jnp.stack(out)
+        return jnp.stack(out), losses[jnp.asarray([0, -1])], moved
 
     keys = jax.vmap(jax.random.key)(1000 + jnp.asarray(seeds))
     masks = make_splits(n, keys).masks
-    res = np.asarray(jax.jit(jax.vmap(one), compiler_options=FAST_COMPILE)(masks, keys))
-    return {m: res[:, i].tolist() for i, m in enumerate(METHODS)}
+    res, losses, moved = jax.jit(jax.vmap(one), compiler_options=FAST_COMPILE)(masks, keys)
+    res = np.asarray(res)
+    out: dict[str, Any] = {m: res[:, i].tolist() for i, m in enumerate(METHODS)}
+    out["prdc_loss_first_last"] = np.asarray(losses).tolist()
+    out["prdc_relative_change"] = np.asarray(moved).tolist()
+    return out
+
+
+def _norm(tree) -> jax.Array:
+    return jnp.sqrt(sum(jnp.sum(x**2) for x in jax.tree.leaves(tree)))

@@ -5,26 +5,33 @@ All experiments read one shared computation (:func:`._protocol.run_protocol`, ca
 fine-tuning, L2P-style prompt retrieval, STEAM and its three ablations learn tasks 2 (new
 classes) and 3 (appearance shift); every model is scored on every task after every stage.
 
+* ``learns_tasks`` (precondition of the rest): fine-tuning, L2P and STEAM each learn every task
+  (mIoU right after learning it above the all-background prediction's by more than 0.05).
 * ``forgetting`` (headline): average forgetting (mIoU points) after the last task, STEAM vs
-  sequential fine-tuning and L2P; final mIoU and plasticity in the extras.
+  sequential fine-tuning and L2P; requires ``plasticity`` too (less forgetting bought with less
+  learning is not the claim); final mIoU in the extras.
+* ``plasticity``: STEAM's mIoU on each new task right after learning it is no worse than the
+  baselines' by more than 0.03 mIoU (non-inferiority; the "same plasticity" of the claim).
 * ``ablations``: average final mIoU of STEAM vs STEAM without DASH / temporal experts / SCOA.
 * ``temporal_coherence``: identity-switch rate after the last task, STEAM vs the rest.
 * ``scoa_exactness`` (sanity, known answer 0): a SCOA expert's output on the earlier tasks'
   input subspace (0 up to float error) against an unconstrained expert's (order 1), and DASH
   folded into the neck against DASH applied after it (0 up to float error).
 
-What the quick run shows (3 seeds, 16x16 frames, 4 frames per video, 300 + 120 + 120 steps):
-the sanity experiment holds (SCOA leak ~3e-6 against ~1.0 for an unconstrained expert; fold
-error ~1e-7), but the headline does not: STEAM forgets *more* (about 0.04 mIoU) than sequential
-fine-tuning (about 0.01) and L2P (about 0.02). Diagnosis: (i) the base model is weak at this size
-(task-1 mIoU about 0.43), and task 3 revisits task 1's classes, so fine-tuning relearns what task
-2 disturbed and shows little forgetting; (ii) the frozen-base methods lose task 1 right after
-task 2 (0.43 -> 0.35) even though SCOA keeps the new experts' outputs on task-1 inputs at ~1e-6,
-so the loss does not come from adapter interference but from the shared class head (the new
-classes' columns are trained on task 2 only) and from task-1 videos that the router sends partly
-to task 2 (DASH, experts and the class prior follow the routing). Routing accuracy is not yet
-measured. At ``--full`` (32x32, 4000 pretraining steps) expect a stronger base and more
-forgetting for fine-tuning; a per-task classifier calibration is the first thing to try.
+What the quick run shows (5 seeds, 16x16 frames, 4 frames per video, 300 + 120 + 120 steps;
+numbers and history in ``results/P08/NOTES.md``): the sanity experiment holds (SCOA leak ~3e-6
+against ~1.0 for an unconstrained expert; fold error ~1e-7), but the precondition
+``learns_tasks`` is not met, so the forgetting, plasticity, ablation and coherence verdicts are
+inconclusive. The weak task is task 3 (domain shift): no method's task-3 mIoU after learning it
+beats the pretrained base's on the same videos before it (about 0.36; STEAM 0.32), so the worst
+task's gain over the all-background prediction is 0.06-0.08 mIoU with lower bounds under 0.05.
+On their own the rules are inconclusive too: STEAM forgets 0.014 mIoU more than fine-tuning
+(paired bounds [-0.021, 0.048]); its plasticity is within 0.005 of the baselines' with bounds
+wider than the 0.03 margin. Diagnosis of the forgetting bed (task 3 revisits task 1's classes,
+so fine-tuning relearns them; the frozen-base methods lose task 1 after task 2, 0.47 -> 0.37,
+although SCOA keeps the new experts' outputs on task-1 inputs at ~1e-6, because the shared class
+head and the routing change old videos' inputs) and the fixes it needs are in issue 36. At
+``--full`` (32x32, 4000 pretraining steps) expect a stronger base.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from jaxpapers.core.experiment import (
     Better,
     Context,
     Experiment,
+    NoWorse,
     Threshold,
     register,
     sized,
@@ -52,9 +60,12 @@ from jaxpapers.steam.experiments._protocol import (
 from jaxpapers.steam.experiments._runs import (
     FOLD,
     FREE_LEAK,
+    LEARNED,
     SCOA_LEAK,
     run_ablations,
     run_forgetting,
+    run_learns_tasks,
+    run_plasticity,
     run_sanity,
     run_temporal,
 )
@@ -130,12 +141,47 @@ def sizes(ctx: Context) -> Sizes:
     )
 
 
+#: ``learns_tasks``: a method has learned a task when its mIoU on the task right after learning
+#: it beats the all-background (majority-class) prediction by more than this. On the 3-label mIoU
+#: (background + the task's two classes), a gain of 0.05 needs the two object classes' IoUs to
+#: add up to about 0.15 beyond what they cost the background: the objects are found at all.
+#: Chosen before the 5-seed numbers were seen.
+LEARNED_GAIN = 0.05
+
+#: ``plasticity``: "same plasticity" is STEAM learning each new task no worse than a baseline by
+#: more than 0.03 mIoU, about a quarter of what learning a task adds over the all-background
+#: prediction at this size (0.1-0.14 mIoU in the 3-seed runs), so STEAM keeps at least three
+#: quarters of the baseline's learning. Chosen before the 5-seed numbers were seen.
+PLASTICITY_MARGIN = 0.03
+
+register(
+    Experiment(
+        paper="P08",
+        id="learns_tasks",
+        claim="Precondition: fine-tuning, L2P and STEAM each learn every task (mIoU right after "
+        f"learning it above the all-background prediction's by more than {LEARNED_GAIN})",
+        metric="min over tasks of (mIoU on the task right after learning it - the all-background "
+        "prediction's mIoU on it)",
+        lower_is_better=False,
+        baselines=(LEARNED.format(FINETUNE), LEARNED.format(L2P)),
+        methods=(LEARNED.format(STEAM),),
+        rule=AllOf(
+            tuple(
+                Threshold(LEARNED.format(m), LEARNED_GAIN, below=False)
+                for m in (FINETUNE, L2P, STEAM)
+            )
+        ),
+        run=sized(run_learns_tasks, sizes),
+    )
+)
+
 register(
     Experiment(
         paper="P08",
         id="forgetting",
         claim="STEAM forgets less than sequential fine-tuning and L2P-style prompt retrieval "
-        "over a class-incremental + domain-shift task sequence",
+        "over a class-incremental + domain-shift task sequence (at the same plasticity: "
+        "requires ``plasticity``)",
         metric="average forgetting after the last task (mIoU, 0-1; max earlier minus final)",
         lower_is_better=True,
         baselines=(FINETUNE, L2P),
@@ -143,6 +189,28 @@ register(
         rule=AllOf((Better(STEAM, FINETUNE), Better(STEAM, L2P))),
         run=sized(run_forgetting, sizes),
         plot=plot_forgetting,
+        requires=("learns_tasks", "plasticity"),
+    )
+)
+
+register(
+    Experiment(
+        paper="P08",
+        id="plasticity",
+        claim="STEAM keeps the baselines' plasticity: it learns each new task no worse than "
+        f"sequential fine-tuning and L2P by more than {PLASTICITY_MARGIN} mIoU",
+        metric="plasticity: mIoU on a task right after learning it, mean over tasks 2-3",
+        lower_is_better=False,
+        baselines=(FINETUNE, L2P),
+        methods=(STEAM,),
+        rule=AllOf(
+            (
+                NoWorse(STEAM, FINETUNE, margin=PLASTICITY_MARGIN),
+                NoWorse(STEAM, L2P, margin=PLASTICITY_MARGIN),
+            )
+        ),
+        run=sized(run_plasticity, sizes),
+        requires=("learns_tasks",),
     )
 )
 
@@ -158,6 +226,7 @@ register(
         methods=(STEAM,),
         rule=AllOf(tuple(Better(STEAM, b) for b in (NO_DASH, NO_TEMPORAL, NO_SCOA))),
         run=sized(run_ablations, sizes),
+        requires=("learns_tasks",),
     )
 )
 
@@ -174,6 +243,7 @@ register(
         methods=(STEAM,),
         rule=Better(STEAM, NO_TEMPORAL),
         run=sized(run_temporal, sizes),
+        requires=("learns_tasks",),
     )
 )
 

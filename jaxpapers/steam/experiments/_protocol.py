@@ -270,6 +270,24 @@ def make_evaluate(cfg: VISConfig, graphdef):
     return run
 
 
+def background_only_miou(classes: jax.Array, num_labels: int) -> list[list[float]]:
+    """``[task, seed]`` mIoU of the all-background prediction on each task's test class maps
+    ``classes [seeds, tasks, N, T, H, W]``, scored like the methods (the task's labels).
+
+    The majority-class reference of the ``learns_tasks`` precondition: predicting background
+    everywhere gives the background IoU (its pixel share) and 0 on every object class.
+    """
+    out = []
+    for j, task in enumerate(TASKS):
+        row = []
+        for s in range(classes.shape[0]):
+            target = classes[s, j]
+            counts = iou_counts(jnp.zeros_like(target), target, num_labels)
+            row.append(float(mean_iou(counts, label_ids(task))))
+        out.append(row)
+    return out
+
+
 def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[str, Any]:
     """Every method on the task sequence; JSON-ready per-method matrices over seeds.
 
@@ -455,6 +473,7 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
         "pairs": pairs.tolist(),
         "losses": losses,
         "leaks": leaks,  # per task: [adapter method, seed, (frame, video)]
+        "background_only_miou": background_only_miou(test_cls, cfg.classes + 1),  # [task, seed]
         "fold_error": _fold_error(cfg, graphdef, params, ad, test[1].image, n_seeds),
         "cpu_seconds": clock.laps,
     }

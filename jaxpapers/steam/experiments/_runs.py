@@ -20,6 +20,8 @@ from jaxpapers.steam.experiments._protocol import (
     run_protocol,
 )
 
+#: The row of method ``m`` in ``learns_tasks``.
+LEARNED = "{}: worst task's gain over the all-background prediction"
 SCOA_LEAK = "SCOA expert on earlier-input subspace"
 FREE_LEAK = "unconstrained expert (w/o SCOA) on the same subspace"
 FOLD = "DASH folded into the neck vs applied after it"
@@ -35,6 +37,7 @@ def _protocol(ctx: Context, sizes: Any) -> dict[str, Any]:
 
 def _per_method(res: dict[str, Any]) -> dict[str, Any]:
     acc = np.asarray(res["miou"])  # [method, stage, task, seed]
+    background = np.asarray(res["background_only_miou"])  # [task, seed]
     sw = np.asarray(res["switches"])[:, -1].sum(1)  # [method, seed]
     pairs = np.asarray(res["pairs"])[:, -1].sum(1)
     out = {}
@@ -44,6 +47,7 @@ def _per_method(res: dict[str, Any]) -> dict[str, Any]:
             "forgetting": [forgetting(acc[i, :, :, s]) for s in seeds],
             "final": [float(acc[i, -1, :, s].mean()) for s in seeds],
             "plasticity": [float(np.mean(np.diag(acc[i, :, :, s])[1:])) for s in seeds],
+            "learned": [float(np.min(np.diag(acc[i, :, :, s]) - background[:, s])) for s in seeds],
             "switch_rate": (sw[i] / np.maximum(pairs[i], 1)).tolist(),
             "matrix": acc[i].mean(-1).tolist(),
         }
@@ -53,10 +57,14 @@ def _per_method(res: dict[str, Any]) -> dict[str, Any]:
 def _extras(res: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     mean = {
         k: {m: float(np.mean(v[k])) for m, v in stats.items()}
-        for k in ("forgetting", "final", "plasticity", "switch_rate")
+        for k in ("forgetting", "final", "plasticity", "switch_rate", "learned")
     }
     return {
         "tasks": res["tasks"],
+        "all-background prediction mIoU per task (seed mean)": np.mean(
+            res["background_only_miou"], 1
+        ).tolist(),
+        "worst task's mIoU gain over the all-background prediction": mean["learned"],
         "final_average_miou": mean["final"],
         "average_forgetting": mean["forgetting"],
         "plasticity (mIoU on a task right after learning it, tasks 2-3)": mean["plasticity"],
@@ -71,6 +79,20 @@ def run_forgetting(ctx: Context, sizes: Any) -> Outcome:
     res = _protocol(ctx, sizes)
     stats = _per_method(res)
     values = {m: stats[m]["forgetting"] for m in (FINETUNE, L2P, STEAM)}
+    return Outcome(values, _extras(res, stats))
+
+
+def run_learns_tasks(ctx: Context, sizes: Any) -> Outcome:
+    res = _protocol(ctx, sizes)
+    stats = _per_method(res)
+    values = {LEARNED.format(m): stats[m]["learned"] for m in (FINETUNE, L2P, STEAM)}
+    return Outcome(values, _extras(res, stats))
+
+
+def run_plasticity(ctx: Context, sizes: Any) -> Outcome:
+    res = _protocol(ctx, sizes)
+    stats = _per_method(res)
+    values = {m: stats[m]["plasticity"] for m in (FINETUNE, L2P, STEAM)}
     return Outcome(values, _extras(res, stats))
 
 
