@@ -23,12 +23,19 @@ a single cause is its total effect times its deviation from the mean, and, as fo
 beta (x_2 - alpha x_1 / 2))``; the asymmetric values ``(alpha beta x_1, beta (x_2 - alpha x_1))``;
 interventional SHAP ``(0, beta x_2)``).
 
-The four desiderata (``_desiderata.py``): efficiency; non-causes get nothing; indirect causes
-get credit; a variable on which this unit's prediction cannot depend gets nothing. Witness SCMs
-show that SHAP (interventional and observational), causal and asymmetric Shapley values and LIME
-each break at least one, and counterfactual Shapley values none. The impossibility argument:
-two SCMs with the same observational law and opposite arrows (``equivalent_pair``) require
-different credits, so no method reading only observational data satisfies all four.
+The four desiderata (``_desiderata.py``): efficiency; non-causes get nothing; a variable whose
+change alone would change this unit's prediction gets credit (indirect causes included); a
+variable that cannot change this unit's prediction, in any world consistent with ``x`` and under
+any intervention on the others, gets nothing. Each is computed from the SCM, the model and the
+unit by a float64 NumPy counterfactual solver that shares no code with the games (a test makes
+every game raise while the checks run), so no method passes one by construction; before
+2026-12-04 desiderata 3 and 4 were read off the natural-total-effect game itself, which made
+counterfactual Shapley's 4/4 follow from Shapley's dummy axiom. Witness SCMs show that SHAP
+(interventional and observational), causal and asymmetric Shapley values and LIME each break at
+least one, and counterfactual Shapley values none (``witness_desiderata``). The impossibility
+argument: two SCMs with the same observational law and opposite arrows (``equivalent_pair``)
+require different credits, so every method reading only the observational law breaks a
+desideratum on one of them (``impossibility_pair``, :func:`pair_desiderata`).
 
 Bounds: with only the graph and observed laws, the canonical SCM (each noise picks a response
 function) has an unknown joint law ``q`` of response functions; observed laws are linear in ``q``
@@ -38,13 +45,23 @@ so is every counterfactual Shapley value. Minimising and maximising it over ``{q
 monotonicity shrinks them, and an identified SCM gives a point. The Balke-Pearl instrumental
 bounds (``[-0.1946, 0.0054]`` on the vitamin A data) are the reference.
 
-What was measured (``jaxpapers reproduce P10 --quick``, 3 seeds): the desiderata table
-(counterfactual Shapley 4 / 4; causal Shapley, asymmetric Shapley and interventional SHAP 3;
-observational SHAP and LIME 2); the LP reproduces the Balke-Pearl bounds exactly and gives width 0
-on an identified SCM; on random confounded three-variable SCMs the bounds never missed the truth
-and their mean width fell from 0.185 (observational) to 0.066 (+ interventions) to 0.019
+What was measured (``jaxpapers reproduce P10 --quick``, 5 seeds): the desiderata table on the
+witnesses (counterfactual Shapley 4 / 4; causal Shapley, asymmetric Shapley and interventional
+SHAP 3; observational SHAP and LIME 2: the same table as with the game-based definitions, now
+reached without them); on the impossibility pair counterfactual Shapley values satisfy 8 / 8,
+interventional SHAP and LIME 7, observational SHAP 6 (the pair's laws agree to 3e-8, float32);
+the LP reproduces the Balke-Pearl bounds exactly and gives width 0 on an identified SCM; on random
+confounded three-variable SCMs the bounds never missed the truth, each observational bound is
+attained by the SCM the LP returns (gap 2e-16 through the full game: the bounds are tight), and
+their mean width fell from 0.179 (observational) to 0.059 (+ interventions) to 0.017
 (+ monotonicity); permutation sampling's error, in units of one permutation's spread, fell from
-0.25 (16 orders) to 0.036 (256 orders), at least the Monte Carlo rate.
+0.25 (16 orders) to 0.042 (256 orders), at least the Monte Carlo rate.
+
+Verdicts changed on 2026-12-04: ``desiderata`` (holds) is now ``witness_desiderata`` (holds),
+judged with desiderata 3 and 4 defined from the SCM's counterfactual dependence instead of the
+counterfactual game (the old definitions made counterfactual Shapley's row true by construction);
+``impossibility_pair`` is new (holds): the pair was computed before and never judged;
+``bounds_contain_truth`` (holds) adds the tightness check.
 
 Example::
 
@@ -70,11 +87,14 @@ from jaxpapers.cfshap._bounds import Bounds, balke_pearl_bounds, cf_shapley_boun
 from jaxpapers.cfshap._desiderata import (
     DESIDERATA,
     METHODS,
+    OBSERVATIONAL_METHODS,
+    PairResult,
     Witness,
     attributions,
     check_desiderata,
     desiderata_table,
     equivalent_pair,
+    pair_desiderata,
     witnesses,
 )
 from jaxpapers.cfshap._games import (
@@ -113,6 +133,7 @@ from jaxpapers.cfshap._shapley import (
 __all__ = [
     "DESIDERATA",
     "METHODS",
+    "OBSERVATIONAL_METHODS",
     "Bounds",
     "CausalGame",
     "CounterfactualGame",
@@ -120,6 +141,7 @@ __all__ = [
     "InterventionalGame",
     "LinearGaussianSCM",
     "ObservationalGame",
+    "PairResult",
     "ShapleyEstimate",
     "TableModel",
     "Witness",
@@ -142,6 +164,7 @@ __all__ = [
     "monotone_mask",
     "natural_total_effect",
     "observational_game",
+    "pair_desiderata",
     "response_functions",
     "shapley_sampling",
     "shapley_values",

@@ -37,11 +37,16 @@ class Bounds(NamedTuple):
       lower: ``(n,)`` lower bounds.
       upper: ``(n,)`` upper bounds.
       success: all linear programmes reached optimality.
+      minimizers: ``(n, R)`` a law of the response functions attaining each lower bound (an SCM
+        consistent with every given law: the bounds are tight); ``None`` where not computed.
+      maximizers: ``(n, R)`` the same for the upper bounds.
     """
 
     lower: np.ndarray
     upper: np.ndarray
     success: bool
+    minimizers: np.ndarray | None = None
+    maximizers: np.ndarray | None = None
 
 
 def _check_distribution(name: str, p, size: int) -> np.ndarray:
@@ -68,12 +73,14 @@ def _solve_bounds(c: np.ndarray, A: np.ndarray, b: np.ndarray) -> Bounds:
     from scipy.optimize import linprog
 
     lo, hi, ok = [], [], True
+    arg = {1.0: [], -1.0: []}
     for ci in c:
         for sign, out in ((1.0, lo), (-1.0, hi)):
             res = linprog(sign * ci, A_eq=A, b_eq=b, bounds=(0, None), method="highs")
             ok &= bool(res.status == 0)
             out.append(sign * res.fun if res.status == 0 else np.nan)
-    return Bounds(np.array(lo), np.array(hi), ok)
+            arg[sign].append(res.x if res.status == 0 else np.full(A.shape[1], np.nan))
+    return Bounds(np.array(lo), np.array(hi), ok, np.array(arg[1.0]), np.array(arg[-1.0]))
 
 
 def cf_shapley_bounds(

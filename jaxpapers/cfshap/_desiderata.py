@@ -1,16 +1,27 @@
 """The four desiderata as executable checks, the witness SCMs, and every method on one unit.
 
 The desiderata (our reading of the abstract; each is a property of the credit vector ``phi`` for
-the unit ``x`` of an SCM with model ``f``; "zero" means ``|phi_i| <= tol``):
+the unit ``x`` of an SCM with model ``f``; "zero" means ``|phi_i| <= tol``). Each is defined
+from the SCM, the model and the unit alone, never from the coalition game that an attribution
+method averages (the counterfactuals are enumerated by a float64 NumPy solver written apart from
+``_games.py``), so no method passes one by construction:
 
 1. efficiency: ``sum_i phi_i = f(x) - E f(X)``;
 2. non-causes get nothing: a variable that is neither a model input nor an ancestor of one gets
    zero credit (a correlate is not a cause);
-3. indirect causes get credit: a variable whose switch to a natural value changes this unit's
-   prediction through its descendants (``NTE_{{i}}(x) != 0``) gets non-zero credit, even when the
-   model does not read it;
-4. unit-level null: a variable on which this unit's prediction does not counterfactually depend
-   in any context (``NTE_{S + i}(x) = NTE_S(x)`` for every ``S``) gets zero credit.
+3. counterfactual credit: a variable whose change alone would have changed this unit's
+   prediction (``E_{u|x} E_{a ~ P(X_i)} |f(X^{do(X_i = a)}(u)) - f(x)| > tol``, its descendants
+   responding, the unit keeping its own noise) gets non-zero credit, even when the model does
+   not read it (an indirect cause);
+4. counterfactual null: a variable that cannot change this unit's prediction (no value of it
+   changes ``f`` in any world consistent with ``x``, under any intervention on any set of the
+   other variables) gets zero credit.
+
+Counterfactual Shapley values are not guaranteed these by Shapley's axioms: (3) and (4) ask about
+the unit's counterfactual dependence, which the natural-total-effect game only averages. Before
+2026-12-04 desiderata 3 and 4 were read off that very game (``NTE_{i}(x) != 0`` and
+``NTE_{S+i} = NTE_S`` for all ``S``), which made the counterfactual Shapley row 4/4 by the
+dummy and efficiency axioms; the present definitions give the same table on the witnesses.
 
 Witness SCMs (binary, ``X_0 -> X_1`` unless said): ``efficiency`` (three independent causes of
 ``f = AND``; LIME's linear surrogate misses the interaction), ``noncause`` (``f = X_0`` with a
@@ -18,10 +29,12 @@ child ``X_1``; observational SHAP credits the correlate), ``indirect`` (``X_1 = 
 ``f = X_1``; interventional SHAP and LIME give ``X_0`` nothing), ``unit_null``
 (``X_1 = X_0 and U``, unit ``(1, 0)`` so ``U = 0``; causal, asymmetric and observational
 Shapley credit ``X_0`` from population averages although it cannot matter for this unit).
+The impossibility pair (:func:`equivalent_pair`) is judged by :func:`pair_desiderata`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -39,9 +52,9 @@ from jaxpapers.cfshap._games import (
 )
 from jaxpapers.cfshap._lime import lime_values
 from jaxpapers.cfshap._scm import DiscreteSCM, ancestors, response_functions
-from jaxpapers.cfshap._shapley import asymmetric_shapley_values, game_values, shapley_values
+from jaxpapers.cfshap._shapley import asymmetric_shapley_values, shapley_values
 
-DESIDERATA = ("efficiency", "noncause_null", "indirect_credit", "unit_null")
+DESIDERATA = ("efficiency", "noncause_null", "counterfactual_credit", "counterfactual_null")
 METHODS = (
     "cf_shapley",
     "causal_shapley",
@@ -114,25 +127,109 @@ def model_inputs(scm: DiscreteSCM, model) -> set[int]:
     return {i for i in range(scm.num_features) if np.ptp(table, axis=i).max() > 0}
 
 
+class _Counterfactuals:
+    """Abduction, action and prediction in float64 NumPy, written apart from ``_games.py``.
+
+    It reads only the SCM's definition (``cards``, ``parents``, ``functions``, ``noise``) and
+    a table of ``f`` over all joint values, so the desiderata checks share no code with the
+    games that the attribution methods average (a test makes the games raise while the checks
+    run).
+    """
+
+    def __init__(self, scm: DiscreteSCM, model, x) -> None:
+        self.cards = tuple(scm.cards)
+        self.parents = tuple(scm.parents)
+        self.functions = [np.asarray(f) for f in scm.functions]
+        self.n = len(self.cards)
+        self.order = self._order()
+        self.f = np.asarray(tabulate(scm, model).table, np.float64).reshape(self.cards)
+        noise = np.asarray(scm.noise, np.float64).reshape([f.shape[0] for f in self.functions])
+        self.x = tuple(int(v) for v in np.asarray(x))
+        # posterior support of the noise given X = x, and the marginal law of each X_i
+        self.worlds, self.marginals = [], [np.zeros(c) for c in self.cards]
+        self.mean_f = 0.0
+        for u in itertools.product(*(range(f.shape[0]) for f in self.functions)):
+            p = float(noise[u])
+            if p <= 0:
+                continue
+            vals = self.solve(u, {})
+            self.mean_f += p * float(self.f[vals])
+            for i, v in enumerate(vals):
+                self.marginals[i][v] += p
+            if vals == self.x:
+                self.worlds.append((u, p))
+        total = sum(p for _, p in self.worlds)
+        if not total > 0:
+            raise ValueError(f"x={list(self.x)} has probability zero under the SCM")
+        self.worlds = [(u, p / total) for u, p in self.worlds]
+        self.fx = float(self.f[self.x])
+
+    def _order(self) -> list[int]:
+        done: list[int] = []
+        while len(done) < self.n:
+            ready = set(done)
+            done += [i for i in range(self.n) if i not in ready and set(self.parents[i]) <= ready]
+        return done
+
+    def solve(self, u, do: dict[int, int]) -> tuple[int, ...]:
+        vals = [0] * self.n
+        for i in self.order:
+            if i in do:
+                vals[i] = do[i]
+                continue
+            idx = 0
+            for j in self.parents[i]:
+                idx = idx * self.cards[j] + vals[j]
+            vals[i] = int(self.functions[i][u[i], idx])
+        return tuple(vals)
+
+    def prediction(self, u, do: dict[int, int]) -> float:
+        return float(self.f[self.solve(u, do)])
+
+    def effect(self, i: int) -> float:
+        """``E_{u|x} E_{a ~ P(X_i)} |f(X^{do(X_i = a)}(u)) - f(x)|``: how much this unit's
+        prediction moves when ``X_i`` alone takes another natural value (descendants respond)."""
+        return sum(
+            p * q * abs(self.prediction(u, {i: a}) - self.fx)
+            for u, p in self.worlds
+            for a, q in enumerate(self.marginals[i])
+            if q > 0
+        )
+
+    def null(self, i: int, tol: float = 1e-9) -> bool:
+        """Whether setting ``X_i`` to any value never changes this unit's prediction, in any
+        abduced world and under any intervention on any set of the other variables."""
+        others = [j for j in range(self.n) if j != i]
+        for r in range(len(others) + 1):
+            for subset in itertools.combinations(others, r):
+                for values in itertools.product(*(range(self.cards[j]) for j in subset)):
+                    do = dict(zip(subset, values, strict=True))
+                    for u, _ in self.worlds:
+                        base = self.prediction(u, do)
+                        for a in range(self.cards[i]):
+                            if abs(self.prediction(u, {**do, i: a}) - base) > tol:
+                                return False
+        return True
+
+
 def check_desiderata(phi, scm: DiscreteSCM, model, x, *, tol: float = 0.03) -> dict[str, bool]:
-    """Which of the four desiderata the credit vector ``phi`` satisfies on this unit."""
+    """Which of the four desiderata the credit vector ``phi`` satisfies on this unit.
+
+    Every criterion is computed from the SCM, the model and the unit alone (graph, observational
+    law and brute-force counterfactuals in float64 NumPy), never from a coalition game, so no
+    attribution method satisfies one by construction.
+    """
     phi = np.asarray(phi, np.float64)
     n = scm.num_features
-    table = tabulate(scm, model)
-    fx = float(table(jnp.asarray(x)))
-    mean_f = float(scm.observational() @ table.table)
+    if phi.shape != (n,):
+        raise ValueError(f"phi has shape {phi.shape}; expected ({n},)")
+    cf = _Counterfactuals(scm, model, x)
     inputs = model_inputs(scm, model)
     relevant = inputs | {a for i in inputs for a in ancestors(scm.parents, i)}
-    v = np.asarray(game_values(counterfactual_game(scm, model, x)), np.float64)
-    idx = np.arange(2**n)
-    ok = {"efficiency": abs(phi.sum() - (fx - mean_f)) <= tol}
+    ok = {"efficiency": abs(phi.sum() - (cf.fx - cf.mean_f)) <= tol}
     ok["noncause_null"] = all(abs(phi[i]) <= tol for i in range(n) if i not in relevant)
-    ok["indirect_credit"] = all(
-        abs(phi[i]) > tol for i in range(n) if i not in inputs and abs(v[1 << i]) > tol
-    )
-    ok["unit_null"] = all(
-        abs(phi[i]) <= tol for i in range(n) if np.all(np.abs(v[idx | (1 << i)] - v[idx]) <= 1e-6)
-    )
+    ok["counterfactual_credit"] = all(abs(phi[i]) > tol for i in range(n) if cf.effect(i) > tol)
+    ok["counterfactual_null"] = all(abs(phi[i]) <= tol for i in range(n) if cf.null(i))
     return ok
 
 
@@ -166,3 +263,59 @@ def equivalent_pair(key: Array) -> tuple[DiscreteSCM, DiscreteSCM]:
         (2, 2), ((1,), ()), (table, _root()), (jnp.asarray(q), jnp.asarray(p1))
     )
     return forward, backward
+
+
+#: Methods that read only the observational law of ``X`` (and the model), never the SCM.
+OBSERVATIONAL_METHODS = ("interventional_shap", "observational_shap", "lime")
+
+
+class PairResult(NamedTuple):
+    """Every method on the impossibility pair of :func:`equivalent_pair`.
+
+    Attributes:
+      satisfied: ``{method: number of desiderata satisfied, summed over both SCMs (of 8)}``.
+      credits: ``{method: (credits under the forward SCM, under the backward SCM)}``.
+      law_gap: largest difference between the two SCMs' observational laws.
+    """
+
+    satisfied: dict[str, int]
+    credits: dict[str, tuple[np.ndarray, np.ndarray]]
+    law_gap: float
+
+
+def pair_desiderata(key: Array, *, lime_samples: int = 20000) -> PairResult:
+    """The desiderata of every method on the pair of :func:`equivalent_pair` (model
+    ``f = X_1``, unit ``(1, 1)``).
+
+    Under the forward SCM ``X_0`` causes the prediction (counterfactual credit asks for
+    non-zero credit); under the backward SCM it is a child of ``X_1`` that the model does not
+    read (a non-cause: zero credit). The two SCMs share their observational law, so a method
+    that reads only that law gives both the same credits and breaks a desideratum on one of
+    them: the Explanatory Impossibility Theorem on its smallest witness.
+    """
+    pk, lk = jax.random.split(key)
+    forward, backward = equivalent_pair(pk)
+    x = jnp.array([1, 1])
+
+    def model(v):
+        return v[1].astype(float)
+
+    law_gap = float(
+        np.max(
+            np.abs(
+                np.asarray(forward.observational(), np.float64)
+                - np.asarray(backward.observational(), np.float64)
+            )
+        )
+    )
+    satisfied, credits = {}, {}
+    for m in METHODS:
+        phis = []
+        count = 0
+        for scm in (forward, backward):
+            phi = np.asarray(attributions(m, scm, model, x, key=lk, lime_samples=lime_samples))
+            phis.append(phi)
+            count += sum(check_desiderata(phi, scm, model, x).values())
+        satisfied[m] = int(count)
+        credits[m] = (phis[0], phis[1])
+    return PairResult(satisfied, credits, law_gap)

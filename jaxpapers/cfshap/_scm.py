@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from jaxpapers.core.checks import check_finite, is_concrete
+from jaxpapers.core.checks import check_finite, check_int, check_key, is_concrete
 
 
 class Worlds(NamedTuple):
@@ -264,6 +264,8 @@ class DiscreteSCM(eqx.Module):
 
     def sample(self, key: Array, num: int) -> Int[Array, "num n"]:
         """``num`` i.i.d. draws of ``X``."""
+        check_key("key", key)
+        num = check_int("num", num, minimum=0)
         k = jax.random.choice(key, self.num_noise, (num,), p=self.noise)
         return self._factual_values()[k]
 
@@ -353,5 +355,8 @@ class LinearGaussianSCM(eqx.Module):
         return self.values_from_noise(self.mean)
 
     def sample(self, key: Array, num: int) -> Float[Array, "num n"]:
+        """``num`` i.i.d. draws of ``X``."""
+        check_key("key", key)
+        num = check_int("num", num, minimum=0)
         eps = jax.random.normal(key, (num, self.num_features))
         return self.values_from_noise(self.mean[None] + self.scale[None] * eps)

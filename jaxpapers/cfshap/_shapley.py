@@ -21,6 +21,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from jaxpapers.cfshap._scm import ancestors
+from jaxpapers.core.checks import check_int, check_key
 
 MAX_EXACT_FEATURES = 20
 MAX_ORDER_FEATURES = 9
@@ -186,8 +187,8 @@ def shapley_sampling(game, *, key: Array, num_permutations: int) -> ShapleyEstim
       ([0.0, 1.0, 2.0, 3.0], 0.0)
     """
     _check_game(game)
-    if int(num_permutations) < 2:
-        raise ValueError(f"num_permutations={num_permutations}; expected >= 2")
+    check_key("key", key)
+    check_int("num_permutations", num_permutations, minimum=2)
     c = _sample_contributions(game, key, int(num_permutations))
     stderr = c.std(0, ddof=1) / np.sqrt(num_permutations)
     return ShapleyEstimate(c.mean(0), stderr, int(num_permutations))

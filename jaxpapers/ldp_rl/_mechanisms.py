@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_positive, is_concrete
+from jaxpapers.core.checks import check_key, check_labels, check_positive, is_concrete
 
 
 def _check_epsilon(epsilon) -> None:
@@ -107,7 +107,10 @@ def randomized_response(
         Array([0, 1], dtype=int32)
     """
     _check_epsilon(epsilon)
-    bit = jnp.asarray(bit, jnp.int32)
+    check_key("key", key)
+    bit = jnp.asarray(bit)
+    check_labels("bit", bit.astype(jnp.int32) if bit.dtype == jnp.bool_ else bit, 2)
+    bit = bit.astype(jnp.int32)
     keep = jax.random.bernoulli(key, jax.nn.sigmoid(jnp.asarray(epsilon, jnp.float32)), bit.shape)
     return jnp.where(keep, bit, 1 - bit)
 

@@ -126,13 +126,15 @@ def estimated_model(counts: Float[Array, "S A S 2"]) -> tuple[Array, Array, Arra
     return P_hat, R_hat, n
 
 
-@partial(jax.jit, static_argnames=("num_episodes", "private", "horizon"))
-def _ucbvi_run(P, R, epsilon, bonus_scale, key, num_episodes, private, horizon):
+@partial(jax.jit, static_argnames=("num_episodes", "private", "horizon", "record_every"))
+def _ucbvi_run(
+    P, R, epsilon, scales, confidence_episodes, key, num_episodes, private, horizon, record_every
+):
     mdp = EpisodicMDP(P, R, horizon)
     S, A = R.shape
     H = horizon
     D = S * A * S * 2
-    log_term = jnp.log(2.0 * S * A * H * num_episodes)
+    log_term = jnp.log(2.0 * S * A * H * confidence_episodes)
     step_eps = epsilon / H  # H releases per episode compose to epsilon
     sigma = jnp.sqrt(unary_noise_variance(step_eps)) if private else 0.0
     v_star = backward_induction(P, R, H)[1][0, 0]
@@ -142,7 +144,7 @@ def _ucbvi_run(P, R, epsilon, bonus_scale, key, num_episodes, private, horizon):
         k, key_k = xs
         P_hat, R_hat, n = estimated_model(counts)
         noise = sigma * jnp.sqrt(2.0 * S * H * (k + 1.0) * log_term)
-        bonus = bonus_scale * (H * jnp.sqrt(log_term / n) + H * noise / n)
+        bonus = scales[0] * H * jnp.sqrt(log_term / n) + scales[1] * H * noise / n
         Q, _ = backward_induction(P_hat, R_hat, H, bonus)
         policy = Q.argmax(-1)  # [H, S]
 
@@ -167,10 +169,24 @@ def _ucbvi_run(P, R, epsilon, bonus_scale, key, num_episodes, private, horizon):
         new_counts = jnp.where(ok, new_counts, counts)
         return (new_counts, ok), v_star - policy_value(mdp, policy)
 
-    xs = (jnp.arange(num_episodes, dtype=jnp.float32), jax.random.split(key, num_episodes))
-    init = (jnp.zeros((S, A, S, 2)), jnp.array(True))
-    (counts, finite), gaps = jax.lax.scan(episode, init, xs)
-    return RLResult(jnp.cumsum(gaps), counts, finite)
+    def block(carry, xs):
+        counts, finite, total = carry
+        (counts, finite), gaps = jax.lax.scan(episode, (counts, finite), xs)
+        curve = total + jnp.cumsum(gaps)
+        return (counts, finite, curve[-1]), curve[-1] if record_every > 1 else curve
+
+    blocks = num_episodes // record_every
+    xs = (
+        jnp.arange(num_episodes, dtype=jnp.float32).reshape(blocks, record_every),
+        # episode k's randomness is fold_in(key, k): the first K episodes do not depend on
+        # num_episodes (a longer run read at K with confidence_episodes=K is the run of K)
+        jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(num_episodes)).reshape(
+            blocks, record_every
+        ),
+    )
+    init = (jnp.zeros((S, A, S, 2)), jnp.array(True), jnp.zeros(()))
+    (counts, finite, _), regret = jax.lax.scan(block, init, xs)
+    return RLResult(regret.reshape(-1), counts, finite)
 
 
 def ucbvi_ldp(
@@ -180,6 +196,9 @@ def ucbvi_ldp(
     *,
     key: jax.Array,
     bonus_scale: float = 0.1,
+    privacy_bonus_scale: float = 1.0,
+    confidence_episodes: int | Array | None = None,
+    record_every: int = 1,
 ) -> RLResult:
     r"""UCBVI on unary-encoded transitions (``epsilon=None``: non-private UCBVI).
 
@@ -188,12 +207,15 @@ def ucbvi_ldp(
     :math:`\epsilon`-LDP per episode). The learner sums debiased messages into counts, clips
     negative ones, and plans optimistically with the bonus
 
-    .. math:: b(s,a) = c\,\Big(H\sqrt{L / n(s,a)} + H \sigma \sqrt{2 S H k L} / n(s,a)\Big),
+    .. math:: b(s,a) = c\,H\sqrt{L / n(s,a)} + c_\sigma\,H \sigma \sqrt{2 S H k L} / n(s,a),
 
-    the second term covering the summed privacy noise in :math:`n(s,a)` after ``k`` episodes
-    (:math:`\sigma^2` the variance of one debiased bit, :math:`L = \log(2 SAHK)`). ``c`` is
-    ``bonus_scale`` (0.1 by default: the worst-case constant 1 explores for thousands of
-    episodes on small MDPs).
+    :math:`\sigma^2` the variance of one debiased bit and :math:`L = \log(2 SAHK)`. After ``k``
+    episodes the privacy noise summed into :math:`n(s,a)` (``k H`` messages, ``2S`` bits each)
+    has standard deviation :math:`\sigma\sqrt{2SHk}`, so with :math:`c_\sigma = 1` (the
+    default) the second term covers it at the confidence level of ``L``; it moves every value
+    of the estimated model by at most ``H`` times its relative error. ``c`` scales the
+    statistical (Hoeffding) term only (0.1 by default: the worst-case constant 1 explores for
+    thousands of episodes on small MDPs; it is the same in the non-private baseline).
 
     Args:
         mdp: the environment.
@@ -201,10 +223,16 @@ def ucbvi_ldp(
         epsilon: privacy level > 0, or ``None`` for the non-private baseline.
         key: PRNG key.
         bonus_scale: ``c`` above.
+        privacy_bonus_scale: :math:`c_\sigma` above.
+        confidence_episodes: the horizon in ``L`` (default ``num_episodes``); a run with a
+            larger ``num_episodes`` read after ``confidence_episodes`` episodes is exactly the
+            run of that horizon (may be traced, so horizons can be vmapped).
+        record_every: keep the cumulative regret only after every ``record_every`` episodes (a
+            divisor of ``num_episodes``).
 
     Returns:
         :class:`RLResult` with the exact cumulative regret
-        :math:`\sum_k V^*_1(s_0) - V^{\pi_k}_1(s_0)`.
+        :math:`\sum_k V^*_1(s_0) - V^{\pi_k}_1(s_0)` (``[K // record_every]``).
 
     Examples:
         >>> import jax
@@ -217,15 +245,28 @@ def ucbvi_ldp(
         check_positive("epsilon", epsilon)
     if int(num_episodes) < 1:
         raise ValueError(f"num_episodes={num_episodes}; expected >= 1")
+    if int(record_every) < 1 or int(num_episodes) % int(record_every):
+        raise ValueError(
+            f"record_every={record_every}; expected a positive divisor of "
+            f"num_episodes={num_episodes}"
+        )
     check_positive("bonus_scale", bonus_scale, allow_zero=True)
+    check_positive("privacy_bonus_scale", privacy_bonus_scale, allow_zero=True)
+    if confidence_episodes is None:
+        confidence_episodes = int(num_episodes)
+    elif is_concrete(confidence_episodes) and np.any(np.asarray(confidence_episodes) < 1):
+        raise ValueError(f"confidence_episodes={confidence_episodes}; expected >= 1")
     eps = jnp.asarray(1.0 if epsilon is None else epsilon, jnp.float32)
+    scales = jnp.asarray([bonus_scale, privacy_bonus_scale], jnp.float32)
     return _ucbvi_run(
         mdp.P,
         mdp.R,
         eps,
-        jnp.asarray(bonus_scale, jnp.float32),
+        scales,
+        jnp.asarray(confidence_episodes, jnp.float32),
         key,
         int(num_episodes),
         epsilon is not None,
         mdp.horizon,
+        int(record_every),
     )

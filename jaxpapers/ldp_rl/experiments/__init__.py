@@ -11,11 +11,17 @@ from jaxpapers.ldp_rl.experiments import _plots, _tasks
 PAPER = "P15"
 
 
-class BanditSizes(NamedTuple):
+class SanitySizes(NamedTuple):
     S: int
     A: int
     K: int
-    epsilons: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0, 8.0)
+
+
+class BanditSizes(NamedTuple):
+    """One run per horizon in ``ks`` (multiples of ``ks[0]``), per epsilon, per (S, A)."""
+
+    ks: tuple[int, ...]
+    epsilons: tuple[float, ...] = (0.5, 1.0, 2.0, 8.0)
     grid: tuple[tuple[int, int], ...] = ((4, 4),)
 
 
@@ -23,8 +29,9 @@ class RLSizes(NamedTuple):
     S: int
     A: int
     H: int
-    K: int
+    ks: tuple[int, ...]
     epsilon: float
+    privacy_bonus_scale: float = 0.3
 
 
 class AuditSizes(NamedTuple):
@@ -33,20 +40,30 @@ class AuditSizes(NamedTuple):
     epsilons: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0, 8.0)
 
 
+def _doubling(first: int, count: int) -> tuple[int, ...]:
+    return tuple(first * 2**j for j in range(count))
+
+
 SANITY = {
-    "smoke": BanditSizes(S=2, A=3, K=200),
-    "quick": BanditSizes(S=4, A=4, K=4000),
-    "full": BanditSizes(S=4, A=4, K=100_000),
+    "smoke": SanitySizes(S=2, A=3, K=200),
+    "quick": SanitySizes(S=4, A=4, K=4096),
+    "full": SanitySizes(S=4, A=4, K=100_000),
 }
 BANDIT = {
-    "smoke": BanditSizes(S=2, A=3, K=256, epsilons=(1.0, 8.0)),
-    "quick": BanditSizes(S=4, A=4, K=4096, grid=((4, 4), (8, 4))),
-    "full": BanditSizes(S=4, A=4, K=262_144, grid=((4, 4), (8, 4), (4, 8), (16, 4))),
+    "smoke": BanditSizes(ks=_doubling(64, 3), grid=((2, 3),)),
+    "quick": BanditSizes(ks=_doubling(2**15, 5), grid=((4, 4), (8, 4))),
+    "full": BanditSizes(ks=_doubling(2**17, 6), grid=((4, 4), (8, 4), (4, 8), (16, 4))),
 }
+# epsilon = 1 is the theorem's small-epsilon regime; S = A = H = 2 keeps the 2 S^2 A = 16-symbol
+# encoding (at epsilon / H = 0.5 per step) as small as an H > 1 problem allows. The privacy bonus
+# constant 0.3 ~ 1 / sqrt(L) (L = log(2 SAHK) = 13.3..16 here) makes that term one standard
+# deviation of the noise's effect on the estimated values: it covers the noise in scale, where
+# the union-bound constant 1 (sqrt(L) deviations) keeps the learner exploring for an estimated
+# few million episodes on this bed (results/P15/NOTES.md), beyond the quick budget.
 RL = {
-    "smoke": RLSizes(S=2, A=2, H=2, K=64, epsilon=4.0),
-    "quick": RLSizes(S=3, A=2, H=3, K=2048, epsilon=8.0),
-    "full": RLSizes(S=5, A=3, H=5, K=65_536, epsilon=1.0),
+    "smoke": RLSizes(S=2, A=2, H=2, ks=_doubling(32, 2), epsilon=4.0),
+    "quick": RLSizes(S=2, A=2, H=2, ks=_doubling(2**16, 5), epsilon=1.0),
+    "full": RLSizes(S=3, A=2, H=3, ks=_doubling(2**18, 6), epsilon=1.0),
 }
 AUDIT = {
     "smoke": AuditSizes(categories=3, samples=20_000, epsilons=(0.5, 2.0)),
@@ -54,49 +71,72 @@ AUDIT = {
     "full": AuditSizes(categories=6, samples=10_000_000),
 }
 
+#: Per-seed K-exponents are judged against 1/2 (the claimed sqrt-K rate) with the tolerance
+#: 1/12 fixed before any run: 7/12 is halfway between 1/2 and the 2/3 of the EXP3 variant
+#: that this package had before 2026-12-04, so the rule tells the two rates apart.
+SQRT_K_LOW, SQRT_K_HIGH = 5 / 12, 7 / 12
+
+
+#: Epsilons whose K-exponent the bandit rule judges.
+JUDGED_EPSILONS = (1.0, 2.0, 8.0)
+
+
+def _sqrt_k(row: str) -> tuple[Threshold, Threshold]:
+    return Threshold(row, SQRT_K_HIGH), Threshold(row, SQRT_K_LOW, below=False)
+
+
 register(
     Experiment(
         paper=PAPER,
         id="large_epsilon_limit",
-        claim="sanity: as epsilon grows the unary encoding becomes exact, so EXP3-LDP "
-        "(eps=30) has the regret of EXP3 on the same bandits and keys",
-        metric="cumulative pseudo-regret after K rounds",
+        claim="sanity (known answer): as epsilon grows the unary encoding becomes exact, so "
+        "EXP3-LDP at eps=30 (a bit flips with probability 3e-7) has the regret of EXP3 on the "
+        "same bandits and keys, to within 1% per seed",
+        metric="cumulative pseudo-regret after K rounds; relative per-seed difference",
         lower_is_better=True,
         baselines=("EXP3",),
-        methods=("EXP3-LDP eps=30",),
-        rule=AllOf(
-            (
-                Better("EXP3-LDP eps=30", "EXP3", at_least=True),
-                Better("EXP3", "EXP3-LDP eps=30", at_least=True),
-            )
-        ),
+        methods=("EXP3-LDP eps=30", "|EXP3-LDP eps=30 - EXP3| / EXP3"),
+        rule=Threshold("|EXP3-LDP eps=30 - EXP3| / EXP3", 0.01),
         run=partial(_tasks.large_epsilon_limit, sizes=SANITY),
     )
 )
+
+
+def _bandit_rule() -> AllOf:
+    # Judged epsilons: those whose explicit bound at the quick grid's smallest K is below K/4
+    # (``_tasks.uncapped``; a test keeps this list equal to it); 0.5 stays a reported row
+    # (capped at the quick horizons; the full grid's 2^17 would uncap it).
+    parts = [*_sqrt_k("K-exponent EXP3")]
+    for e in JUDGED_EPSILONS:
+        parts += _sqrt_k(f"K-exponent EXP3-LDP eps={e:g}")
+    parts += [
+        Threshold("exponent in minimax rate", 1.3),
+        Threshold("exponent in minimax rate", 0.7, below=False),
+    ]
+    return AllOf(tuple(parts))
+
 
 register(
     Experiment(
         paper=PAPER,
         id="bandit_rate",
-        claim="EXP3 with unary-encoded losses has sublinear regret in K, and its regret across "
-        "epsilon follows the minimax rate min(K, sqrt(max(S, e^eps+1) S A K (e^eps+1))/(e^eps-1))"
-        " (exponent 1 in that rate)",
-        metric="fitted log-log exponents (per seed)",
+        claim="EXP3 on unary-encoded losses (the learner draws each context's arm, so privacy "
+        "noise reaches one arm per context) has regret growing as sqrt(K): per-seed exponent of "
+        "the final regret over separately run horizons K within 1/2 +- 1/12 at every epsilon "
+        "whose rate is not capped at K; and across (S, A, epsilon) its regret follows the "
+        "minimax rate min(K, sqrt(max(S, e^eps+1) S A K (e^eps+1))/(e^eps-1)) (per-seed "
+        "exponent in that rate within 1 +- 0.3)",
+        metric="fitted log-log exponents (one per seed)",
         lower_is_better=True,
         baselines=("K-exponent EXP3",),
         methods=(
+            "K-exponent EXP3-LDP eps=0.5",
             "K-exponent EXP3-LDP eps=1",
+            "K-exponent EXP3-LDP eps=2",
             "K-exponent EXP3-LDP eps=8",
-            "exponent in minimax rate S=4,A=4",
+            "exponent in minimax rate",
         ),
-        rule=AllOf(
-            (
-                Threshold("K-exponent EXP3-LDP eps=1", 0.9),
-                Threshold("K-exponent EXP3-LDP eps=8", 0.9),
-                Threshold("exponent in minimax rate S=4,A=4", 0.7, below=False),
-                Threshold("exponent in minimax rate S=4,A=4", 1.3),
-            )
-        ),
+        rule=_bandit_rule(),
         run=partial(_tasks.bandit_rate, sizes=BANDIT),
         plot=_plots.plot_curves,
     )
@@ -106,21 +146,19 @@ register(
     Experiment(
         paper=PAPER,
         id="rl_rate",
-        claim="UCBVI with unary-encoded statistics learns (sublinear regret in K) below the "
-        "H^2 S^2 sqrt(AK)/eps upper-bound curve, and privacy costs regret against UCBVI",
-        metric="cumulative regret after K episodes / fitted exponent",
+        claim="at small epsilon (eps = 1, H releases at eps/H) UCBVI with unary-encoded "
+        "statistics and a bonus covering the privacy noise (one standard deviation of its "
+        "effect on the values) learns: its regret is sublinear in K "
+        "(per-seed exponent of the final regret over separately run horizons < 1), and privacy "
+        "costs regret against UCBVI on the same MDPs",
+        metric="cumulative regret after the largest K / fitted exponent (one per seed)",
         lower_is_better=True,
-        baselines=("UCBVI regret",),
-        methods=(
-            "UCBVI-LDP regret",
-            "UCBVI-LDP regret / upper-bound curve",
-            "K-exponent UCBVI-LDP",
-        ),
+        baselines=("UCBVI-LDP regret",),
+        methods=("UCBVI regret", "K-exponent UCBVI-LDP"),
         rule=AllOf(
             (
                 Better("UCBVI regret", "UCBVI-LDP regret"),
-                Threshold("UCBVI-LDP regret / upper-bound curve", 1.0),
-                Threshold("K-exponent UCBVI-LDP", 0.9),
+                Threshold("K-exponent UCBVI-LDP", 1.0),
             )
         ),
         run=partial(_tasks.rl_rate, sizes=RL),
