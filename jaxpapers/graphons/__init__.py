@@ -12,7 +12,8 @@ Variational problems over graphons are optimised by gradient descent on a networ
   graphons);
 * densities by Monte Carlo on ``m`` uniform points: the symmetric matrix ``A_ij = W(x_i, x_j)``
   and the U-statistic over all injective copies of ``H`` (trace formulas for cliques and
-  ``C_4``), which reuses each evaluated pair in many copies, optionally with a control variate
+  ``C_4``, Mobius inversion over set partitions for any other pattern), which reuses each
+  evaluated pair in many copies, optionally with a control variate
   (the same U-statistic of a step approximation of ``W`` on a grid, whose exact density is
   known); plain Monte Carlo over independent tuples is the baseline; step graphons have exact
   densities (one ``einsum``);
@@ -21,53 +22,42 @@ Variational problems over graphons are optimised by gradient descent on a networ
   gradients pass through ``s`` by implicit differentiation (``jax.lax.custom_root``):
   ``ds/dtheta = -(dF/ds)^{-1} dF/dtheta`` with ``F = t(H, sigmoid(L_theta + s)) - c``.
 
-Problems: generalised Turan problems ``max t(K_r) s.t. t(H) = 0`` (by a penalty
-``-t(K_r) + lambda t(H)``, ``lambda`` ramped up); the Erdos-Renyi upper and lower tails
+Problems: generalised Turan problems ``max t(K_r) s.t. t(H) = 0`` (``-log t(K_r)`` minimised with
+``t(H)`` held at a small slack by the embedded solver); the Erdos-Renyi upper and lower tails
 ``min (1/2) iint h_p(W)`` s.t. ``t(K_3, W) = (1 +- delta) p^3`` (the constraint by the embedded
 solver). References: constant ``t(H, p) = p^{e(H)}``; clique ``1[x, y < a]`` with ``t(K_3) = a^3``;
 hub ``1[min(x, y) < b]`` with ``3 b^2 - 2 b^3``; the Lubetzky-Zhao planted clique and hub
 constructions and the replica-symmetric constant for the upper tail.
 
-What was measured (``jaxpapers reproduce P19 --quick``, seeds = 3 random restarts; the claims judge
-the best restart): exact step densities match the closed forms and both Monte Carlo estimators are
-unbiased; the Turan optima are rediscovered from a random start (complete bipartite, edge density
-0.481 vs 1/2; complete tripartite, triangle density 0.214 vs 2/9; only one restart of three found
-the tripartite graphon at 500 steps). A plain penalty ``-t(K_r) + lambda t(H)`` collapsed to the
-empty graphon; holding ``t(H)`` at a small slack with the embedded solver is what made the structure
-appear. Triangle tails (300 Adam steps in quick): at p = 0.2 (replica-symmetric region) the upper
-and lower tails match the constant graphon (ratio 1.0004, 1.0004); at p = 0.05, delta = 20, where
-the Lubetzky-Zhao clique beats the constant, the one feasible restart converged to the constant
-(5.0% above the clique): not matched at quick size. Some restarts collapse to ``W = 0`` (grid
-density 0, rate ``h_p(0) / 2``); the best-of-restarts rule takes only restarts whose grid density
-meets the constraint (1% relative), because at p = 0.05 the collapsed rate is 0.958 of the clique's
-and would otherwise pass as an "improvement" (an earlier development run's "candidate 4% below the
-clique" had exactly that rate and was most likely this collapse). The U-statistic alone has
-0.64-0.72 of plain Monte Carlo's variance at equal sampled points and is ~13x worse at equal graphon
-evaluations: its first-order Hoeffding term dominates for these sharp random graphons. The
-step-graphon control variate (``symmetric_mc_density(..., control_grid=16)``: subtract the same
-U-statistic of the 16 x 16 step approximation and add back its exact density) removes most of that
-term: 0.014 of plain Monte Carlo's variance at equal points and 0.31 at equal evaluations (its 136
-grid evaluations counted; 64 repetitions per seed), for K3 and C4 alike.
+What is measured (``jaxpapers reproduce P19 --quick``: 5 seeds, each seed the best of its 2
+random restarts; history and commands in ``results/P19/NOTES.md``):
 
-Quick-run cost (issue: 112 CPU-s against a 90 CPU-s budget): the tail objectives and every grid
-evaluation compute the network once on the ordered pairs and symmetrise by transposition
-(:meth:`NeuralGraphon.logit_matrix`, half the evaluations of ``logits`` on a meshgrid); the Turan
-values are read on a 100-point grid (the ``K_4`` all-tuples density is ``O(n^4)``: ~7 CPU-s for the
-three restarts' shift solve at 200 points, 0.75 at 100; part sizes move by at most 0.01 and ``t`` is
-stationary at the optimum); the upper and lower tails share one compiled optimisation (the tail is
-an array ``sign``); the variance experiment computes the estimators with and without control variate
-in one compiled function per pattern (2 compiles, not 4). The Turan objective keeps the pairwise
-evaluation: with ``logit_matrix`` (the same values up to float rounding) the restarts went
-elsewhere, 0 of 3 reaching the tripartite graphon (best triangle density 0.112) and one
-triangle-free restart collapsing to the empty graphon; the Turan claim rests on one restart in three
-and is that fragile. The tails' trajectories did change with ``logit_matrix`` (per-restart ratios
-differ) but not their verdicts; the variance rows are unchanged to the last digit. On the 100-point
-grid (read through ``logit_matrix``; both changed at once) one K4-free restart that is not the
-answer (seed 2, 0.030 before) reads density 0 with forbidden density 0: the grid shift solve did not
-reach the slack for it (not investigated; the verdict takes the best restart). Measured on 2 cores
-shared with ~30 other processes (load ~30): 164.5 CPU-s before, 110.1 after, all verdicts unchanged;
-the same code measured 112 CPU-s before on a quieter machine, so about 75 CPU-s there (not
-measured).
+* sanity (known answers): exact step densities equal the closed forms, both Monte Carlo
+  estimators are unbiased for ``t(C_4)`` of a step graphon, the shift solver meets its target.
+* Turan: from random starts every restart reaches the known optimum's structure: complete
+  bipartite (rounded edge density within 0.001-0.005 of 1/2 per seed) and complete tripartite
+  (triangle density within 0.003-0.016 of 2/9, 10 of 10 restarts above 0.205). Two things made
+  this reliable: the shift solver's converged iterate is returned (it used to return a bracket
+  midpoint on some training steps, see :mod:`jaxpapers.graphons._constraint`), and Adam's step
+  decays by a cosine to 0 (at a constant step the K4-free training's sampled triangle density
+  peaked near 2/9 and then fell). A plain penalty ``-t(K_r) + lambda t(H)`` collapses to the
+  empty graphon; holding ``t(H)`` at a small slack with the embedded solver makes the structure
+  appear.
+* Triangle tails (300 Adam steps, 48 points): every restart meets its density constraint on the
+  200-point grid. In the replica-symmetric region (upper tail p = 0.2, delta = 1; lower tail
+  p = 0.2, delta = 0.5) the candidates match the constant graphon (rate ratios 1.0006-1.0010).
+  At p = 0.05, delta = 20, where the Lubetzky-Zhao planted clique beats the constant by 5.0%, 9
+  of 10 restarts converge to the constant graphon (ratio 1.0504 to the clique, also at 1500
+  steps) and one part of the way (1.012): the candidates do not improve upon the clique at
+  this size. (Before the solver fix some restarts "collapsed" to rate ``h_p(0) / 2``, which at
+  p = 0.05 is below the clique's; that collapse was the solver returning a midpoint shift with
+  ``W ~ 1e-7``, not a property of the problem.)
+* Estimators, at equal graphon evaluations: the symmetry-aware U-statistic has 16-17x the
+  variance of plain Monte Carlo for ``t(K_3)`` and ``t(C_4)`` of random sharpness-2 neural
+  graphons (its first-order Hoeffding term ``(k^2 / m) Var E[h | x]`` dominates, and reusing
+  pairs cannot remove it), 0.7x at equal sampled points. The step-graphon control variate
+  (``control_grid=16``, not in the abstract) brings it to 0.31-0.34x plain Monte Carlo at equal
+  evaluations.
 
 Example::
 

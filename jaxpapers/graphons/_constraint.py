@@ -44,7 +44,14 @@ class ShiftSolution(NamedTuple):
 
 def _newton(f: Callable[[Array], Array], s0: Array, width: Array) -> Array:
     """Safeguarded Newton on an increasing scalar function: keep a bracket, bisect when a Newton
-    step leaves it; stop when the residual is below ``TOL`` (or after ``NEWTON_STEPS``)."""
+    step leaves it; stop when the residual is below ``TOL`` (or after ``NEWTON_STEPS``).
+
+    Once the residual at ``s`` meets ``TOL``, the answer is the Newton-corrected point when it
+    lies strictly inside the bracket (a last refinement), else ``s`` itself: in float32 the
+    correction is often below half an ulp of ``s``, the corrected point equals ``s``, which has
+    just become a bracket end, and bisecting there would jump to the middle of the bracket, far
+    from the root.
+    """
 
     def cond(carry):
         i, _, _, _, val = carry
@@ -57,7 +64,10 @@ def _newton(f: Callable[[Array], Array], s0: Array, width: Array) -> Array:
         hi = jnp.where(val > 0, s, hi)
         newton = s - val / jnp.maximum(slope, 1e-30)
         inside = (newton > lo) & (newton < hi)
-        return i + 1, jnp.where(inside, newton, 0.5 * (lo + hi)), lo, hi, val
+        following = jnp.where(inside, newton, 0.5 * (lo + hi))
+        # converged (the loop stops on this residual): never bisect away from ``s``
+        converged = jnp.abs(val) <= TOL
+        return i + 1, jnp.where(converged & ~inside, s, following), lo, hi, val
 
     big = jnp.asarray(jnp.inf, s0.dtype)
     init = (0, s0, s0 - width, s0 + width, big)

@@ -72,9 +72,7 @@ class TuranObjective(eqx.Module):
     def __call__(self, g: NeuralGraphon, points: Array, step: Array) -> tuple[Array, Array]:
         del step
         # Pairwise evaluation, not ``g.logit_matrix`` (same values up to float rounding): the
-        # restarts are chaotic and the quick run's single successful one (1 of 3 finds the
-        # tripartite optimum) did not survive the rounding change (0 of 3; see the package
-        # docstring), so the Turan trajectories are kept as committed.
+        # Turan trajectories are chaotic and this is the evaluation they were measured with.
         L = g.logits(*jnp.meshgrid(points, points, indexing="ij"))
         sol = solve_shift(self.forbidden, L, self.slack)
         value = matrix_density(self.maximise, jax.nn.sigmoid(L + sol.shift))
@@ -148,11 +146,13 @@ def optimise_graphon(
     key: Array,
     steps: int,
     num_points: int,
-    learning_rate: float = 3e-3,
+    learning_rate: float | optax.Schedule = 3e-3,
 ) -> OptimisationResult:
     """Adam on ``objective(graphon, points, step)`` with fresh uniform ``points`` every step.
 
-    Stops updating (keeping the last finite parameters) at the first non-finite loss or gradient.
+    ``learning_rate`` is a constant or an optax schedule (step -> rate; the experiments decay it
+    to 0 by a cosine over ``steps``). Stops updating (keeping the last finite parameters) at the
+    first non-finite loss or gradient.
 
     Examples:
       >>> import jax

@@ -1,52 +1,37 @@
 """P19 experiments: sanity, Turan optima, the triangle upper and lower tails, estimator variance.
 
-Quick-run cost, second pass (budget 90 s wall on 2 cores, measured 86.1 s on a quiet day, no
-margin). ``jaxpapers reproduce P19 --quick --out DIR`` under ``/usr/bin/time``, base (the commit
-before) and new alternated on the same day, same machine (a slower day than the 86.1 s one):
-base 94.8 / 98.2 / 98.5 s wall (145.7 / 149.9 / 151.1 CPU-s), new 70.2 / 66.3 / 70.6 s wall
-(124.1 / 117.2 / 123.8 CPU-s); every row of every experiment identical per seed, all verdicts
-unchanged (extras: the heatmaps moved by at most 2e-5, now computed inside the evaluation
-program instead of op by op). Per
-experiment (base -> new, s): sanity 5.1-5.6 -> 3.7-4.7, turan 44-48 -> 30-33, upper_tail 20 ->
-13-14, lower_tail ~7 -> ~7, estimator_variance 14 -> 9. What paid (``_runs``):
-
-* two programs at once on two threads: the two Turan problems, the upper tail's two settings,
-  the variance experiment's two patterns, and sanity's eager shift-solver check beside its
-  program (one program keeps ~1.5-1.7 of the 2 cores busy; XLA:CPU compiles on about one); each
-  thread compiles its evaluation program while its training runs (asynchronous dispatch);
-* fewer compiles: the restarts' initial graphons are one program (the eager vmapped
-  ``NeuralGraphon.init`` compiled five ``uniform`` programs, ~3.5 s; 0.8 s now), keys are built
-  inside the programs, sanity's step densities and estimates are one program (~30 eager
-  compiles before), the evaluation and the heatmap are one program per problem (the eager
-  heatmap compiled ~40 small programs); every program compiles once per shapes (the lower tail
-  reuses the upper tail's training and evaluation programs);
-* ``ctx.quick_compile`` where it was bit-identical: the initial graphons, the K4-free Turan
-  training, every evaluation program and the variance programs.
-
-What did not pay or was not kept: ``ctx.quick_compile`` on the tails' training (compile 3.6 ->
-2.4 s, run 8.1 -> 7.3 s, but restart 0 at p = 0.05, delta = 20 ended at rate 0.02813 instead of
-0.02866, which would move that row) and on the triangle-free Turan training (its best restart
-moved: 0.0030 instead of 0.0188); XLA:CPU options ``xla_cpu_multi_thread_eigen``,
-``xla_cpu_enable_concurrency_optimized_scheduler`` and ``xla_cpu_use_xnnpack`` off (the tail
-training ran 6.7 s either way; its ~1.5 cores are the two ``tf_XLAEigen`` threads at ~75% each);
-jitting the shift-solver check (the eager solve bakes each seed's target into its loop: three
-loop compiles; jitted, one seed's shift moved by an ulp and its residual from 6e-8 to 0, so it
-stays eager, on a second thread). ``row_sizes``: the only rows no verdict reads are
-estimator_variance's six reported rows, computed by the same programs from the same samples as
-the claimed two, so leaving them out would save little; sizes are unchanged.
+Seeds and restarts: the optimisation experiments run ``RESTARTS`` random restarts per seed
+(restart ``r`` of seed ``s`` has id ``s + 100 r``: its initial graphon and its training points),
+all vmapped in one program per problem; a seed's value is its best restart (largest rounded
+density among restarts within the forbidden-density bound for Turan; smallest rate among
+restarts meeting the density constraint on the grid for the tails), so every rule is a t test
+over the seeds' values. Margins of the "matches" rules are stated beside each rule. Quick-run cost
+and its history: ``results/P19/NOTES.md``.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from jaxpapers.core.experiment import AllOf, Context, Experiment, Threshold, register
+from jaxpapers.core.experiment import (
+    AllOf,
+    Better,
+    Context,
+    Experiment,
+    NoWorse,
+    Threshold,
+    register,
+)
 from jaxpapers.graphons.experiments import _runs
 
 PAPER = "P19"
 
+#: random restarts per seed for the optimisation experiments (a seed's value is its best restart)
+RESTARTS = 2
+
 
 class Sizes(NamedTuple):
+    restarts: int
     turan_steps: int
     turan_points: tuple[int, int]
     slack: float
@@ -67,6 +52,7 @@ class Sizes(NamedTuple):
 def _sizes(ctx: Context) -> Sizes:
     return ctx.pick(
         smoke=Sizes(
+            restarts=2,
             turan_steps=20,
             turan_points=(12, 8),
             slack=1e-2,
@@ -84,6 +70,7 @@ def _sizes(ctx: Context) -> Sizes:
             variance_reps=32,
         ),
         quick=Sizes(
+            restarts=RESTARTS,
             turan_steps=500,
             turan_points=(48, 24),
             slack=1e-3,
@@ -101,6 +88,7 @@ def _sizes(ctx: Context) -> Sizes:
             variance_reps=64,
         ),
         full=Sizes(
+            restarts=4,
             turan_steps=4000,
             turan_points=(128, 48),
             slack=1e-4,
@@ -151,8 +139,8 @@ register(
         claim=(
             "gradient descent on a neural graphon, with no structure given, rediscovers the Turan "
             "optima: triangle-free maximum edge density 1/2 and K4-free maximum triangle density "
-            "2/9 (the best of the seeds' random restarts, rounded at 1/2: within 0.03 of the "
-            "optimum, forbidden density below 0.005)"
+            "2/9 (a seed's value: the best of its random restarts, rounded at 1/2; over seeds, "
+            "within 0.03 of the optimum and forbidden density below 0.005)"
         ),
         metric="|t(K_r, W rounded) - known optimum| / t(H, W rounded) (grid quadrature)",
         lower_is_better=True,
@@ -163,6 +151,12 @@ register(
             "triangle_free_edge_forbidden",
             "k4_free_triangle_forbidden",
         ),
+        # "rediscovers" = matches a known optimum: a non-inferiority margin of 0.03 in density
+        # (kept from before these runs): the nearest wrong structures are far beyond it (the
+        # K4-free bipartite graphon has triangle density 0, 0.22 below 2/9; a complete
+        # bipartite graphon 0.03 below 1/2 has parts 0.38 / 0.62), while the grid quadrature
+        # and rounding move the value by < 0.01. The forbidden bound 0.005 is 5x the slack
+        # (1e-3) the solver holds during training.
         rule=AllOf(
             (
                 Threshold("triangle_free_edge", 0.03),
@@ -181,16 +175,28 @@ register(
         paper=PAPER,
         id="upper_tail",
         claim=(
-            "triangle upper tail: the best neural candidate over the seeds' random restarts "
-            "(among those meeting the density constraint on the grid) has "
-            "rate (1/2) iint h_p(W) at t(K3) = (1 + delta) p^3 within 2% of the best reference "
-            "construction (Lubetzky-Zhao clique, hub, or the constant); below 1 is an improvement"
+            "triangle upper tail, rate (1/2) iint h_p(W) at t(K3) = (1 + delta) p^3 (a seed's "
+            "value: its best restart meeting the density constraint on the grid, over the best "
+            "reference's rate): at p = 0.2, delta = 1 (replica-symmetric region: the constant "
+            "graphon is the optimum) it matches the constant within 2%; at p = 0.05, delta = 20 it "
+            "improves upon the Lubetzky-Zhao planted clique (the best reference there)"
         ),
         metric="rate / best reference rate",
         lower_is_better=True,
-        baselines=(),
+        baselines=("p0.2_d1_reference", "p0.05_d20_reference"),
         methods=("p0.2_d1", "p0.05_d20"),
-        rule=AllOf((Threshold("p0.2_d1", 1.02), Threshold("p0.05_d20", 1.02))),
+        # "improve upon" (the abstract) is Better at p = 0.05, delta = 20; at p = 0.2, delta = 1
+        # nothing can improve on the constant, so that setting checks that the tail machinery
+        # finds a known optimum: non-inferiority with a margin of 2% of its rate (kept from
+        # before these runs), below the gap between competing structures (at p = 0.05,
+        # delta = 20 the constant is 5.0% above the clique; at p = 0.2, delta = 1 the hub and
+        # the clique are 5.4x and 6.3x the constant).
+        rule=AllOf(
+            (
+                NoWorse("p0.2_d1", "p0.2_d1_reference", margin=0.02),
+                Better("p0.05_d20", "p0.05_d20_reference"),
+            )
+        ),
         run=lambda ctx: _runs.upper_tail(ctx, _sizes(ctx)),
         plot=_runs.plot_heatmaps,
     )
@@ -201,16 +207,18 @@ register(
         paper=PAPER,
         id="lower_tail",
         claim=(
-            "triangle lower tail at p = 0.2, delta = 0.5: the best neural candidate over the "
-            "seeds' random restarts (among those meeting the density constraint) has rate at "
-            "t(K3) = (1 - delta) p^3 within 2% of the "
-            "replica-symmetric constant (below 1: better)"
+            "triangle lower tail at p = 0.2, delta = 0.5: the rate at t(K3) = (1 - delta) p^3 (a "
+            "seed's value: its best restart meeting the density constraint on the grid) matches "
+            "the replica-symmetric constant graphon within 2% of its rate (below 1 would be a new "
+            "candidate)"
         ),
         metric="rate / constant-graphon rate",
         lower_is_better=True,
-        baselines=(),
+        baselines=("p0.2_d0.5_reference",),
         methods=("p0.2_d0.5",),
-        rule=Threshold("p0.2_d0.5", 1.02),
+        # non-inferiority margin: 2% of the reference rate, as for the upper tail (kept from
+        # before these runs)
+        rule=NoWorse("p0.2_d0.5", "p0.2_d0.5_reference", margin=0.02),
         run=lambda ctx: _runs.lower_tail(ctx, _sizes(ctx)),
         plot=_runs.plot_heatmaps,
     )
@@ -221,27 +229,30 @@ register(
         paper=PAPER,
         id="estimator_variance",
         claim=(
-            "symmetry-aware Monte Carlo (U-statistic over all injective copies among m sampled "
-            "points, with the step-graphon control variate on a 16 x 16 grid) has at most half "
-            "the variance of plain Monte Carlo at equal samples (m uniform points, i.e. m / k "
-            "independent k-tuples) for t(K3) and t(C4) of random neural graphons; the rows "
-            "without _cv (the U-statistic alone) and the *_equal_evaluations rows (plain Monte "
-            "Carlo given as many graphon evaluations) are reported, not claimed"
+            "the symmetry-aware Monte Carlo estimator (U-statistic over all injective copies "
+            "among m sampled points: m (m - 1) / 2 graphon evaluations) has lower variance than "
+            "plain Monte Carlo given as many graphon evaluations (independent k-tuples, e(H) "
+            "evaluations each) for t(K3) and t(C4) of random neural graphons (per-seed variance "
+            "ratio < 1); reported, not claimed: the step-graphon control variate (rows *_cv_*, "
+            "not in the abstract; plain Monte Carlo then gets its 136 extra evaluations too) and "
+            "the comparisons at equal sampled points (m points against m / k tuples)"
         ),
         metric="variance ratio symmetric / plain",
         lower_is_better=True,
         baselines=(),
         methods=(
-            "K3_cv_equal_points",
-            "C4_cv_equal_points",
+            "K3_equal_evaluations",
+            "C4_equal_evaluations",
             "K3_cv_equal_evaluations",
             "C4_cv_equal_evaluations",
             "K3_equal_points",
             "C4_equal_points",
-            "K3_equal_evaluations",
-            "C4_equal_evaluations",
+            "K3_cv_equal_points",
+            "C4_cv_equal_points",
         ),
-        rule=AllOf((Threshold("K3_cv_equal_points", 0.5), Threshold("C4_cv_equal_points", 0.5))),
+        rule=AllOf(
+            (Threshold("K3_equal_evaluations", 1.0), Threshold("C4_equal_evaluations", 1.0))
+        ),
         run=lambda ctx: _runs.estimator_variance(ctx, _sizes(ctx)),
     )
 )
