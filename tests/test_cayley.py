@@ -229,3 +229,35 @@ def test_bad_input():
         fit_head(head, x, jnp.zeros(5, jnp.int32), steps=0)
     with pytest.raises(ValueError, match="layer=9"):
         LayerProbe(7, 4, 2, layer=9, key=jax.random.key(0))
+
+
+def _rows(values: dict[str, list[float]]):
+    from jaxpapers.core.verdicts import RowStats
+
+    return {k: RowStats.from_values(k, "row", v) for k, v in values.items()}
+
+
+def test_vs_lora_is_strict_and_requires_a_trained_lora():
+    """``vs_lora`` judges the abstract's "outperforms" (no at-least rule: a LoRA ahead on every
+    seed makes it fail), and only once ``lora_baseline`` holds: a LoRA below the frozen
+    last-layer probe it starts from by more than the margin is an undertrained baseline."""
+    from jaxpapers.cayley.experiments import LORA_MARGIN, LORA_SHOTS
+    from jaxpapers.cayley.experiments._run import GNN, LORA
+    from jaxpapers.core.experiment import experiments_for
+
+    exps = {e.id: e for e in experiments_for("P03")}
+    assert exps["vs_lora"].requires == ("lora_baseline",)
+    base = [0.70, 0.74, 0.68, 0.72, 0.71]
+    behind = {f"{GNN} @{s}": [v - 0.02 for v in base] for s in LORA_SHOTS}
+    behind |= {f"{LORA} @{s}": base for s in LORA_SHOTS}
+    assert exps["vs_lora"].rule.decide(_rows(behind), False) == "does not hold"
+    ahead = {k: ([v + 0.04 for v in base] if k.startswith(GNN) else base) for k in behind}
+    assert exps["vs_lora"].rule.decide(_rows(ahead), False) == "holds"
+    # lora_baseline: LoRA 2 margins below the probe on every seed fails; 0.003 above holds
+    probe = {f"last-layer probe @{s}": base for s in LORA_SHOTS}
+    low = probe | {f"{LORA} @{s}": [v - 2 * LORA_MARGIN for v in base] for s in LORA_SHOTS}
+    assert exps["lora_baseline"].rule.decide(_rows(low), False) == "does not hold"
+    ok = probe | {
+        f"{LORA} @{s}": [v + 0.003 * (i % 2) for i, v in enumerate(base)] for s in LORA_SHOTS
+    }
+    assert exps["lora_baseline"].rule.decide(_rows(ok), False) == "holds"

@@ -272,3 +272,28 @@ def test_grpo_with_kl_equals_rapo_with_unit_weights_in_one_step():
     # same loss (KL included) to float32 rounding of a batched vs unbatched reference forward
     np.testing.assert_allclose(float(m_grpo.loss), float(m_rapo.loss), rtol=1e-5, atol=1e-6)
     assert abs(float(m_grpo.loss) - float(m_plain.loss)) > 1e-4  # the KL term is really there
+
+
+def test_exact_judge_is_a_two_sided_tie_and_hacking_requires_a_hacked_judge():
+    """``exact_judge`` is an equivalence within ``TIE_MARGIN`` both ways (a method ahead by more
+    than the margin on every seed fails it, whichever it is); ``hacking`` and
+    ``hacking_phrases`` are judged only when GRPO was hacked (``grpo_hacks``)."""
+    from jaxpapers.core.experiment import experiments_for
+    from jaxpapers.core.verdicts import RowStats
+    from jaxpapers.rapo.experiments import TIE_MARGIN
+
+    exps = {e.id: e for e in experiments_for("P05")}
+    assert exps["hacking"].requires == exps["hacking_phrases"].requires == ("grpo_hacks",)
+    g = [0.96, 0.98, 0.97, 0.99, 0.95]
+    rule = exps["exact_judge"].rule
+
+    def decide(r):
+        rows = {
+            "GRPO (exact judge)": RowStats.from_values("GRPO (exact judge)", "baseline", g),
+            "RAPO (exact judge)": RowStats.from_values("RAPO (exact judge)", "method", r),
+        }
+        return rule.decide(rows, False)
+
+    assert decide([v + 0.002 * (i % 3 - 1) for i, v in enumerate(g)]) == "holds"
+    assert decide([v - 2 * TIE_MARGIN for v in g]) == "does not hold"
+    assert decide([v + 2 * TIE_MARGIN for v in g]) == "does not hold"

@@ -69,8 +69,11 @@ measurable gain over the untrained network (``pretraining_learns`` inconclusive,
 the untrained one: dense 0.8012 vs 0.8025, mIoU 0.243 vs 0.253, k-NN 0.270 vs 0.293; majority class
 0.772 dense, 0.215 k-NN). The same recipe with 150 steps made the features worse beyond the spread
 (dense 0.7965 vs 0.8025, mIoU 0.229 vs 0.253: "does not hold"). CODI equals iBOT within the spread
-(dense 0.8014 vs 0.8012, k-NN 0.263 vs 0.270), so the ``codi_vs_ibot`` "no worse" verdict, the
-``lambda_sweep`` and the ``low_attention_patches`` comparisons say nothing about CODI at this size.
+(dense 0.8014 vs 0.8012, k-NN 0.263 vs 0.270), so the ``codi_vs_ibot``, ``lambda_sweep`` and
+``low_attention_patches`` comparisons say nothing about CODI at this size: they declare
+``pretraining_learns`` as their precondition and read "inconclusive (precondition not met)" while
+it does not hold. With 5 seeds and paired tests it does not hold (iBOT's mIoU below the untrained
+network's on 5 of 5 seeds; ``results/P01/NOTES.md``).
 Likely diagnosis (a hypothesis, not measured further): the labels are decided by object shape (an
 8x8 patch of a 16-32 pixel object shows flat colour, texture or an edge; colours are random per
 object), and 100-150 steps of self-distillation on 512 images teach the ViT some

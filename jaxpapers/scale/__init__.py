@@ -66,13 +66,15 @@ unguided conditional model (exact samples: -0.91); it has the highest k-NN recal
 0.57-0.65) but lower support precision (0.76 vs 0.88-0.90). On the 8-D mixture SCALE is clearly
 worse (-11.1 +- 5.2 vs -1.5 to -2.1; last quick run, before issue 12 moved the 8-D and digits
 beds to ``--full``, see below). DPO on SCALE's own samples raises the likelihood (-0.87)
-by collapsing onto high-reward modes (recall 0.41, SW 1.08). The self network is only as good as
-the samples it sees: early in training they are poor, and the contrast
-:math:`\epsilon_d - \epsilon_s` is extrapolated where the self samples do not reach. Knobs
-expected to matter at ``--full``: training length (the contrast is meant for a nearly converged
-model whose residual error is structured), a warm start of SCALE from a trained conditional
-model, the refresh period and ``self_batch`` (the self network's data), and ``w`` (1.5 here;
-guided networks that generate their own contrast would be unstable beyond 2).
+by collapsing onto high-reward modes (recall 0.41, SW 1.08): since its pairs are ranked by that
+likelihood, ``mixture2d_dpo`` is judged on what they were not ranked by (sliced Wasserstein lower,
+recall lost by less than 0.05), and does not hold (5 seeds: SW 0.40 -> 1.13, recall 0.78 ->
+0.31). The self network is only as good as the samples it sees: early in training they are poor,
+and the contrast :math:`\epsilon_d - \epsilon_s` is extrapolated where the self samples do not
+reach. Knobs expected to matter at ``--full``: training length (the contrast is meant for a
+nearly converged model whose residual error is structured), a warm start of SCALE from a
+trained conditional model, the refresh period and ``self_batch`` (the self network's data), and
+``w`` (1.5 here; guided networks that generate their own contrast would be unstable beyond 2).
 
 Quick mode (issue 12) runs the 2-D bed only (``sanity_limits`` and every ``mixture2d_*`` claim); the
 8-D mixture, digits and token-model studies (``mixture8d_*``, ``digits_*``, ``ar_cca``) are

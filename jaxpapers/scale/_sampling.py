@@ -69,7 +69,7 @@ def _one_pass(net, params, labels, scalar, key, num_steps, schedule, x0_range=No
     s = jnp.broadcast_to(jnp.asarray(scalar, dtype), labels.shape)
 
     def eps_fn(x, t):
-        return net(params, x, jnp.full(labels.shape, t, x.dtype), labels, s)
+        return net(params, x, jnp.full(labels.shape, t, x.dtype), labels, s).astype(x.dtype)
 
     shape = (labels.shape[0], *net.event_shape)
     return _draw(eps_fn, schedule, shape, key, num_steps, x0_range)
@@ -84,7 +84,9 @@ def _cfg(net, params, labels, w, key, num_steps, schedule, x0_range=None):
     def eps_fn(x, t):
         e = net(params, jnp.concatenate([x, x]), jnp.full((2 * b,), t, x.dtype), both, ones)
         e_c, e_u = e[:b], e[b:]
-        return e_u + w * (e_c - e_u)
+        # the state's dtype: under x64 a float64 ``w`` would promote the guided eps of a float32
+        # network, and the solver's loop needs the state's dtype unchanged
+        return (e_u + w * (e_c - e_u)).astype(x.dtype)
 
     out = _draw(eps_fn, schedule, (b, *net.event_shape), key, num_steps, x0_range)
     return SampleOutput(out.x, 2 * out.nfe)
@@ -98,7 +100,8 @@ def _likelihood_model(net, params, labels, w, key, num_steps, schedule, x0_range
 
     def eps_fn(x, t):
         tt = jnp.full((b,), t, x.dtype)
-        return (net(theta, x, tt, labels, one) + (w - 1.0) * net(psi, x, tt, labels, one)) / w
+        e = (net(theta, x, tt, labels, one) + (w - 1.0) * net(psi, x, tt, labels, one)) / w
+        return e.astype(x.dtype)  # the state's dtype (a float64 ``w`` under x64: see ``_cfg``)
 
     out = _draw(eps_fn, schedule, (b, *net.event_shape), key, num_steps, x0_range)
     return SampleOutput(out.x, 2 * out.nfe)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from jaxpapers.core.experiment import AllOf, Better, Context, Experiment, register
+from jaxpapers.core.experiment import AllOf, Better, Context, Experiment, NoWorse, register
 from jaxpapers.rapo.experiments import _run
 from jaxpapers.rapo.experiments._pipeline import Sizes
 
@@ -46,23 +46,48 @@ def _sized(fn, ctx: Context):
     return fn(ctx, ctx.pick(**SIZES))
 
 
+#: ``exact_judge``'s equivalence margin, in held-out fidelity (the fraction of the three reply
+#: tokens that are the ideal ones, over 256 held-out prompts at the quick size: one token is
+#: 1/768): the two methods tie when each is within 0.05 of the other, one reply token in twenty,
+#: a sixth of the ~0.3 drift the hackable judge is meant to cause
+TIE_MARGIN = 0.05
+
 register(
     Experiment(
         paper="P05",
         id="exact_judge",
-        claim="Sanity: with an unhackable judge (reward = exact fidelity) GRPO and RAPO tie "
-        "(and RAPO with unit weights equals GRPO exactly; see extras)",
+        claim="Sanity: with an unhackable judge (reward = exact fidelity) GRPO and RAPO tie within "
+        f"{TIE_MARGIN:g} fidelity both ways (and RAPO with unit weights equals GRPO exactly; see "
+        "extras)",
         metric="held-out character fidelity after RL",
         lower_is_better=False,
         baselines=("GRPO (exact judge)",),
         methods=("RAPO (exact judge)",),
+        # a two-sided equivalence: here the reward IS the fidelity (held-out profiles), so no
+        # method is claimed better on it; the check is that RAPO's weights cost nothing when the
+        # judge cannot be hacked
         rule=AllOf(
             (
-                Better("RAPO (exact judge)", "GRPO (exact judge)", at_least=True),
-                Better("GRPO (exact judge)", "RAPO (exact judge)", at_least=True),
+                NoWorse("RAPO (exact judge)", "GRPO (exact judge)", margin=TIE_MARGIN),
+                NoWorse("GRPO (exact judge)", "RAPO (exact judge)", margin=TIE_MARGIN),
             )
         ),
         run=partial(_sized, _run.exact_judge),
+    )
+)
+register(
+    Experiment(
+        paper="P05",
+        id="grpo_hacks",
+        claim="Precondition of hacking and hacking_phrases: the hackable judge is hacked, i.e. "
+        "GRPO trained on it ends below the warm-up's held-out fidelity",
+        metric="held-out character fidelity (exact rule), warm-up vs after GRPO on the hackable "
+        "judge",
+        lower_is_better=False,
+        baselines=("GRPO",),
+        methods=("warm-up (before RL)",),
+        rule=Better("warm-up (before RL)", "GRPO"),
+        run=partial(_sized, _run.grpo_hacks),
     )
 )
 register(
@@ -74,9 +99,13 @@ register(
         lower_is_better=False,
         baselines=("GRPO", "warm-up (before RL)"),
         methods=("RAPO",),
+        # judged by the exact fidelity rule (from the profile), which neither policy sees in
+        # these cells: they train on the hackable judge's reward, so the judge of the verdict is
+        # independent of the reward that was optimised (that reward is in the extras)
         rule=Better("RAPO", "GRPO"),
         run=partial(_sized, _run.hacking),
         plot=_run.plot_hacking,
+        requires=("grpo_hacks",),
     )
 )
 register(
@@ -88,8 +117,10 @@ register(
         lower_is_better=True,
         baselines=("GRPO", "warm-up (before RL)"),
         methods=("RAPO",),
+        # a count of generic tokens in the reply, not the hackable reward the policies trained on
         rule=Better("RAPO", "GRPO"),
         run=partial(_sized, _run.hacking_phrases),
+        requires=("grpo_hacks",),
     )
 )
 register(

@@ -87,6 +87,24 @@ def hacking(ctx: Context, sizes: Sizes) -> Outcome:
     return Outcome(rows, {"curves": curves, "final_unseen_means": final, "finite": out["finite"]})
 
 
+def grpo_hacks(ctx: Context, sizes: Sizes) -> Outcome:
+    """Held-out fidelity of the warm-up and of GRPO trained on the hackable judge (same seeds)."""
+    out = _pipeline(ctx, sizes)
+    rows = {
+        "warm-up (before RL)": _select(
+            out, "start_unseen", "fidelity", hackable=True, method="GRPO"
+        ),
+        "GRPO": _select(out, "final_unseen", "fidelity", hackable=True, method="GRPO"),
+    }
+    reward = {
+        "warm-up (before RL)": _select(
+            out, "start_unseen", "hackable_reward", hackable=True, method="GRPO"
+        ),
+        "GRPO": _select(out, "final_unseen", "hackable_reward", hackable=True, method="GRPO"),
+    }
+    return Outcome(rows, {"hackable_reward": reward})
+
+
 def hacking_phrases(ctx: Context, sizes: Sizes) -> Outcome:
     out = _pipeline(ctx, sizes)
     rows = {
