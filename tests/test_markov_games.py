@@ -195,10 +195,93 @@ def test_simulator_learners_reach_epsilon_and_vmap_matches(game):
         assert float(cce_gap(game, r.policy).gap) < eps
         np.testing.assert_array_equal(np.asarray(batch.samples[n]), np.asarray(r.samples))
         np.testing.assert_allclose(batch.policy[n], r.policy, **tolerance(jnp.float32))
-    base = simulator_cce(game, key=keys[0], epsilon=eps, method="baseline")
-    assert float(cce_gap(game, base.policy).gap) < eps
-    # the baseline's budget pays sum_i A_i = 5; the paper's certificate stops far earlier
-    assert int(base.samples) > 5 * int(runs[0].samples)
+
+
+def _old_budget(game, eps, delta=0.1):
+    """The removed baseline budget: sum over steps and states of
+    ``ceil(2 iota (sum_i A_i) (H (H - h) / eps)^2)``, iota = log(2 m S max A H / delta)."""
+    H, S, m = game.horizon, game.num_states, game.num_players
+    iota = np.log(2 * m * S * max(game.num_actions) * H / delta)
+    return sum(
+        S * int(np.ceil(2 * iota * sum(game.num_actions) * (H * max(H - h, 1) / eps) ** 2))
+        for h in range(H)
+    )
+
+
+def test_both_simulator_learners_stop_on_the_exact_gap(game):
+    """Regression: the baseline ran a fixed budget from a formula in sum_i A_i (the same count
+    on every seed, so its slope was the formula's); now both methods stop each stage when its
+    exact gap is <= epsilon / H, the count varies with the draws, and the output's exact gap is
+    <= epsilon."""
+    eps = 0.2
+    keys = jax.random.split(jax.random.key(5), 4)
+    counts = {}
+    for method in ("baseline", "paper"):
+        # the baseline's default rule is the exact one; the paper's is its certificate
+        kwargs = {"stop": "exact"} if method == "paper" else {}
+        res = jax.vmap(
+            lambda k, m=method, kw=kwargs: simulator_cce(game, key=k, epsilon=eps, method=m, **kw)
+        )(keys)
+        samples = np.asarray(res.samples)
+        assert bool(jnp.all(res.converged)), method
+        assert len(set(samples.tolist())) > 1, (method, samples)
+        assert not np.any(samples == _old_budget(game, eps)), method
+        gaps = jax.vmap(lambda p: cce_gap(game, p).gap)(res.policy)
+        # the stage rule bounds the whole gap by eps (float32 sums: 1e-5 slack)
+        assert float(gaps.max()) <= eps + 1e-5, (method, gaps)
+        # the reported certificate is the sum of the worst stage gaps, >= the exact whole gap
+        assert np.all(np.asarray(res.certificate) >= np.asarray(gaps) - 1e-5)
+        counts[method] = samples
+    exact = simulator_cce(game, key=keys[0], epsilon=eps, method="baseline", stop="exact")
+    assert int(exact.samples) == int(counts["baseline"][0])
+
+
+def test_stage_gap_against_numpy_enumeration(rng):
+    """``stage_gap`` against a float64 loop over every player's deviations (3 players)."""
+    from jaxpapers.markov_games import stage_gap
+
+    A = (2, 3, 2)
+    table = joint_actions(A)
+    J = len(table)
+    pi = rng.dirichlet(np.ones(J))
+    q = rng.uniform(size=(J, 3))
+    gaps = []
+    for i in range(3):
+        on = float(pi @ q[:, i])
+        best = -np.inf
+        for b in range(A[i]):
+            total = 0.0
+            for j, a in enumerate(table):
+                dev = list(a)
+                dev[i] = b
+                k = int(np.ravel_multi_index(dev, A))
+                total += pi[j] * q[k, i]
+            best = max(best, total)
+        gaps.append(best - on)
+    got = stage_gap(jnp.asarray(pi, jnp.float32), jnp.asarray(q, jnp.float32), A)
+    assert float(got) == pytest.approx(max(gaps), abs=1e-5)
+
+
+def test_certificate_uses_the_union_bound_confidence(rng):
+    """Regression: the certificate's square-root term used ``delta = 1.0`` (``log A``); both
+    terms now carry ``log(A_i / delta')`` with ``delta' = delta / (2 m H S)``."""
+    from jaxpapers.markov_games import BanditState
+    from jaxpapers.markov_games._simulator import stage_certificate
+
+    arms = np.array([2.0, 3.0], np.float32)
+    V = np.array([40.0, 10.0])
+    states = BanditState(
+        jnp.zeros((2, 3)), jnp.zeros(2), jnp.asarray(V, jnp.float32), jnp.full(2, 100.0)
+    )
+    m, H, S, delta, t, scale = 2, 3, 4, 0.1, 100.0, 2.0
+    d_stage = delta / (2 * m * H * S)
+    iota = np.log(arms / d_stage)
+    want = scale * np.max(2 * np.sqrt(V * iota) + 2 * arms * iota) / t
+    got = stage_certificate(states, jnp.asarray(arms), t, scale, d_stage)
+    assert float(got) == pytest.approx(want, rel=1e-5)
+    log_i = np.log(2 * m * S * arms.max() * H / delta)
+    old = scale * np.max(2 * np.sqrt(V * np.log(arms)) + 2 * arms * log_i) / t
+    assert want > old * 1.1
 
 
 def test_online_learner_and_vmap(game):
@@ -208,7 +291,12 @@ def test_online_learner_and_vmap(game):
     assert bool(one.converged) and float(one.certificate) <= 1.0
     assert int(batch.samples[1]) == int(one.samples)
     np.testing.assert_allclose(batch.policy[1], one.policy, **tolerance(jnp.float32))
-    assert float(cce_gap(game, one.policy).gap) < 2.0
+    # regression: the stopping rule requires the output's exact gap <= epsilon as well as the
+    # certificate (with bonus_scale 0.02 the baseline's certificate alone stopped at gap 0.29)
+    for method in ("paper", "baseline"):
+        res = online_cce(game, key=keys[0], epsilon=0.2, method=method, bonus_scale=0.02)
+        assert bool(res.converged) and float(res.certificate) <= 0.2
+        assert float(cce_gap(game, res.policy).gap) <= 0.2 + 1e-5, method
 
 
 def test_bandit_regret_low_variance_beats_exp3():
@@ -242,6 +330,12 @@ def test_bad_inputs(game):
         online_cce(game, key=jax.random.key(0), epsilon=0.1, method="nash")
     with pytest.raises(ValueError, match="horizon"):
         simulator_cce(game, key=jax.random.key(0), epsilon=0.1, horizon=5)
+    with pytest.raises(ValueError, match="stop"):
+        simulator_cce(game, key=jax.random.key(0), epsilon=0.1, stop="budget")
+    with pytest.raises(ValueError, match="stop"):
+        simulator_cce(
+            game, key=jax.random.key(0), epsilon=0.1, method="baseline", stop="certificate"
+        )
     with pytest.raises(ValueError, match="losses"):
         run_bandit(jnp.full((3, 2), 2.0), key=jax.random.key(0))
     with pytest.raises(ValueError, match="2 players"):

@@ -123,6 +123,35 @@ def cce_gap(game: MarkovGame, policy: Float[Array, "H S J"]) -> GapResult:
     return _gap(game, policy)
 
 
+def stage_gap(policy: Float[Array, " J"], q: Float[Array, "J m"], num_actions) -> Array:
+    """Exact CCE gap of one stage game: ``max_i (max_b E_{a_-i ~ pi_-i} q_i(b, a_-i) - E_pi q_i)``.
+
+    ``policy`` is a joint-action distribution ``[J]`` and ``q`` the players' payoffs ``[J, m]``
+    (row-major joint actions of ``num_actions``); jittable.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from jaxpapers.markov_games import CHICKEN_PAYOFFS
+        >>> q = jnp.asarray(CHICKEN_PAYOFFS, jnp.float32).reshape(4, 2)
+        >>> round(float(stage_gap(jnp.array([0.0, 0.25, 0.25, 0.5]), q, (2, 2))), 6)
+        0.0
+    """
+    num_actions = tuple(int(a) for a in num_actions)
+    shape = (1, *num_actions)
+    gaps = []
+    for i in range(len(num_actions)):
+        dev = _deviation_values_flat(policy, q[:, i], shape, i)
+        gaps.append(dev.max() - jnp.dot(policy, q[:, i]))
+    return jnp.max(jnp.stack(gaps))
+
+
+def _deviation_values_flat(policy, q_i, shape, i):
+    pi = policy.reshape(shape)
+    pi_minus = pi.sum(axis=1 + i, keepdims=True)
+    axes = tuple(1 + k for k in range(len(shape) - 1) if k != i)
+    return jnp.sum(pi_minus * q_i.reshape(shape), axis=axes)[0]
+
+
 def product_policy(game: MarkovGame, marginals) -> Float[Array, "H S J"]:
     """Joint policy ``prod_i p_i(a_i | s)`` from a list of per-player ``[H, S, A_i]`` marginals."""
     table = joint_actions(game.num_actions)

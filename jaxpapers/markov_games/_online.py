@@ -8,8 +8,11 @@ bandits at ``(h, s_h)``, the game returns rewards and ``s_{h+1}``, and with ``t 
    + \\alpha_t (r_i + \\bar V_{h+1,i}(s') + \\beta_t)\\big)
 
 and a pessimistic one (``- beta_t``, floored at 0), and feeds its bandit the loss
-``1 - (r_i + \\bar V_{h+1,i}(s')) / (H - h)``. The learner stops when its certificate
-``max_i rho^T (\\bar V_{0,i} - \\underline V_{0,i}) <= epsilon``.
+``1 - (r_i + \\bar V_{h+1,i}(s')) / (H - h)``. Both methods stop by the same rule: after the
+first episode where their own certificate ``max_i rho^T (\\bar V_{0,i} - \\underline V_{0,i})
+<= epsilon`` *and* the output policy's exact CCE gap (computed with the true model) is at most
+``epsilon``; the bonuses' constants are scaled down (``bonus_scale``), so the certificate alone
+is not a valid bound and the exact check keeps every stopped output an ``epsilon``-CCE.
 
 * ``"baseline"`` (V-learning, EXP3-IX): ``beta_t = c sqrt(H^3 iota A_i / t)``, the bonus
   behind the ``H^6 S max_i A_i / epsilon^2`` rate.
@@ -33,9 +36,16 @@ from jaxtyping import PRNGKeyArray
 
 from jaxpapers.core.checks import check_positive, is_concrete
 from jaxpapers.markov_games._bandits import make_bandit
+from jaxpapers.markov_games._exact import best_response_values, policy_values
 from jaxpapers.markov_games._game import MarkovGame
 from jaxpapers.markov_games._players import PlayerTables, is_paper
 from jaxpapers.markov_games._simulator import CCEResult, check_horizon, iota
+
+
+def exact_gap(game: MarkovGame, policy):
+    """Exact CCE gap of a Markov correlated policy (jittable; no input checks)."""
+    v = game.initial @ policy_values(game, policy)[0]
+    return jnp.max(game.initial @ best_response_values(game, policy)[0] - v)
 
 
 def _bonus(paper, H, t, log_i, arms, var, c):
@@ -87,16 +97,17 @@ def _learn(game, key, epsilon, delta, bonus_scale, paper, horizon, max_episodes)
         return s2, kr, states, upper, lower, count, mean, m2, pol
 
     def episode(c):
-        k, key, *rest, _ = c
+        k, key, *rest, _, _ = c
         key, k0, kr = jax.random.split(key, 3)
         s = jax.random.categorical(k0, jnp.log(game.initial))
         _, _, *rest = jax.lax.fori_loop(0, horizon, step, (s, kr, *rest))
-        upper, lower = rest[1], rest[2]
+        upper, lower, pol = rest[1], rest[2], rest[-1]
         cert = jnp.max(game.initial @ (upper[0] - lower[0]))
-        return (k + 1, key, *rest, cert)
+        done = (cert <= epsilon) & (exact_gap(game, pol) <= epsilon)
+        return (k + 1, key, *rest, cert, done)
 
     def cond(c):
-        return (c[0] < max_episodes) & (c[-1] > epsilon)
+        return (c[0] < max_episodes) & ~c[-1]
 
     zeros = jnp.zeros((game.horizon, S, m), dtype)
     init = (
@@ -110,9 +121,10 @@ def _learn(game, key, epsilon, delta, bonus_scale, paper, horizon, max_episodes)
         zeros,
         jnp.full((game.horizon, S, J), 1.0 / J, dtype),
         jnp.asarray(jnp.inf, dtype),
+        jnp.zeros((), bool),
     )
-    k, _, _, upper, _, _, _, _, pol, cert = jax.lax.while_loop(cond, episode, init)
-    return CCEResult(pol, k * horizon, cert, upper[:-1], cert <= epsilon)
+    k, _, _, upper, _, _, _, _, pol, cert, done = jax.lax.while_loop(cond, episode, init)
+    return CCEResult(pol, k * horizon, cert, upper[:-1], done)
 
 
 def online_cce(

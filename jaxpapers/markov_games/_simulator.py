@@ -6,17 +6,22 @@ distributions, one next state from the simulator, and feeds each player the loss
 ``1 - (r_i + V_{h+1,i}(s')) / (H - h)``. The output at ``(h, s)`` is the average of the played
 product distributions (a Markov correlated policy) and ``V_{h,i}(s)`` the average payoff.
 
-When to stop at ``(h, s)`` is what separates the methods (target ``epsilon / H`` per step, so the
-gaps add up to at most ``epsilon``):
+Both methods stop each stage ``(h, s)`` by a rule of the same kind, with the target
+``epsilon / H`` per step:
 
-* ``"baseline"`` (Li et al. 2022 style, EXP3-IX bandits) spends the budget its bound prescribes,
-  ``t = ceil(2 iota (sum_i A_i) (H (H - h) / epsilon)^2)`` rounds: the sum over players enters
-  because that bound pays every player's estimation error.
-* ``"paper"`` (empirical-Bernstein bandits) stops as soon as the decomposed certificate
-  ``(H - h) max_i B_i(t) / t <= epsilon / H``, ``B_i`` from
-  :func:`~jaxpapers.markov_games.bernstein_regret_bound`: a maximum over players, and it uses the
-  observed variance of the payoffs, which is ``O(1)`` rather than ``(H - h)^2`` per step
-  (law of total variance), whence the lower power of ``H``.
+* ``stop="exact"`` (the rule the experiments apply to both methods): the stage's exact CCE gap,
+  computed with the true model against the exact values of the policy already learned at
+  ``h + 1`` (:func:`~jaxpapers.markov_games.stage_gap`), is at most ``epsilon / H``. By
+  ``V^dagger_h(s) <= V^pi_h(s) + gap_h(s) + max_s' (V^dagger - V^pi)_{h+1}(s')`` the whole
+  output policy's exact CCE gap is then at most ``epsilon``. This is an oracle stopping rule: it
+  measures how many samples each learner's bandits *need*, not how many a certificate would ask
+  for. The number of rounds varies from seed to seed with the bandits' draws, for both methods.
+* ``stop="certificate"`` (the paper's own stopping, its default): the decomposed certificate
+  ``(H - h) max_i B_i(t) / t <= epsilon / H`` (:func:`stage_certificate`), a maximum over players
+  of the empirical-Bernstein regret bounds at confidence ``delta / (2 m H S)`` each (a union bound
+  over the run's bandits). EXP3-IX has no data-dependent certificate here, so the baseline only
+  stops by ``"exact"``; the old fixed budget ``2 iota (sum_i A_i) (H (H - h) / epsilon)^2``, which
+  set the baseline's sample count (and its slope) by formula, is gone.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from jaxpapers.core.checks import check_positive, is_concrete
 from jaxpapers.markov_games._bandits import bernstein_regret_bound, make_bandit
+from jaxpapers.markov_games._exact import stage_gap
 from jaxpapers.markov_games._game import MarkovGame
 from jaxpapers.markov_games._players import PlayerTables, is_paper
 
@@ -68,18 +74,33 @@ def check_horizon(game: MarkovGame, horizon: int | None) -> int:
     return int(horizon)
 
 
+def stage_certificate(states, arms, t, scale, delta_stage):
+    """The paper's decomposed certificate at one ``(h, s)``: ``scale max_i B_i(t) / t``.
+
+    ``B_i = 2 sqrt(V_i iota_i) + 2 A_i iota_i`` (:func:`~jaxpapers.markov_games.
+    bernstein_regret_bound`) with ``iota_i = log(A_i / delta_stage)``; ``delta_stage`` is the
+    failure probability of this one bandit after the union bound over the ``2 m H S`` bandit
+    bounds of a run, ``delta / (2 m H S)``, so both terms carry the full log factor.
+    """
+    bounds = jax.vmap(partial(bernstein_regret_bound, delta=delta_stage))(states, arms)
+    return scale * jnp.max(bounds) / jnp.maximum(t, 1.0)
+
+
 def _stage(
-    key, P_hs, R_hs, v_next, scale, target, budget, active, *, tables, paper, max_rounds, log_i
-):
-    """Bandit learning at one (h, s); returns (policy [J], values [m], rounds, certificate)."""
+    key, P_hs, R_hs, v_next, v_exact_next, scale, target, active, *, tables, paper, stop,
+    max_rounds, delta_stage, num_actions,
+):  # fmt: skip
+    """Bandit learning at one (h, s); returns (policy [J], values [m], exact values [m], rounds,
+    certificate, stopped)."""
     bandit = make_bandit(paper)
     dtype = R_hs.dtype
     arms = jnp.asarray(tables.arms, dtype)
+    q_exact = R_hs + P_hs @ v_exact_next  # [J, m] exact stage payoffs of the continuation
 
-    def certificate(states, t):
-        bounds = jax.vmap(partial(bernstein_regret_bound, delta=1.0))(states, arms)
-        bounds = bounds + 2.0 * arms * (log_i - jnp.log(arms))
-        return scale * jnp.max(bounds) / jnp.maximum(t, 1.0)
+    def stopped(states, pol, t):
+        if stop == "certificate":
+            return stage_certificate(states, arms, t, scale, delta_stage) <= target
+        return stage_gap(pol / t, q_exact, num_actions) <= target
 
     def cond(c):
         t, _, _, _, _, done = c
@@ -94,8 +115,8 @@ def _stage(
         y = R_hs[j] + v_next[s_next]
         states = tables.update(bandit, states, acts, jnp.clip(1.0 - y / scale, 0.0, 1.0))
         t = t + 1
-        done = jnp.where(paper, certificate(states, t.astype(dtype)) <= target, t >= budget)
-        return t, states, pol + tables.joint(probs), pay + y, k, done
+        pol = pol + tables.joint(probs)
+        return t, states, pol, pay + y, k, stopped(states, pol, t.astype(dtype))
 
     init = (
         jnp.zeros((), jnp.int32),
@@ -107,41 +128,51 @@ def _stage(
     )
     t, states, pol, pay, _, done = jax.lax.while_loop(cond, body, init)
     tf = jnp.maximum(t, 1).astype(dtype)
-    pol = jnp.where(t > 0, pol, 1.0 / pol.shape[0])
-    cert = jnp.where(
-        paper, certificate(states, tf), scale * jnp.sqrt(2.0 * log_i * arms.sum() / tf)
-    )
+    pol = jnp.where(t > 0, pol / tf, 1.0 / pol.shape[0])
+    if stop == "certificate":
+        cert = stage_certificate(states, arms, tf, scale, delta_stage)
+    else:
+        cert = stage_gap(pol, q_exact, num_actions)
     cert = jnp.where(active, cert, 0.0)
-    return pol / jnp.where(t > 0, tf, 1.0), pay / tf, t, cert, done | ~active
+    return pol, pay / tf, pol @ q_exact, t, cert, done | ~active
 
 
-@partial(jax.jit, static_argnames=("max_rounds",))
-def _simulate(game, key, epsilon, delta, paper, horizon, max_rounds):
+@partial(jax.jit, static_argnames=("stop", "max_rounds"))
+def _simulate(game, key, epsilon, delta, paper, stop, horizon, max_rounds):
     tables = PlayerTables(game.num_actions)
     H = horizon.astype(game.rewards.dtype)
-    log_i = iota(game, H, delta)
+    delta_stage = delta / (2.0 * game.num_players * game.num_states * H)
     target = epsilon / H
-    stage = partial(_stage, tables=tables, paper=paper, max_rounds=max_rounds, log_i=log_i)
+    stage = partial(
+        _stage,
+        tables=tables,
+        paper=paper,
+        stop=stop,
+        max_rounds=max_rounds,
+        delta_stage=delta_stage,
+        num_actions=game.num_actions,
+    )
     steps = jnp.arange(game.horizon)
 
-    def step(v_next, xs):
+    def step(carry, xs):
+        v_next, v_exact_next = carry
         h, P_h, R_h, k = xs
         scale = jnp.maximum(H - h, 1.0)
-        budget = jnp.ceil(2.0 * log_i * sum(game.num_actions) * (H * scale / epsilon) ** 2)
         keys = jax.random.split(k, game.num_states)
-        pol, v, t, cert, done = jax.vmap(
-            lambda kk, P, R: stage(kk, P, R, v_next, scale, target, budget, h < horizon)
+        pol, v, v_exact, t, cert, done = jax.vmap(
+            lambda kk, P, R: stage(kk, P, R, v_next, v_exact_next, scale, target, h < horizon)
         )(keys, P_h, R_h)
-        return v, (pol, v, t, cert.max(), done.all())
+        return (v, v_exact), (pol, v, t, cert.max(), done.all())
 
     keys = jax.random.split(key, game.horizon)
+    zeros = jnp.zeros((game.num_states, game.num_players), game.rewards.dtype)
     _, (pol, v, t, cert, done) = jax.lax.scan(
-        step,
-        jnp.zeros((game.num_states, game.num_players), game.rewards.dtype),
-        (steps, game.transitions, game.rewards, keys),
-        reverse=True,
+        step, (zeros, zeros), (steps, game.transitions, game.rewards, keys), reverse=True
     )
     return CCEResult(pol, t.sum(), cert.sum(), v, done.all())
+
+
+STOPS = ("certificate", "exact")
 
 
 def simulator_cce(
@@ -150,6 +181,7 @@ def simulator_cce(
     key: PRNGKeyArray,
     epsilon: float,
     method: str = "paper",
+    stop: str | None = None,
     delta: float = 0.1,
     max_rounds: int = 1 << 16,
     horizon: int | None = None,
@@ -160,15 +192,22 @@ def simulator_cce(
       game: the game (its model is used only through sampled transitions and rewards).
       key: PRNG key.
       epsilon: target CCE gap (absolute, values lie in ``[0, H]``).
-      method: ``"paper"`` (gap decomposition + empirical-Bernstein bandits, stops on its
-        certificate) or ``"baseline"`` (EXP3-IX with the ``sum_i A_i`` budget).
-      delta: failure probability in the certificates.
+      method: ``"paper"`` (empirical-Bernstein bandits) or ``"baseline"`` (EXP3-IX).
+      stop: when a stage ``(h, s)`` stops: ``"certificate"`` (the paper's decomposed
+        certificate ``<= epsilon / H``; the paper's bandit only, its default) or ``"exact"``
+        (the stage's exact CCE gap against the exact continuation values ``<= epsilon / H``,
+        which bounds the whole policy's exact gap by ``epsilon``; the baseline's default, and
+        the rule the experiments apply to both methods).
+      delta: failure probability of the run's certificates (union bound over ``2 m H S``
+        bandit bounds).
       max_rounds: cap on the rounds per (step, state).
       horizon: play only the first ``horizon`` steps (default: all); with games padded by
         :func:`~jaxpapers.markov_games.pad_horizon` several horizons share one compiled learner.
 
     Returns:
-      :class:`CCEResult`; ``samples`` is the total number of simulator calls.
+      :class:`CCEResult`; ``samples`` is the total number of simulator calls and
+      ``certificate`` the sum over steps of the worst stage's certificate (``stop=
+      "certificate"``) or exact stage gap (``stop="exact"``).
 
     Examples:
         >>> import jax
@@ -180,15 +219,24 @@ def simulator_cce(
     check_positive("epsilon", epsilon)
     check_positive("delta", delta)
     check_positive("max_rounds", max_rounds)
+    paper = is_paper(method)
+    stop = ("certificate" if paper else "exact") if stop is None else stop
+    if stop not in STOPS:
+        raise ValueError(f"stop={stop!r}; expected one of {STOPS}")
+    if stop == "certificate" and not paper:
+        raise ValueError(
+            "stop='certificate' with method='baseline': EXP3-IX has no data-dependent "
+            "certificate here; use stop='exact'"
+        )
     dtype = game.rewards.dtype
-    paper = jnp.asarray(is_paper(method))
     horizon = jnp.asarray(check_horizon(game, horizon) if is_concrete(horizon) else horizon)
     return _simulate(
         game,
         key,
         jnp.asarray(epsilon, dtype),
         jnp.asarray(delta, dtype),
-        paper,
+        jnp.asarray(paper),
+        stop,
         horizon,
         max_rounds,
     )

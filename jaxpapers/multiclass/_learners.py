@@ -28,11 +28,12 @@ class Learner(eqx.Module):
     Attributes:
         eta: step size of the gradient update (the perceptron is scale-free from ``W = 0``).
         exploration: Gaptron's ``a`` in :math:`\\gamma_t = \\min(1/2, a \\|x_t\\|^2)`; 0 gives
-            the deterministic argmax predictor.
+            the deterministic argmax predictor. Unused when ``parameter_free`` (``a`` is then
+            the bet's implied step).
         mistake_driven: update only on mistakes (perceptron) instead of on every round.
         stable_gate: skip exploration on rounds whose prediction is stable for every label.
-        parameter_free: replace the step size by Krichevsky-Trofimov coin betting (``eta`` is
-            then unused and the exploration scale follows the betting iterate).
+        parameter_free: replace the step size by Krichevsky-Trofimov coin betting (``eta`` and
+            ``exploration`` are then unused: the exploration scale is the bet's implied step).
     """
 
     eta: Float[Array, ""]
@@ -64,8 +65,11 @@ def perceptron() -> Learner:
 
 
 def stable_perceptron(eta: float = 1.0) -> Learner:
-    """Perceptron that also takes surrogate steps on correct rounds: such a step raises the
-    true class's score, so it never changes the prediction (the round is stable)."""
+    """Online gradient descent on the surrogate every round with the argmax predictor (Gaptron
+    with ``a = 0``). Steps on correct rounds never change the prediction, but this is plain
+    surrogate OGD, not the paper's perceptron: the paper's perceptron result is a sharper
+    *bound* for the standard :func:`perceptron` (see the ``perceptron_bound`` experiment), and
+    the experiments do not use this learner."""
     return _learner(eta, 0.0, False, False, False)
 
 
@@ -81,9 +85,13 @@ def stable_gaptron(eta: float = 1.0, exploration: float = 0.5) -> Learner:
     return _learner(eta, exploration, False, True, False)
 
 
-def parameter_free_gaptron(exploration: float = 0.5) -> Learner:
-    """Stability-gated Gaptron whose iterate is a KT coin bet (no step size to tune)."""
-    return _learner(1.0, exploration, False, True, True)
+def parameter_free_gaptron() -> Learner:
+    r"""Stability-gated Gaptron whose iterate is a KT coin bet (no step size to tune).
+
+    Its exploration is :math:`\gamma_t = \min(1/2, \eta_t \|x_t\|^2)` with the bet's implied
+    step :math:`\eta_t = \|W_t\|/(G\sqrt{t+1}) + 1/(G (t+1))` in place of Gaptron's fixed ``a``,
+    so no constant is set by hand (``exploration`` is unused)."""
+    return _learner(1.0, 0.0, False, True, True)
 
 
 class OnlineResult(NamedTuple):
@@ -135,6 +143,13 @@ def _step_size(learner, state, t, radius, loss):
     return jnp.where(learner.parameter_free, kt, learner.eta)
 
 
+def _exploration_scale(learner, step):
+    """Gaptron's ``a`` in ``gamma_t = min(1/2, a ||x_t||^2)``: the fixed ``exploration`` for OGD,
+    the bet's implied step for the parameter-free Gaptron (the surrogate gap pays the step's
+    ``step ||grad||^2 / 2`` only when ``gamma_t`` scales with that step)."""
+    return jnp.where(learner.parameter_free, step, learner.exploration)
+
+
 def _stable_for_every_label(scores, sq_norm, step, loss):
     """True when, for every possible label, the update would keep ``argmax`` unchanged."""
     C = scores.shape[0]
@@ -181,7 +196,7 @@ def _run(learner, stream, key, radius, num_classes, loss, delay):
         sq = jnp.sum(x * x)
         step = _step_size(learner, state, t, radius, loss)
         gate = learner.stable_gate & _stable_for_every_label(scores, sq, step, loss)
-        gamma = jnp.where(gate, 0.0, jnp.minimum(0.5, learner.exploration * sq))
+        gamma = jnp.where(gate, 0.0, jnp.minimum(0.5, _exploration_scale(learner, step) * sq))
         u = jax.random.uniform(k, (2,))  # one draw: explore?, then which label
         explore = u[0] < gamma
         y_hat = jnp.where(explore, jnp.minimum((u[1] * C).astype(jnp.int32), C - 1), y_star)

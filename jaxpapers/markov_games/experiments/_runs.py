@@ -36,11 +36,18 @@ def _batch(learner, games, keys, horizons, **kwargs):
     return jax.vmap(run)(games, keys, horizons)
 
 
-def simulator_cce_batch(games, keys, horizons, *, epsilon, method, cap):
-    """:func:`simulator_cce` over stacked games, keys and horizons (one compile per shape: the
-    method and the horizon are traced inside)."""
+def simulator_cce_batch(games, keys, horizons, *, epsilon, method, cap, stop=None):
+    """:func:`simulator_cce` over stacked games, keys and horizons (one compile per shape and
+    stopping rule: the method and the horizon are traced inside)."""
     return _batch(
-        simulator_cce, games, keys, horizons, epsilon=epsilon, method=method, max_rounds=cap
+        simulator_cce,
+        games,
+        keys,
+        horizons,
+        epsilon=epsilon,
+        method=method,
+        stop=stop,
+        max_rounds=cap,
     )
 
 
@@ -57,9 +64,13 @@ def run_bandit_batch(losses, keys, adaptive: bool):
     return jax.vmap(run)(losses, keys)
 
 
-def _learn(setting: str, seeds: list[int], sizes: Any, horizons, players: int) -> dict:
+def _learn(
+    setting: str, seeds: list[int], sizes: Any, horizons, players: int, epsilon: float
+) -> dict:
     """Samples, certificates and exact gaps of both methods for every (horizon, seed), all in one
-    vmapped call per method (games padded to the longest horizon)."""
+    vmapped call per method (games padded to the longest horizon). Both methods stop by the same
+    rule: in the simulator the exact stage gaps (``stop="exact"``), online their own certificate
+    together with the exact gap of the output."""
     longest = max(horizons)
     games, hs = [], []
     for H in horizons:
@@ -71,10 +82,13 @@ def _learn(setting: str, seeds: list[int], sizes: Any, horizons, players: int) -
     games = stack_trees(games)
     hs = jnp.asarray(hs)
     keys = jax.random.split(jax.random.key(7 + 31 * players), len(hs))
-    learner = simulator_cce_batch if setting == "simulator" else online_cce_batch
+    if setting == "simulator":
+        learner = partial(simulator_cce_batch, stop="exact")
+    else:
+        learner = online_cce_batch
     out: dict[str, Any] = {str(float(H)): {} for H in horizons}
     for method in METHODS:
-        res = learner(games, keys, hs, epsilon=sizes.epsilon, method=method, cap=sizes.cap)
+        res = learner(games, keys, hs, epsilon=epsilon, method=method, cap=sizes.cap)
         gaps = jax.vmap(lambda g, p: cce_gap(g, p).gap)(games, res.policy)
         fields = {
             "samples": res.samples,
@@ -88,11 +102,19 @@ def _learn(setting: str, seeds: list[int], sizes: Any, horizons, players: int) -
     return out
 
 
-def _slopes(x: list[float], runs: dict, method: str, bootstrap: int) -> tuple[list[float], Any]:
-    """Per-seed log-log slopes of samples against ``x`` and the bootstrap fit over seeds."""
-    y = np.array([runs[str(v)][method]["samples"] for v in x]).T  # [seeds, points]
-    per_seed = [fit_loglog_slope(x, row, num_bootstrap=bootstrap).slope for row in y]
-    return per_seed, fit_loglog_slope(x, y, num_bootstrap=bootstrap)
+def _slopes(x: list[float], runs: dict, method: str) -> list[float]:
+    """One log-log slope of samples against ``x`` per seed (least squares over the points)."""
+    y = np.array([runs[str(v)][method]["samples"] for v in x], float).T  # [seeds, points]
+    return [fit_loglog_slope(x, np.maximum(row, 1.0), num_bootstrap=1).slope for row in y]
+
+
+def _worst_gap(runs: dict, epsilon: float) -> float:
+    """The largest exact CCE gap of any stopped output, over epsilon (<= 1 by the rule)."""
+    return max(max(r[mm]["gap"]) for r in runs.values() for mm in METHODS) / epsilon
+
+
+def _all_converged(runs: dict) -> bool:
+    return all(all(r[mm]["converged"]) for r in runs.values() for mm in METHODS)
 
 
 def run_players(ctx: Context, sizes: Any) -> Outcome:
@@ -100,33 +122,38 @@ def run_players(ctx: Context, sizes: Any) -> Outcome:
     sum_a = [float(sizes.actions * m) for m in sizes.players]
     runs = {}
     for m, x in zip(sizes.players, sum_a, strict=True):
-        learn = partial(_learn, "simulator", seeds, sizes, [sizes.horizon], m)
+        learn = partial(
+            _learn, "simulator", seeds, sizes, [sizes.horizon], m, sizes.epsilon_players
+        )
         runs[str(x)] = ctx.cached(f"players_{m}", learn)[str(float(sizes.horizon))]
-    values, extras = {}, {"sum_A": sum_a, "max_A": sizes.actions, "runs": runs, "fits": {}}
-    for method in METHODS:
-        per_seed, fit = _slopes(sum_a, runs, method, sizes.bootstrap)
-        values[f"{method}_slope"] = per_seed
-        end = "high" if method == "paper" else "low"
-        values[f"{method}_slope_{end}"] = [getattr(fit, end)]
-        extras["fits"][method] = fit._asdict()
-    worst = max(max(r[mm]["gap"]) for r in runs.values() for mm in METHODS)
-    extras["max_gap_over_epsilon"] = worst / sizes.epsilon
+    values = {f"{method}_slope": _slopes(sum_a, runs, method) for method in METHODS}
+    values["worst exact gap / epsilon"] = [_worst_gap(runs, sizes.epsilon_players)]
+    extras = {
+        "sum_A": sum_a,
+        "max_A": sizes.actions,
+        "epsilon": sizes.epsilon_players,
+        "all_converged": _all_converged(runs),
+        "runs": runs,
+    }
     return Outcome(values, extras)
 
 
 def run_horizon(ctx: Context, sizes: Any) -> Outcome:
     seeds = ctx.seed_list
     horizons = [float(h) for h in sizes.horizons]
-    values, extras = {}, {"horizons": horizons, "fits": {}, "runs": {}}
-    for setting in ("simulator", "online"):
-        learn = partial(_learn, setting, seeds, sizes, list(sizes.horizons), 2)
+    values: dict[str, list[float]] = {}
+    extras: dict[str, Any] = {"horizons": horizons, "runs": {}, "epsilon": {}}
+    worst = []
+    for setting, eps in (("simulator", sizes.epsilon_horizon), ("online", sizes.epsilon)):
+        learn = partial(_learn, setting, seeds, sizes, list(sizes.horizons), 2, eps)
         runs = ctx.cached(setting, learn)
         extras["runs"][setting] = runs
+        extras["epsilon"][setting] = eps
+        extras[f"{setting}_all_converged"] = _all_converged(runs)
+        worst.append(_worst_gap(runs, eps))
         for method in METHODS:
-            per_seed, fit = _slopes(horizons, runs, method, sizes.bootstrap)
-            values[f"{setting}_{method}_slope"] = per_seed
-            values[f"{setting}_{method}_slope_high"] = [fit.high]
-            extras["fits"][f"{setting}_{method}"] = fit._asdict()
+            values[f"{setting}_{method}_slope"] = _slopes(horizons, runs, method)
+    values["worst exact gap / epsilon"] = [max(worst)]
     return Outcome(values, extras)
 
 
@@ -149,7 +176,7 @@ def run_bandit_variance(ctx: Context, sizes: Any) -> Outcome:
         keys = jax.random.split(jax.random.key(3), len(seeds))
         for name, adaptive in (("bernstein", True), ("exp3", False)):
             regret = run_bandit_batch(losses, keys, adaptive)
-            values[f"{name}_{noise}"] = np.asarray(regret[:, -1], float).tolist()
+            values[f"{name}_{noise}"] = (np.asarray(regret[:, -1], float) / sizes.rounds).tolist()
             stride = max(1, sizes.rounds // 100)
             curves[f"{name}_{noise}"] = np.asarray(regret.mean(0)[::stride], float).tolist()
     return Outcome(values, {"curves": curves, "means": means.tolist(), "spread": sizes.spread})

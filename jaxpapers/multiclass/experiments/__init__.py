@@ -1,11 +1,18 @@
-"""P16 experiments: registrations and the table of sizes (runs live in ``_tasks.py``)."""
+"""P16 experiments: registrations and the table of sizes (runs live in ``_tasks.py``).
+
+Every step size is tuned on validation streams apart from the test streams (``_tasks``); claims
+are as strong as the abstract's verbs: "improve" is :class:`Better` (paired one-sided t test over
+the seeds), and the two claims without a comparative verb (a parameter-free Gaptron; results
+extended to the batch setting) are non-inferiority with margins fixed from the metric's scale
+before any run (see each experiment).
+"""
 
 from __future__ import annotations
 
 from functools import partial
 from typing import NamedTuple
 
-from jaxpapers.core.experiment import AllOf, Better, Experiment, Threshold, register
+from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold, register
 from jaxpapers.multiclass.experiments import _plots, _tasks
 
 PAPER = "P16"
@@ -17,25 +24,30 @@ class Sizes(NamedTuple):
     C: int = 5
     noise: float = 0.1
     margin: float = 0.05
-    eta: float = 0.3
-    exploration: float = 0.3
     losses: tuple[str, ...] = ("hinge", "smooth_hinge", "logistic")
     delays: tuple[int, ...] = (0, 10, 100)
-    eta_grid: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+    eta_grid: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+    ridges: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)
+    scales: tuple[float, ...] = (0.1, 1.0, 10.0)
     train: int = 1347
+    validation: int = 300
 
 
 SIZES = {
-    # Smoke: three step sizes + the parameter-free Gaptron are four learners, the shape of the
-    # other experiments' grids, so parameter_free reuses their compiled run (as delay 0 does).
     "smoke": Sizes(
-        T=200, d=5, C=3, losses=("hinge",), delays=(0, 100), eta_grid=(0.1, 0.3, 1.0), train=300
+        T=200,
+        d=5,
+        C=3,
+        losses=("hinge",),
+        delays=(0, 100),
+        eta_grid=(0.1, 0.3, 1.0),
+        ridges=(1.0,),
+        train=300,
+        validation=100,
     ),
     "quick": Sizes(T=3000),
     "full": Sizes(T=50_000, d=50, C=10),
 }
-
-FOUR = ("perceptron", "Gaptron", "stable perceptron", "stable Gaptron")
 
 register(
     Experiment(
@@ -55,17 +67,44 @@ register(
 register(
     Experiment(
         paper=PAPER,
+        id="perceptron_bound",
+        claim="improved surrogate regret bound for the standard perceptron: on every noisy "
+        "stream and every comparator U (a ridge path on the mistake rounds; the perceptron's own "
+        "direction at three scales), M - L_M(U) <= |U| R sqrt(2 M_u) "
+        "(M_u: mistakes whose update changed the prediction), and this bound is tighter than "
+        "the classic |U| R sqrt(2 M)",
+        metric="ratios (a bound holds when M - L_M(U) over it is <= 1; new / old < 1 is tighter)",
+        lower_is_better=True,
+        baselines=(),
+        methods=(
+            "worst stream: max_U (M - L_M(U)) / new bound",
+            "max_U (M - L_M(U)) / new bound",
+            "new bound / old bound",
+        ),
+        # the first row is one value (the worst stream), decided exactly: the bound must hold on
+        # every stream; the per-stream ratio new/old is judged by the one-sided t test
+        rule=AllOf(
+            (
+                Threshold("worst stream: max_U (M - L_M(U)) / new bound", 1.0),
+                Threshold("new bound / old bound", 1.0),
+            )
+        ),
+        run=partial(_tasks.perceptron_bound, sizes=SIZES),
+    )
+)
+
+register(
+    Experiment(
+        paper=PAPER,
         id="surrogate_regret",
-        claim="the stability-exploiting perceptron and Gaptron have lower surrogate regret than "
-        "the perceptron and Gaptron on the same noisy streams (hinge; smooth hinge and logistic "
-        "rows reported too)",
+        claim="the stability-exploiting Gaptron has lower surrogate regret than the standard "
+        "perceptron and than Gaptron on the same noisy streams (hinge; every step tuned on "
+        "the same grid and validation streams; smooth hinge and logistic in the extras)",
         metric="sum_t E[mistake] - sum_t hinge_t(U*) (U* offline, ridge 1, optax L-BFGS)",
         lower_is_better=True,
         baselines=("perceptron", "Gaptron"),
-        methods=("stable perceptron", "stable Gaptron"),
-        rule=AllOf(
-            (Better("stable perceptron", "perceptron"), Better("stable Gaptron", "Gaptron"))
-        ),
+        methods=("stable Gaptron",),
+        rule=AllOf((Better("stable Gaptron", "perceptron"), Better("stable Gaptron", "Gaptron"))),
         run=partial(_tasks.surrogate_regret, sizes=SIZES),
         plot=_plots.plot_mistake_curves,
     )
@@ -75,16 +114,17 @@ register(
     Experiment(
         paper=PAPER,
         id="delays",
-        claim="with delayed feedback (d = 0, 10, 100) the stability-exploiting Gaptron keeps a "
-        "lower surrogate regret than Gaptron at the largest delay",
+        claim="with delayed feedback (d = 0, 10, 100; steps tuned at each delay) the "
+        "stability-exploiting Gaptron has lower surrogate regret than Gaptron and the "
+        "perceptron at the largest delay",
         metric="surrogate regret (hinge) at each delay",
         lower_is_better=True,
         baselines=("Gaptron d=100", "perceptron d=100"),
-        methods=("stable Gaptron d=100", "stable perceptron d=100"),
+        methods=("stable Gaptron d=100",),
         rule=AllOf(
             (
                 Better("stable Gaptron d=100", "Gaptron d=100"),
-                Better("stable perceptron d=100", "perceptron d=100"),
+                Better("stable Gaptron d=100", "perceptron d=100"),
             )
         ),
         run=partial(_tasks.delays, sizes=SIZES),
@@ -96,16 +136,19 @@ register(
     Experiment(
         paper=PAPER,
         id="parameter_free",
-        claim="parameter-free Gaptron, with no step size, beats Gaptron at the median step of "
-        "a grid and is no worse than the best step chosen in hindsight",
-        metric="surrogate regret (hinge)",
+        claim="parameter-free Gaptron, with no step size, beats Gaptron at the median step of the "
+        "grid and is no worse than Gaptron at the step tuned on validation streams (margin 0.01 "
+        "expected mistakes per round)",
+        metric="surrogate regret (hinge) per round",
         lower_is_better=True,
-        baselines=("Gaptron (best eta of grid)", "Gaptron (median eta of grid)"),
+        baselines=("Gaptron (tuned eta)", "Gaptron (median eta)"),
         methods=("parameter-free Gaptron",),
+        # margin: one expected mistake per 100 rounds, a tenth of the label-noise rate (0.1) that
+        # sets the scale of the per-round regret; fixed before any run
         rule=AllOf(
             (
-                Better("parameter-free Gaptron", "Gaptron (median eta of grid)"),
-                Better("parameter-free Gaptron", "Gaptron (best eta of grid)", at_least=True),
+                Better("parameter-free Gaptron", "Gaptron (median eta)"),
+                NoWorse("parameter-free Gaptron", "Gaptron (tuned eta)", margin=0.01),
             )
         ),
         run=partial(_tasks.parameter_free, sizes=SIZES),
@@ -117,20 +160,21 @@ register(
         paper=PAPER,
         id="batch",
         claim="online-to-batch (one pass, average iterate) on sklearn digits: the stable "
-        "Gaptron's test error is no worse than the perceptron's (average or last iterate)",
+        "Gaptron's test error is no worse than the perceptron's (average or last iterate), "
+        "margin 0.02",
         metric="test error of the average iterate (held-out quarter of the digits)",
         lower_is_better=True,
         baselines=("perceptron (average iterate)", "perceptron (last iterate)"),
         methods=("stable Gaptron (average iterate)",),
+        # margin: 2 points of test error (9 of the 450 test digits), about the seed-to-seed
+        # spread of a linear classifier's error at this sample size; fixed before any run
         rule=AllOf(
             (
-                Better(
-                    "stable Gaptron (average iterate)",
-                    "perceptron (average iterate)",
-                    at_least=True,
+                NoWorse(
+                    "stable Gaptron (average iterate)", "perceptron (average iterate)", margin=0.02
                 ),
-                Better(
-                    "stable Gaptron (average iterate)", "perceptron (last iterate)", at_least=True
+                NoWorse(
+                    "stable Gaptron (average iterate)", "perceptron (last iterate)", margin=0.02
                 ),
             )
         ),

@@ -48,6 +48,13 @@ def comparator_losses(streams: Stream, num_classes: int, loss: str = "hinge"):
     return jax.vmap(lambda s: best_linear_predictor(s, num_classes, loss=loss).total_loss)(streams)
 
 
+@partial(jax.jit, static_argnames=("num_classes", "loss"))
+def comparators(streams: Stream, num_classes: int, l2, loss: str = "hinge"):
+    """The offline comparators (weights ``[seeds, C, d]`` and summed losses ``[seeds]``) at
+    ridge ``l2``."""
+    return jax.vmap(lambda s: best_linear_predictor(s, num_classes, loss=loss, l2=l2))(streams)
+
+
 def stack(learners) -> object:
     return stack_trees(list(learners))
 
