@@ -269,9 +269,6 @@ class Better(RuleBase):
 
     method: str
     baseline: str
-    # Transitional: a margin-less "no worse" is judged as "better" until each paper names its
-    # margin with NoWorse; the field goes once no experiment passes it.
-    at_least: bool = False
 
     def names(self) -> tuple[str, ...]:
         return (self.method, self.baseline)
