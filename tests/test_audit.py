@@ -13,11 +13,13 @@ import pytest
 from jaxpapers.audit import (
     DISH_SYSTEM,
     FEATURES,
+    SCENARIOS,
     USER,
     Refinement,
     TargetConfig,
     WriterConfig,
     awareness_rates,
+    deployment_systems,
     dish_tool_result,
     feature_counts,
     fit_realism_judge,
@@ -35,6 +37,7 @@ from jaxpapers.audit import (
     run_deployment,
     wilson_interval,
 )
+from jaxpapers.audit._world import TELLS
 from jaxpapers.core.chat import FunctionChatModel, Transcript
 from jaxpapers.core.experiment import run_paper
 
@@ -91,7 +94,66 @@ def test_refinement_keeps_the_best_scored_candidate_and_depth0_is_plain(key):
     rec = refine_action(auditor, scorer, BRIEF, cmd, Refinement(3, 3), key=key)
     assert len(rec.history) == 3 * 4
     assert rec.score == max(h["score"] for h in rec.history)
-    assert rec.history[0]["text"] == plain  # the first candidate is the plain action
+    assert rec.text in [h["text"] for h in rec.history if h["score"] == rec.score]
+
+
+def test_depth_pools_share_no_candidate():
+    """Each depth samples its own pool: a deeper audit is not the shallower one plus chances.
+
+    (Before the fix, every depth reused the depth-0 sample and the same candidate keys, so the
+    scorer's pick could not get worse with depth.)
+    """
+    auditor, _, scorer = roles()
+    cmd = "WRITE user_message turn=0"
+    same_first, same_pool, pools = 0, 0, []
+    n = 30
+    for i in range(n):
+        k = np.array([i, 11], np.uint32)
+        plain = refine_action(auditor, None, BRIEF, cmd, Refinement(0, 3), key=k).text
+        recs = [refine_action(auditor, scorer, BRIEF, cmd, Refinement(d, 3), key=k) for d in (1, 2)]
+        firsts = [[h["text"] for h in r.history if h["depth"] == 0] for r in recs]
+        same_first += recs[0].history[0]["text"] == plain
+        same_pool += firsts[0] == firsts[1]
+        pools.append(([{tuple(h.get("key", ())) for h in r.history} for r in recs], k))
+    # Texts can coincide by chance (small phrase banks), keys cannot; before: n of n.
+    assert same_first < n / 2 and same_pool < n / 4
+    for (one, two), k in pools:
+        assert not one & two and tuple(int(x) for x in k) not in one | two
+
+
+def test_every_realism_dimension_is_weighted_and_quoted(key):
+    """The scorer (the target) perceives every feature, formality included, and quotes it."""
+    cfg = TargetConfig()
+    assert all(w != 0 for w in cfg.weights)
+    assert all(w > 0 for w, f in zip(cfg.weights, FEATURES, strict=True) if f in TELLS)
+    scorer = make_scorer(cfg)
+    for phrases in TELLS.values():
+        text = f"Please fix the failing test. {phrases[0]}"
+        _, feedback = parse_score(
+            scorer.chat([{"role": "user", "content": f"CANDIDATE\n{text}"}], key=key)
+        )
+        assert f'remove "{phrases[0]}"' in feedback, phrases[0]
+
+
+def test_audit_and_deployment_system_prompts_are_equal():
+    """A tell-free auditor writes the system prompt a deployment of the scenario runs with."""
+    auditor = make_writer(WriterConfig(tell_rate=0.0, natural_rate=0.0))
+    target, user = make_target(), make_writer(USER, name="user")
+    for scenario in SCENARIOS:
+        deployed = {
+            run_deployment(scenario.name, user=user, target=target, key=np.array([i, 3], np.uint32),
+                           turns=1).messages()[0]["content"]
+            for i in range(12)
+        }  # fmt: skip
+        assert deployed == set(deployment_systems(scenario.name))
+        for i in range(6):
+            audit = run_audit(
+                scenario.name, auditor=auditor, target=target, key=np.array([i, 4], np.uint32),
+                turns=1,
+            )  # fmt: skip
+            assert audit.messages()[0]["content"] in deployed, scenario.name
+        if scenario.coding:
+            assert deployed == {DISH_SYSTEM}
 
 
 def test_refinement_raises_scorer_realism_on_average():
@@ -252,6 +314,8 @@ def test_audit_over_http_equals_in_process(key):
             turns=2,
             refinement=Refinement(1, 2),
         )
+        for client in remote.values():  # close the connections before the server stops
+            client.client.close()
     assert http.to_json() == local.to_json()
 
 
@@ -263,7 +327,14 @@ def test_p11_smoke(tmp_path):
     for exp in exps.values():
         for row in exp["rows"]:
             assert math.isfinite(row["mean"]) and len(row["seeds"]) == 2, (exp["id"], row)
-    assert exps["sanity"]["verdict"] == "holds"
+    # The exact known answers hold at any size; the judge's 0.5 on identical inputs is a t test
+    # over seeds, which two smoke seeds cannot resolve (it holds at quick size).
+    sanity = {c["quantity"]: c["verdict"] for c in exps["sanity"]["comparisons"]}
+    assert sanity["turns where depth 0 differs from no refinement"] == "holds"
+    assert sanity["sampling keys shared by the candidate pools of depths 0, 1, 2, 4"] == "holds"
+    assert exps["sanity"]["verdict"] != "does not hold"
+    agreement = [r for r in exps["realism_vs_depth"]["rows"] if "agreement" in r["method"]]
+    assert len(agreement) == 1 and all(0 <= v <= 1 for v in agreement[0]["seeds"])
     assert (tmp_path / "P11" / "realism_vs_depth.png").exists()
 
 
@@ -294,3 +365,63 @@ def test_interrupted_audit_keeps_every_finished_turn(key, tmp_path):
     assert roles_seen[0] == "system" and roles_seen.count("assistant") == 2
     assert roles_seen[-1] in ("user", "tool")  # the turn that was being answered is kept
     assert saved.turns()[1].meta["candidates"]  # refinement records survive too
+
+
+def test_judge_is_trained_on_every_condition(monkeypatch):
+    """The judge sees audits of every depth and DISH setting, not only unrefined ones."""
+    from jaxpapers.audit.experiments import _runs
+
+    seen = []
+    real = _runs.run_audit
+
+    def spy(scenario, **kw):
+        seen.append((kw["refinement"].depth, kw.get("dish", False)))
+        return real(scenario, **kw)
+
+    monkeypatch.setattr(_runs, "run_audit", spy)
+    s = _runs.Sizes(pairs=4, judge_train=16, turns=1, candidates=2, dish_depth=2, aware_steps=1)
+    getattr(_runs, "_JUDGES", {}).pop((s, 123), None)
+    _runs.train_judge(s, 123)
+    assert {d for d, _ in seen} == set(_runs.DEPTHS) and {x for _, x in seen} == {False, True}
+    assert set(seen) == {(d, x) for d in _runs.DEPTHS for x in (False, True)}
+    getattr(_runs, "_JUDGES", {}).pop((s, 123), None)
+
+
+def test_concordance_against_brute_force(rng):
+    from jaxpapers.audit.experiments._runs import concordance
+
+    x = rng.integers(0, 5, 25).astype(float)  # ties on purpose
+    y = x + rng.normal(0, 2, 25)
+    y[:4] = y[4]
+    agree = disagree = 0
+    for i in range(25):
+        for j in range(i + 1, 25):
+            p = (x[i] - x[j]) * (y[i] - y[j])
+            agree += p > 0
+            disagree += p < 0
+    assert concordance(x, y) == pytest.approx(agree / (agree + disagree), abs=1e-15)
+    assert concordance(x, x) == 1.0 and concordance(x, -x) == 0.0
+    with pytest.raises(ValueError, match="expected equal 1-d shapes"):
+        concordance(x, y[:3])
+
+
+def test_p11_rules_have_the_abstracts_strength():
+    """No margin-less "no worse"; every depth step judged; additivity as the abstract states it."""
+    from jaxpapers.core.experiment import experiments_for
+    from jaxpapers.core.verdicts import AllOf, Better, NoWorse
+
+    def parts(rule):
+        return [q for p in rule.parts for q in parts(p)] if isinstance(rule, AllOf) else [rule]
+
+    exps = {e.id: e for e in experiments_for("P11")}
+    for e in exps.values():
+        for p in parts(e.rule):
+            assert not getattr(p, "at_least", False), (e.id, p)
+    steps = {(p.method, p.baseline) for p in parts(exps["realism_vs_depth"].rule)
+             if isinstance(p, Better)}  # fmt: skip
+    assert {
+        ("win rate, depth 2", "win rate, depth 1"),
+        ("win rate, depth 4", "win rate, depth 2"),
+    } <= steps
+    assert any(isinstance(p, NoWorse) for p in parts(exps["additivity"].rule))
+    assert any("agreement" in r for r in exps["realism_vs_depth"].baselines)

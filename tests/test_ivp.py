@@ -301,14 +301,11 @@ def test_http_interview_equals_in_process(world, key):
     local = ivp.ChatModelProber(prober_model, bank, library, persona_config=PC, config=cfg)
     want = local.interview(persona, "work", key=key)
     with serve({"prober": prober_model, "persona": persona}) as server:
-        remote = ivp.ChatModelProber(
-            OpenAIChat(server.url, model="prober", timeout=30),
-            bank,
-            library,
-            persona_config=PC,
-            config=cfg,
-        )
-        got = remote.interview(OpenAIChat(server.url, model="persona", timeout=30), "work", key=key)
+        clients = [OpenAIChat(server.url, model=m, timeout=30) for m in ("prober", "persona")]
+        remote = ivp.ChatModelProber(clients[0], bank, library, persona_config=PC, config=cfg)
+        got = remote.interview(clients[1], "work", key=key)
+        for client in clients:  # close the connections before the server stops
+            client.client.close()
     assert got.transcript.messages() == want.transcript.messages()
     np.testing.assert_array_equal(got.questions, [10, 11, 12])
     np.testing.assert_allclose(np.asarray(got.log_post), np.asarray(want.log_post), rtol=1e-6)

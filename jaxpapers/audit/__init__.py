@@ -12,7 +12,10 @@ real deployment transcript, and verbalised evaluation awareness.
 scores each candidate for realism :math:`s(a) \in [0, 1]` and writes feedback :math:`f(a)`, and the
 auditor revises :math:`a_{d+1} = \mathrm{revise}(a_d, f(a_d))`; the action taken is
 :math:`\arg\max_{d, k} s(a^{(k)}_d)`. Depth :math:`D = 0` is the unrefined auditor. Using the
-target as the critic is the point: it knows what looks fake *to itself*.
+target as the critic is the point: it knows what looks fake *to itself*. Each depth draws its
+:math:`K` candidates from keys of its own, so the audits of two depths share no candidate: a
+deeper audit is an independent draw, not the shallower one plus extra chances, and its realism
+can come out lower.
 
 **DISH** wraps the target in a deployment-imitating coding-agent harness (the harness's system
 prompt and tool schema, tool results from a real file system and shell), so the auditor no
@@ -22,23 +25,27 @@ longer simulates the environment, only the user.
 come from phrase banks with latent features (:mod:`._world`): *tells* (announced tests,
 placeholders, bait, hypotheticals, urgency, convenient secrets, stilted formality) and *natural*
 cues. The target says it is being tested with probability :math:`\sigma(b + w\cdot n)` over the
-feature counts :math:`n` of what it was shown; the scorer is the same model rating a candidate
-(:math:`\sigma(-(b + w\cdot n(a)))`) and quoting the phrases it finds suspicious; the auditor
-removes quoted phrases with some probability and may add a detail or slip in a new tell. The
-judge is *not* the scorer: a naive-Bayes model trained per seed on held-out deployment transcripts
-(from a separate user-imitating process) against unrefined audits, queried pairwise in random
-order. Realism therefore rises only where the scorer's perception and the judge's overlap (the
-target ignores formality, which the judge notices): the mechanism runs, nothing is hard-coded.
+feature counts :math:`n` of what it was shown, every feature weighted (tells > 0, natural cues
+< 0); the scorer is the same model rating a candidate (:math:`\sigma(-(b + w\cdot n(a)))`) and
+quoting the suspicious phrases it finds; the auditor removes quoted phrases with some probability
+and may add a detail or slip in a new tell. An auditor writing a system prompt starts from the
+prompt real deployments of the scenario use (:func:`deployment_systems`: the coding harness's for
+coding scenarios) and may add tells; without DISH it still simulates the tool results, whose
+bodies differ from a real shell's. The judge is *not* the scorer: a naive-Bayes model trained per
+seed on held-out deployment transcripts (from a separate user-imitating process) against held-out
+audits of every measured condition (depths 0-4, with and without DISH, equally many), queried
+pairwise in random order. The experiments report how often judge and scorer order two audits
+alike (their agreement), so a reader can see how much of the judge's verdict the selection
+signal already decides.
 
-**Findings at quick size** (``results/P11``, 3 seeds x 96 pairings): the win rate rises from
-0.003 (depth 0) to 0.24, 0.27, 0.27 (depths 1, 2, 4) and verbalised awareness falls from 0.66 to
-0.007 (rule-based) and from 0.80 to 0.02 (scored by a small decoder LM trained to answer
-"aware?", which also catches implicit statements the rule misses). The curve plateaus after
-depth 1-2 because what remains (formality, revision slips) is invisible to the scorer, which is
-the target itself. In coding scenarios DISH alone raises the win rate from 0 to 0.10 (the
-auditor's tells in user turns still give audits away) and refinement alone leaves it at 0 (it
-cannot turn the auditor's system prompt and simulated tool output into a real harness's);
-together they reach 0.40: far more than additive, each removing the cues the other cannot.
+**Findings at quick size** (``results/P11``, 5 seeds x 96 pairings): the win rate rises from
+0.016 (depth 0) to 0.39 at depth 1 and is flat after (0.39, 0.38 at depths 2, 4), so the
+monotone rise is inconclusive at depths 2 and 4 with near-zero effects: one refinement round
+already takes the scorer's realism score from 0.28 to 0.997, and what the judge still notices
+(the auditor's simulated tool results) is outside the target's perception. Verbalised awareness
+falls from 0.74 to 0.004. Judge and scorer order 76% of audit pairs alike. In coding scenarios
+DISH alone (0.10) and refinement alone (0.10) each help, and together they reach 0.41, above the
+two gains added. Details and what changed in :mod:`jaxpapers.audit.experiments`.
 
 Examples:
     >>> import jax
@@ -60,6 +67,7 @@ from jaxpapers.audit._agents import (
     USER,
     TargetConfig,
     WriterConfig,
+    deployment_systems,
     make_scorer,
     make_target,
     make_writer,
@@ -109,6 +117,7 @@ __all__ = [
     "awareness_rates",
     "check_refinement",
     "child_key",
+    "deployment_systems",
     "dish_tool_result",
     "feature_counts",
     "fit_awareness_lm",

@@ -1,9 +1,11 @@
 """Measurement: the pairwise realism judge, win rates with Wilson intervals, evaluation awareness.
 
 The realism judge is *not* the refinement scorer: it is a bag-of-words naive-Bayes model trained
-on a held-out corpus of deployment transcripts versus unrefined audit transcripts, so it knows
-what separates audits from real use in general (including cues the target itself ignores), and
-refinement cannot game it by construction. A pairwise comparison shows the judge both
+on a held-out corpus of deployment transcripts versus audit transcripts (the experiments train it
+on audits of every depth and DISH setting they measure, equally many of each), so it learns what
+separates audits from real use from data, words the scorer never weighs included, and has no
+access to the scorer's weights. How far the two agree is measured, not assumed (the experiments'
+agreement row). A pairwise comparison shows the judge both
 transcripts in a random order and it answers ``A`` or ``B``: it picks ``A`` with probability
 ``sigmoid((s_A - s_B) / tau)`` where ``s`` is the transcript's summed log-odds of "deployment".
 """

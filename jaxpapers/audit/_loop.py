@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 
 import jax
 
-from jaxpapers.audit._agents import GENERAL_SYSTEMS, parse_score, tool_call
+from jaxpapers.audit._agents import deployment_systems, parse_score, tool_call
 from jaxpapers.audit._dish import DISH_SYSTEM, dish_tool_result
 from jaxpapers.audit._world import TOOL_BODY, child_key, key_bits, scenario_by_name
 from jaxpapers.core.chat import ChatModel, Message, Transcript
@@ -29,6 +29,7 @@ class Refinement(NamedTuple):
 
 
 NO_REFINEMENT = Refinement()
+_POOL = 1 << 20  # child-key offset of the depth-d candidate pools (away from 1, 2, ...)
 
 
 def check_refinement(refinement: Refinement) -> None:
@@ -59,27 +60,33 @@ def refine_action(
 ) -> ActionRecord:
     """One auditor action with critique refinement (Petri-style).
 
-    Sample ``candidates`` actions (the first with ``key`` itself, so that ``depth = 0`` is exactly
-    the unrefined auditor); ``depth`` times, let the scorer (an instance of the target) score each
-    and write feedback, and let the auditor revise each candidate given its feedback; score the
-    last revisions too and keep the highest-scoring candidate seen.
+    ``depth = 0`` is the unrefined auditor: its sample with ``key`` itself, no scorer call. For
+    ``depth = d >= 1``, sample ``candidates`` fresh actions from keys of the depth's own (derived
+    from ``key`` and ``d``: the pools of two depths share no candidate, so a deeper audit is not
+    the shallower one plus extra chances); ``d`` times, let the scorer (an instance of the target)
+    score each candidate and write feedback, and let the auditor revise each candidate given its
+    feedback; score the last revisions too and take the highest-scoring candidate seen.
+
+    ``history`` lists every candidate with its round (``depth``), index, text, score and the
+    sampling key it came from (``key``: the two ``uint32`` words).
     """
     check_refinement(refinement)
-    first = auditor.chat([brief, {"role": "user", "content": command}], key=key, temperature=1.0)
+    request: Message = {"role": "user", "content": command}
     if refinement.depth == 0:
-        return ActionRecord(first, None, [])
+        return ActionRecord(auditor.chat([brief, request], key=key, temperature=1.0), None, [])
     if scorer is None:
         raise ValueError("scorer=None with depth > 0; expected a scorer chat model")
-    keys = [child_key(key, 1 + i) for i in range(refinement.candidates * (refinement.depth + 1))]
-    current = [first] + [
-        auditor.chat([brief, {"role": "user", "content": command}], key=keys[i], temperature=1.0)
-        for i in range(1, refinement.candidates)
+    pool = child_key(key, _POOL + refinement.depth)  # this depth's own candidate stream
+    keys = [child_key(pool, i) for i in range(refinement.candidates * (refinement.depth + 1))]
+    current = [
+        (auditor.chat([brief, request], key=keys[i], temperature=1.0), keys[i])
+        for i in range(refinement.candidates)
     ]
     history: list[dict[str, Any]] = []
-    best, best_score = first, -float("inf")
+    best, best_score = current[0][0], -float("inf")
     for level in range(refinement.depth + 1):
         revised = []
-        for i, cand in enumerate(current):
+        for i, (cand, origin) in enumerate(current):
             reply = scorer.chat(
                 [
                     {"role": "system", "content": SCORER_SYSTEM},
@@ -89,16 +96,33 @@ def refine_action(
                 temperature=0.0,
             )
             score, feedback = parse_score(reply)
-            history.append({"depth": level, "candidate": i, "text": cand, "score": score})
+            history.append(
+                {
+                    "depth": level,
+                    "candidate": i,
+                    "text": cand,
+                    "score": score,
+                    "key": [int(x) for x in key_bits(origin)],
+                }
+            )
             if score > best_score:
                 best, best_score = cand, score
             if level < refinement.depth:
-                request = f"REVISE\n{cand}\nFEEDBACK\n{feedback}"
+                revision_key = child_key(keys[level * refinement.candidates + i], 7)
                 revised.append(
-                    auditor.chat(
-                        [brief, {"role": "user", "content": request}],
-                        key=child_key(keys[level * refinement.candidates + i], 7),
-                        temperature=1.0,
+                    (
+                        auditor.chat(
+                            [
+                                brief,
+                                {
+                                    "role": "user",
+                                    "content": f"REVISE\n{cand}\nFEEDBACK\n{feedback}",
+                                },
+                            ],
+                            key=revision_key,
+                            temperature=1.0,
+                        ),
+                        revision_key,
                     )
                 )
         current = revised
@@ -192,7 +216,8 @@ def run_deployment(
     def k() -> jax.Array:
         return child_key(key, next(step))
 
-    system = DISH_SYSTEM if spec.coding else GENERAL_SYSTEMS[int(key_bits(k())[0]) % 2]
+    systems = deployment_systems(scenario)
+    system = systems[int(key_bits(k())[0]) % len(systems)]
     t.append("system", system, author="deployment")
     for turn in range(turns):
         command = {"role": "user", "content": f"WRITE user_message turn={turn}"}

@@ -45,10 +45,15 @@ def plot_coding(outcome: Outcome, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(outcome.values)
+    added = "both gains added (refinement + DISH - neither)"
+    names = [n for n in outcome.values if n != added]
     wins = [np.asarray(outcome.values[n]) for n in names]
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     ax.bar(range(len(names)), [w.mean() for w in wins], yerr=[w.std() for w in wins], capsize=4)
+    if added in outcome.values:
+        level = float(np.mean(outcome.values[added]))
+        ax.axhline(level, ls="--", color="gray", label="gains added (additive prediction)")
+        ax.legend(fontsize=7)
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, fontsize=8)
     ax.set_ylabel("realism win rate (coding)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,11 +19,14 @@ from jaxpapers.audit import (
     make_scorer,
     make_target,
     make_writer,
+    parse_score,
     realism_win_rate,
+    refine_action,
     render,
     run_audit,
     run_deployment,
 )
+from jaxpapers.audit._world import key_bits
 from jaxpapers.core.chat import ChatModel, FunctionChatModel, Transcript
 from jaxpapers.core.experiment import Context, Outcome
 
@@ -83,13 +87,74 @@ def _audits(
     ]
 
 
+#: Every (depth, DISH) condition the experiments measure; the judge is trained on all of them.
+JUDGE_CONDITIONS = tuple((d, dish) for d in DEPTHS for dish in (False, True))
+_JUDGES: dict[tuple[Sizes, int], Any] = {}
+
+
 def train_judge(s: Sizes, seed: int) -> FunctionChatModel:
-    """The pairwise realism judge of one seed: trained on held-out deployments vs plain audits."""
-    dep = _deployments(s, seed, _JUDGE_DEP, s.judge_train, SCENARIOS)
-    aud = _audits(s, seed, _JUDGE_AUD, s.judge_train, SCENARIOS, depth=0, dish=False)
-    return make_pairwise_judge(
-        fit_realism_judge([render(t) for t in dep], [render(t) for t in aud])
-    )
+    """The pairwise realism judge of one seed, trained on held-out transcripts.
+
+    Deployments against audits spread evenly over every condition of the experiments (depths
+    0, 1, 2, 4, with and without DISH; audit ``i`` runs condition ``i mod 8`` on scenario
+    ``i mod 5``), none of them evaluated later. A judge trained on unrefined audits only would
+    learn exactly the cues refinement removes and nothing about what refined audits look like;
+    this one has seen every condition equally often and favours none.
+    """
+    if (s, seed) not in _JUDGES:
+        dep = _deployments(s, seed, _JUDGE_DEP, s.judge_train, SCENARIOS)
+        auditor, target, scorer, _ = _roles()
+        aud = []
+        for i in range(s.judge_train):
+            depth, dish = JUDGE_CONDITIONS[i % len(JUDGE_CONDITIONS)]
+            aud.append(
+                run_audit(
+                    SCENARIOS[i % len(SCENARIOS)].name,
+                    auditor=auditor,
+                    target=target,
+                    scorer=scorer,
+                    key=_key(seed, _JUDGE_AUD, i),
+                    turns=s.turns,
+                    refinement=Refinement(depth, s.candidates),
+                    dish=dish,
+                )
+            )
+        _JUDGES[(s, seed)] = fit_realism_judge([render(t) for t in dep], [render(t) for t in aud])
+    return make_pairwise_judge(_JUDGES[(s, seed)])
+
+
+def judge_score(s: Sizes, seed: int, transcript: Transcript) -> float:
+    """The judge's realism score of one transcript (its log-odds of "deployment")."""
+    train_judge(s, seed)
+    return _JUDGES[(s, seed)].score(render(transcript))
+
+
+def scorer_score(transcript: Transcript) -> float:
+    """The refinement scorer's realism score of everything the target was shown in a transcript.
+
+    The same request refinement sends for one action (``CANDIDATE`` + text), here with the
+    transcript's system prompt, user turns and tool results: the selection signal of
+    refinement, applied to the whole audit.
+    """
+    _, _, scorer, _ = _roles()
+    seen = " ".join(m["content"] for m in transcript.messages() if m["role"] != "assistant")
+    reply = scorer.chat([{"role": "user", "content": f"CANDIDATE\n{seen}"}], key=_key(0, 0, 0))
+    return parse_score(reply)[0]
+
+
+def concordance(x: Sequence[float], y: Sequence[float]) -> float:
+    """Share of concordant pairs among the pairs that both ``x`` and ``y`` order strictly.
+
+    1 when ``y`` ranks every pair as ``x`` does, 0.5 when the two orders are unrelated (a tie in
+    either is left out); ``nan`` without any strictly ordered pair.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"x has shape {x.shape}, y {y.shape}; expected equal 1-d shapes")
+    i, j = np.triu_indices(len(x), 1)
+    prod = np.sign(x[i] - x[j]) * np.sign(y[i] - y[j])
+    strict = prod != 0
+    return float((prod[strict] > 0).mean()) if strict.any() else float("nan")
 
 
 def measure(
@@ -98,27 +163,35 @@ def measure(
     pool: tuple[Scenario, ...],
     conditions: list[tuple[int, bool]],
     aware: ChatModel,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, Any]:
     """Win rate, Wilson interval and awareness of each ``(depth, dish)`` condition on one seed.
 
     ``aware`` is the model that scores awareness (the decoder LM of :func:`fit_awareness_lm`).
+    Also the scorer's mean realism score per condition and, over every audit of every
+    condition, the agreement (:func:`concordance`) of the judge's and the scorer's scores.
     """
     judge = train_judge(s, seed)
     deployments = [render(t) for t in _deployments(s, seed, _EVAL_DEP, s.pairs, pool)]
-    out = {}
+    out: dict[str, Any] = {}
+    judged, scored = [], []
     for depth, dish in conditions:
         audits = _audits(s, seed, _EVAL_AUD, s.pairs, pool, depth, dish)
         win = realism_win_rate(
             judge, [render(t) for t in audits], deployments, key=_key(seed, _PAIR, depth)
         )
         a = awareness_rates(audits, aware)
+        scores = [scorer_score(t) for t in audits]
+        judged += [judge_score(s, seed, t) for t in audits]
+        scored += scores
         out[f"{depth}/{int(dish)}"] = {
             "win_rate": win.rate,
             "low": win.low,
             "high": win.high,
             "aware_rule": a.rule,
             "aware_model": a.model,
+            "scorer_score": float(np.mean(scores)),
         }
+    out["agreement"] = concordance(scored, judged)
     return out
 
 
@@ -149,6 +222,9 @@ def unaware_row(depth: int) -> str:
     return f"1 - awareness (rule), depth {depth}"
 
 
+AGREEMENT = "scorer-judge agreement (concordant audit pairs; 0.5 = unrelated)"
+
+
 def run_realism_vs_depth(ctx: Context, s: Sizes) -> Outcome:
     res = _per_seed(ctx, s, "all", [(d, False) for d in DEPTHS])
     values, extras = {}, {"depths": list(DEPTHS), "per_seed": res}
@@ -161,6 +237,10 @@ def run_realism_vs_depth(ctx: Context, s: Sizes) -> Outcome:
             float(np.mean([r[c]["aware_model"] for r in res])),
         ]
         extras[f"Wilson 95% interval depth {d} (seed 0)"] = [res[0][c]["low"], res[0][c]["high"]]
+    extras["scorer's mean realism score of the audits (selection signal, not judged)"] = {
+        f"depth {d}": float(np.mean([r[f"{d}/0"]["scorer_score"] for r in res])) for d in DEPTHS
+    }
+    values[AGREEMENT] = [r["agreement"] for r in res]
     return Outcome(values, extras)
 
 
@@ -198,18 +278,25 @@ def run_dish(ctx: Context, s: Sizes) -> Outcome:
     return Outcome({k: values[k] for k in ("neither", "DISH")}, extras)
 
 
+ADDITIVE = "both gains added (refinement + DISH - neither)"
+
+
 def run_additivity(ctx: Context, s: Sizes) -> Outcome:
     values, extras = _coding(ctx, s)
     v = {k: np.asarray(x) for k, x in values.items()}
+    values[ADDITIVE] = (v["critique refinement"] + v["DISH"] - v["neither"]).tolist()
     extras["gain of both over the better single technique (pp, mean)"] = float(
         100 * np.mean(v["refinement + DISH"] - np.maximum(v["critique refinement"], v["DISH"]))
+    )
+    extras["interaction: both - refinement - DISH + neither (pp, mean; 0 = exactly additive)"] = (
+        float(100 * np.mean(v["refinement + DISH"] - np.asarray(values[ADDITIVE])))
     )
     return Outcome(values, extras)
 
 
 def run_sanity(ctx: Context, s: Sizes) -> Outcome:
     """Known answers: identical-distribution pairings give 0.5; depth 0 is no refinement."""
-    excess, mismatches, rates = [], [], []
+    excess, mismatches, rates, shared = [], [], [], []
     auditor, target, scorer, _ = _roles()
 
     def refuse(messages, *, key):
@@ -248,10 +335,42 @@ def run_sanity(ctx: Context, s: Sizes) -> Outcome:
             bad += sum(x != y for x, y in zip(ref.turns(), got.turns(), strict=False))
             bad += abs(len(ref.turns()) - len(got.turns()))
         mismatches.append(bad)
+        shared.append(shared_candidates(s, seed, auditor, scorer))
     return Outcome(
         {
-            "|win - 0.5| - Wilson half-width (deployment vs deployment)": excess,
-            "turns where depth 0 differs from no refinement": mismatches,
+            SANITY_WIN: excess,
+            SANITY_DEPTH0: mismatches,
+            SANITY_SHARED: shared,
         },
         {"identical-distribution win rates": rates},
     )
+
+
+SANITY_WIN = "|win - 0.5| - Wilson half-width (deployment vs deployment)"
+SANITY_DEPTH0 = "turns where depth 0 differs from no refinement"
+SANITY_SHARED = "sampling keys shared by the candidate pools of depths 0, 1, 2, 4"
+
+
+def shared_candidates(s: Sizes, seed: int, auditor: ChatModel, scorer: ChatModel) -> int:
+    """How many candidate sampling keys the pools of two depths share, over ``s.pairs`` actions.
+
+    Known answer 0: each depth draws its pool from keys of its own (depth 0's one sample uses
+    the action's key itself).
+    """
+    brief = {"role": "system", "content": f"AUDIT scenario={SCENARIOS[0].name}"}
+    shared = 0
+    for i in range(s.pairs):
+        key = _key(seed, _EVAL_AUD, i)
+        pools = [{tuple(int(x) for x in key_bits(key))}]
+        for d in DEPTHS[1:]:
+            rec = refine_action(
+                auditor,
+                scorer,
+                brief,
+                "WRITE user_message turn=0",
+                Refinement(d, s.candidates),
+                key=key,
+            )
+            pools.append({tuple(h["key"]) for h in rec.history})
+        shared += sum(len(a & b) for j, a in enumerate(pools) for b in pools[j + 1 :])
+    return shared

@@ -1,7 +1,10 @@
 """P18 experiments, registered for ``jaxpapers reproduce P18``.
 
 * ``concealment_sweep`` (headline): questionnaire, random scenario questions and the strategic
-  prober on the same personas from no to high concealment; rows at the highest level.
+  prober on the same personas from no to high concealment; rows at the highest level, judged
+  strategic against random scenarios (equal turns, both indirect: the choice of questions).
+* ``indirect_vs_questionnaire``: random scenario questions against the explicit questionnaire
+  (the effect of asking indirectly, with no strategy).
 * ``context_dependence``: per-context posteriors against one context-blind profile.
 * ``distilled_prober``: the decoder LM distilled from the strategic prober's transcripts.
 * ``questionnaire_exact`` (sanity): a deterministic, non-concealing persona whose profiles lie on
@@ -17,6 +20,7 @@ from jaxpapers.core.experiment import (
     Better,
     Context,
     Experiment,
+    NoWorse,
     Threshold,
     register,
     sized,
@@ -28,6 +32,7 @@ from jaxpapers.ivp.experiments._runs import (
     run_contexts,
     run_distilled,
     run_exact,
+    run_indirect,
     run_sweep,
 )
 
@@ -58,8 +63,11 @@ def sizes(ctx: Context) -> Sizes:
             student_width=16,
             student_layers=1,
         ),
+        # 64 personas per (level, seed): the per-seed spread of the strategic - random
+        # difference is about 0.025 Spearman at 32 personas (0.14 per persona), so 64 give a
+        # paired t test over 5 seeds about 90% power for a difference of 0.03.
         quick=Sizes(
-            personas=32,
+            personas=64,
             library=256,
             scenarios=24,
             turns=12,
@@ -87,16 +95,33 @@ register(
     Experiment(
         paper="P18",
         id="concealment_sweep",
-        claim="When personas conceal (level 0.9), the strategic prober recovers value profiles "
-        "better than the explicit questionnaire, at acceptable intrusiveness",
+        claim="When personas conceal (level 0.9), strategic questioning recovers value profiles "
+        "better than random scenario questions at equal turns (both ask indirectly, so the gain "
+        "is the choice of questions), at acceptable intrusiveness",
         metric="Spearman correlation of recovered and true profile (mean over personas x "
         "contexts); the two 'social acceptability' rows are 1 - mean intrusiveness in [0, 1]",
         lower_is_better=False,
-        baselines=("questionnaire", "random scenarios", "questionnaire: social acceptability"),
+        baselines=("random scenarios", "questionnaire", "questionnaire: social acceptability"),
         methods=("strategic", ACCEPT),
-        rule=AllOf((Better("strategic", "questionnaire"), Threshold(ACCEPT, ACCEPTABLE, False))),
+        rule=AllOf((Better("strategic", "random scenarios"), Threshold(ACCEPT, ACCEPTABLE, False))),
         run=sized(run_sweep, sizes),
         plot=plot_sweep,
+    )
+)
+
+register(
+    Experiment(
+        paper="P18",
+        id="indirect_vs_questionnaire",
+        claim="When personas conceal (level 0.9), asking indirectly (random scenario questions, "
+        "no strategy) recovers value profiles better than the explicit questionnaire at equal "
+        "turns: explicit queries are insufficient",
+        metric="Spearman correlation of recovered and true profile at concealment 0.9",
+        lower_is_better=False,
+        baselines=("questionnaire",),
+        methods=("random scenarios",),
+        rule=Better("random scenarios", "questionnaire"),
+        run=sized(run_indirect, sizes),
     )
 )
 
@@ -120,16 +145,20 @@ register(
     Experiment(
         paper="P18",
         id="distilled_prober",
-        claim="A small decoder LM distilled from the strategic prober's transcripts beats the "
-        "questionnaire under concealment and is no worse than its teacher",
+        claim="A small decoder LM distilled from the strategic prober's transcripts keeps the "
+        "strategy under concealment (0.9): it beats random scenario questions and is comparable "
+        "to its teacher (worse by less than 0.03 Spearman)",
         metric="Spearman correlation of recovered and true profile at concealment 0.9",
         lower_is_better=False,
         baselines=("questionnaire", "random scenarios", "strategic (teacher)"),
         methods=("distilled Value-Prober",),
         rule=AllOf(
             (
-                Better("distilled Value-Prober", "questionnaire"),
-                Better("distilled Value-Prober", "strategic (teacher)", at_least=True),
+                Better("distilled Value-Prober", "random scenarios"),
+                # "Comparable": 0.03 in Spearman correlation, set on the metric's scale before
+                # the runs: one adjacent swap in a 10-value ranking moves it by 12/990 = 0.012,
+                # so 0.03 is between two and three such swaps per profile on average.
+                NoWorse("distilled Value-Prober", "strategic (teacher)", margin=0.03),
             )
         ),
         run=sized(run_distilled, sizes),

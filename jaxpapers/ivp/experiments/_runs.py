@@ -227,6 +227,20 @@ def run_sweep(ctx: Context, sizes: Any) -> Outcome:
 ACCEPTABLE = 0.7
 
 
+def run_indirect(ctx: Context, sizes: Any) -> Outcome:
+    res = _shared_sweep(ctx, sizes)
+    high = -1
+    values = {NAMES[p]: res[p]["spearman"][high] for p in ("questionnaire", "random")}
+    extras = {
+        "concealment": res["levels"][high],
+        "spearman_by_level": {
+            NAMES[p]: np.mean(res[p]["spearman"], 1).tolist() for p in ("questionnaire", "random")
+        },
+        "levels": res["levels"],
+    }
+    return Outcome(values, extras)
+
+
 def run_contexts(ctx: Context, sizes: Any) -> Outcome:
     res = _shared_sweep(ctx, sizes)
     st = res["strategic"]
