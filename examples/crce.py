@@ -7,6 +7,13 @@ map ``[B, h, w, K]`` to logits: here a two-layer flax.nnx CNN written from scrat
 
 Scale it up with more scenes and steps and a deeper network (``jaxpapers reproduce P09`` trains
 the paper's CNNs on Waterbirds-like scenes).
+
+What you should see: after 30 CR-CE steps on 32 scenes the cross-entropy is below chance
+(log 3 = 1.099 for three classes; about 1.05 here: 30 steps only start the training) and the
+context penalty (the squared logit margin that background cells alone would produce) is small
+(about 0.007); then the maps. Expected: each ContrastiveCAM sums over its cells to the class's
+logit margin over the softmax-weighted other classes, bias excluded (the identity that defines
+it), which the script checks against the head's logits.
 """
 
 import jax
@@ -61,10 +68,24 @@ print(
 @nnx.jit
 def cams(model):
     feats = model.features(images)
-    pred = jnp.argmax(model.head(feats), -1)
-    return contrastive_cam(model.head, feats, pred), grad_cam(model.head, feats, pred)
+    logits = model.head(feats)
+    pred = jnp.argmax(logits, -1)
+    # the margin of the predicted class over the softmax-weighted others, without the bias
+    onehot = jax.nn.one_hot(pred, logits.shape[1])
+    q = jax.nn.softmax(jnp.where(onehot > 0, -jnp.inf, logits), axis=1)
+    margin = jnp.sum((onehot - q) * (logits - model.fc.bias.value), axis=1)
+    cam = contrastive_cam(model.head, feats, pred)
+    return cam, grad_cam(model.head, feats, pred), margin
 
 
-ccam, gcam = cams(model)  # [32, 8, 8] each; ContrastiveCAM is signed
-print("ContrastiveCAM", ccam.shape, "sums to the logit margin:", float(ccam[0].sum()))
+ccam, gcam, margin = cams(model)  # [32, 8, 8] each; ContrastiveCAM is signed
+print(f"ContrastiveCAM {ccam.shape}: image 0 sums to {float(ccam[0].sum()):.5f}")
+print(f"its logit margin (bias excluded):       {float(margin[0]):.5f}")
 print("Grad-CAM", gcam.shape)
+gap = float(jnp.max(jnp.abs(ccam.sum(axis=(1, 2)) - margin)))
+sums_match = gap < 1e-4 * max(1.0, float(jnp.max(jnp.abs(margin))))
+print(
+    f"Expected: CE below chance (log 3 = 1.099): {'yes' if float(ce) < 1.099 else 'NO'}; "
+    f"every map sums to its margin (largest gap {gap:.1e}, float32 rounding): "
+    + ("as expected." if sums_match else "NOT as expected.")
+)

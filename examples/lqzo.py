@@ -1,6 +1,10 @@
-"""LQZO in a few lines: quantize a model to INT4, fine-tune its scales with LQZO (no backprop).
+"""LQZO in a few lines: quantize a model to INT2, fine-tune its scales with LQZO (no backprop).
 
-Runs in well under 30 s on a laptop CPU:  python examples/lqzo.py
+About 8 CPU-seconds:  python examples/lqzo.py
+
+What you should see: an MLP trained briefly on the digits, quantized to INT2, then its scales
+fine-tuned by LQZO with forward passes only. Expected: test accuracy rises (about 0.81 -> 0.87);
+the script checks that it does.
 """
 
 import jax
@@ -88,9 +92,15 @@ def zo_step(delta, state, xb, yb):
     return optax.apply_updates(delta, updates), state
 
 
-print(f"INT2 accuracy before LQZO: {accuracy(delta):.3f}")
+before = accuracy(delta)
+print(f"INT2 accuracy before LQZO: {before:.3f}")
 rng = np.random.default_rng(0)
 for _ in range(600):
     idx = rng.integers(0, len(ytr), 64)
     delta, state = zo_step(delta, state, xtr[idx], ytr[idx])
-print(f"INT2 accuracy after 600 LQZO steps: {accuracy(delta):.3f}")
+after = accuracy(delta)
+print(f"INT2 accuracy after 600 LQZO steps: {after:.3f}")
+print(
+    "Expected: LQZO raises the INT2 model's test accuracy without a single gradient: "
+    + ("as expected." if after > before else "NOT as expected.")
+)

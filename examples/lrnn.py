@@ -1,6 +1,11 @@
 """H-LRU and BD-LRU in a few lines: scans, the stability bound, and a parity model that generalises.
 
-Run: ``python examples/lrnn.py`` (about 20 s on a laptop CPU).
+Run: ``python examples/lrnn.py`` (about 20 CPU-seconds; 32-52 s wall measured on 2 cores).
+
+What you should see: the sequential and associative BD-LRU scans agree to float32 rounding
+(about 1e-7); the state stays below the largest input, whatever the gates; and a one-layer H-LRU
+trained on parity with 40-bit sequences still gets most positions right on sequences of up to
+256 bits (about 0.83, chance 0.5). The script checks all three.
 """
 
 import jax
@@ -17,8 +22,10 @@ gates = 10.0 * jax.random.normal(key_g, (2, 1000, 4, 2, 3))  # [batch, T, blocks
 values = jax.random.uniform(key_v, (2, 1000, 8), minval=-1, maxval=1)
 h_seq = bdlru_recurrence(gates, values, mode="sequential")
 h_par = bdlru_recurrence(gates, values, mode="associative")
-print("BD-LRU: sequential vs associative scan, max |diff| =", float(jnp.max(abs(h_seq - h_par))))
+scan_diff = float(jnp.max(abs(h_seq - h_par)))
+print("BD-LRU: sequential vs associative scan, max |diff| =", scan_diff)
 # L1 gate normalisation bounds the state by the largest input, whatever the gates.
+bounded = float(jnp.max(abs(h_seq))) <= float(jnp.max(abs(values)))
 print("max |h| =", float(jnp.max(abs(h_seq))), "<= max |v| =", float(jnp.max(abs(values))))
 h2 = hlru_recurrence(gates[..., 0, :], values[..., :4], mode="chunked", chunk=128)  # order K = 2
 print("H-LRU (K=2) states:", h2.shape)
@@ -53,3 +60,9 @@ test = make_batch("parity", rng, 64, 256, min_length=41)
 pred = jnp.argmax(nnx.merge(graphdef, params)(test.tokens), axis=-1)
 acc = float(jnp.sum((pred == test.labels) * test.mask) / jnp.sum(test.mask))
 print(f"final loss {float(loss):.3f}; parity accuracy on positions 41-256: {acc:.3f}")
+ok = scan_diff < 1e-5 and bounded and acc > 0.7
+print(
+    "Expected: scans equal to float32 rounding, the state bounded by the inputs, and parity "
+    "generalising to 6x longer sequences well above chance (0.5): "
+    + ("as expected." if ok else "NOT as expected.")
+)

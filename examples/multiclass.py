@@ -1,6 +1,14 @@
 """Online multiclass learners on one stream: mistakes, surrogate regret, stable rounds.
 
 Run: python examples/multiclass.py
+
+What you should see: expected mistakes over a 2000-round stream (lower is better), the surrogate
+regret against the best linear predictor in hindsight (negative: fewer mistakes than that
+predictor's surrogate loss) and the share of rounds on which the prediction was stable. Expected:
+each stable variant makes fewer mistakes than its base learner (about 406 against 623 for the
+perceptron, 478 against 734 for Gaptron), the parameter-free Gaptron, with no step size to tune,
+about as few (384), and delaying the feedback by 50 rounds costs stable Gaptron only a few
+percent (about 497 against 478). The script checks the first and the last.
 """
 
 import jax
@@ -30,4 +38,16 @@ for i, name in enumerate(learners):
     )
 
 delayed = mc.run_online(mc.stable_gaptron(0.3, 0.3), stream, 4, key=jax.random.key(1), delay=50)
-print(f"stable Gaptron, feedback delayed 50 rounds: {float(delayed.expected_mistakes.sum()):.1f}")
+late = float(delayed.expected_mistakes.sum())
+print(f"stable Gaptron, feedback delayed 50 rounds: {late:.1f}")
+mistakes = {name: float(out.expected_mistakes[i].sum()) for i, name in enumerate(learners)}
+stable_helps = (
+    mistakes["stable perceptron"] < mistakes["perceptron"]
+    and mistakes["stable Gaptron"] < mistakes["Gaptron"]
+)
+delay_cheap = late <= 1.1 * mistakes["stable Gaptron"]
+outcome = "as expected." if stable_helps and delay_cheap else "NOT as expected."
+print(
+    "Expected: stable variants make fewer mistakes than their base learners, and a 50-round "
+    f"delay costs under 10%: {outcome}"
+)

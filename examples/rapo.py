@@ -4,6 +4,12 @@ python examples/rapo.py
 
 The policy here is untrained and tiny; ``jaxpapers reproduce P05`` warms a policy up and trains
 it with GRPO and RAPO (``rl_step``) to compare them.
+
+What you should see: a Psy-CoT prompt and a formatted reply, then the GRPO and RAPO losses of
+one batch of 16 rollouts (4 prompts x 4 samples), and the batch's judge reward and profile
+fidelity. The policy is untrained, so the numbers only show the API: expected are finite losses
+that differ (RAPO reweights the same advantages by each token's profile PMI) and a reward and
+fidelity near 0, what an untrained policy earns.
 """
 
 import jax
@@ -71,3 +77,8 @@ grpo, rapo, reward, fidelity = losses(state, jax.random.key(0))
 print("GRPO loss", float(grpo))
 print("RAPO loss", float(rapo))
 print("judge reward", float(reward), "fidelity", float(fidelity))
+finite = bool(jnp.isfinite(grpo) & jnp.isfinite(rapo))
+print(
+    "Expected: finite GRPO and RAPO losses that differ (PMI reweighting) and a reward near 0: "
+    + ("as expected." if finite and float(grpo) != float(rapo) else "NOT as expected.")
+)

@@ -3,6 +3,13 @@
 Replace ``points`` / ``labels`` with your data (``[n, 2]`` floats, ``[n]`` integer labels in
 ``[0, C)``). SCALE trains a guided network and a self network; sampling uses only the guided one
 (``nfe`` = DDIM steps), where classifier-free guidance would need two passes a step.
+
+What you should see: the final training loss, 400 samples drawn with 8 network passes (one per
+DDIM step), and each class's sample mean next to its data mean. Expected: one pass per step, and
+each class's samples on their own moon: every sample mean is nearest to its own class's data
+mean. Guidance (w = 1.5) exaggerates the classes, so the sample means sit further from the other
+class than the data's (about [-0.51, 1.10] against [-0.58, 0.77] for class 0); the script checks
+the first two points.
 """
 
 import jax
@@ -32,6 +39,13 @@ want = jnp.repeat(jnp.arange(num_classes, dtype=jnp.int32), 200)
 out = sample_one_pass(net, guided, want, key=jax.random.key(1), num_steps=8)
 x = np.asarray(out.x)
 print(f"drew {len(x)} samples with {int(out.nfe)} network passes")
+data_means = np.stack([points[labels == c].mean(0) for c in range(num_classes)])
+own_side = True
 for c in range(num_classes):
-    gen, real = x[np.asarray(want) == c], points[labels == c]
-    print(f"class {c}: sample mean {gen.mean(0).round(2)}, data mean {real.mean(0).round(2)}")
+    gen = x[np.asarray(want) == c]
+    print(f"class {c}: sample mean {gen.mean(0).round(2)}, data mean {data_means[c].round(2)}")
+    own_side &= int(np.argmin(np.linalg.norm(data_means - gen.mean(0), axis=1))) == c
+print(
+    "Expected: one network pass per step and each class's samples nearest their own data: "
+    + ("as expected." if int(out.nfe) == 8 and own_side else "NOT as expected.")
+)

@@ -1,7 +1,12 @@
 """The ``jaxpapers`` command: ``list``, ``reproduce``, ``serve`` and ``bench``.
 
-Exit status: 0 on success, 2 on a usage error (unknown paper, bad flag, unwritable output folder),
-1 when an experiment or benchmark itself fails.
+Exit status: 0 on success, 2 on a usage error (unknown paper, bad flag, empty or unwritable output
+folder), 1 when an experiment or benchmark itself fails, 141 (128 + SIGPIPE, as for any Unix
+filter) when the reader of the output went away (``jaxpapers list | head``), without a traceback.
+
+``--out`` defaults to ``results`` in the current folder. Inside a clone of the repository that is
+the committed snapshot of the last run: ``reproduce`` and ``bench`` rewrite it (and say so on
+stderr); pass ``--out DIR`` to write elsewhere.
 """
 
 from __future__ import annotations
@@ -12,8 +17,23 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from jaxpapers.core.papers import PAPERS, Paper, get_paper
+
+#: What a shell reports for a process killed by SIGPIPE (the reader of its output went away).
+EXIT_BROKEN_PIPE = 128 + 13
+#: The repository this package was imported from (a source checkout), whose ``results/`` folder
+#: holds the committed snapshot; None for an installed package.
+_REPO = Path(__file__).resolve().parents[1]
+#: The header of the verdict table that ``reproduce`` prints (the rows come from
+#: ``jaxpapers.core.experiment.render_text``: paper, experiment id, verdict, then each row's
+#: method and mean ± std over seeds).
+TABLE_HEADER = f"{'id':<4} {'experiment':<24} {'verdict':<14} rows (method: mean ± std over seeds)"
+_OUT_HELP = (
+    "results folder (default: results in the current folder; inside a clone of the repository "
+    "that is the committed snapshot, which this run rewrites)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,7 +71,7 @@ def _build_parser() -> argparse.ArgumentParser:
         const="smoke",
         help="tiny sizes for tests; numbers are not meaningful",
     )
-    rep.add_argument("--out", default="results", help="results folder (default: results)")
+    rep.add_argument("--out", default="results", help=_OUT_HELP)
     rep.add_argument("--seeds", type=int, default=None, help="number of seeds (default per size)")
     rep.add_argument(
         "--experiments",
@@ -91,12 +111,15 @@ def _build_parser() -> argparse.ArgumentParser:
 
     ben = sub.add_parser("bench", help="run benchmark scripts from benchmarks/")
     ben.add_argument("names", nargs="*", help="benchmark names; default: all")
-    ben.add_argument("--out", default="results", help="writes OUT/bench/NAME.json")
+    ben.add_argument("--out", default="results", help="writes OUT/bench/NAME.json; " + _OUT_HELP)
     ben.add_argument("--full", action="store_true", help="larger sizes (GPU/TPU)")
     return parser
 
 
 def _check_writable(parser: argparse.ArgumentParser, out: str) -> Path:
+    if not out.strip():
+        # Path("") is the current folder: an empty --out would scatter results there.
+        parser.error(f"--out must name a folder, got {out!r}")
     path = Path(out)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -106,6 +129,19 @@ def _check_writable(parser: argparse.ArgumentParser, out: str) -> Path:
     except OSError as err:
         parser.error(f"output folder {out!r} is not writable ({err.strerror or err})")
     return path
+
+
+def snapshot_note(out: Path) -> str | None:
+    """A warning when ``out`` is the ``results/`` snapshot committed with this source checkout."""
+    snapshot = _REPO / "results"
+    if not (_REPO / ".git").exists() or not snapshot.is_dir():
+        return None
+    if out.resolve() != snapshot.resolve():
+        return None
+    return (
+        f"note: writing into {snapshot}, the results snapshot committed with this clone "
+        "(`git diff results` shows what changed; --out DIR writes elsewhere)"
+    )
 
 
 def _resolve_papers(parser: argparse.ArgumentParser, names: Sequence[str]) -> list[Paper]:
@@ -167,6 +203,9 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    if (note := snapshot_note(out)) and is_primary():
+        log(note)
+
     records = []
     for paper in papers:
         records.append(
@@ -183,6 +222,7 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         # Regenerate the table after every paper so an interrupted run still has a current one.
         if is_primary():
             (out / "RESULTS.md").write_text(render_markdown(out))
+    print(TABLE_HEADER)
     print(render_text(records))
     print(f"\nwrote {out / 'RESULTS.md'}")
     return 0
@@ -198,6 +238,8 @@ def _cmd_bench(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     if unknown:
         parser.error(f"unknown benchmark {unknown[0]!r}; valid choices: {', '.join(names)}")
     out = _check_writable(parser, args.out)
+    if note := snapshot_note(out):
+        print(note, file=sys.stderr, flush=True)
     for name in args.names or names:
         rows = run_benchmark(name, out, quick=not args.full)
         print(f"== {name} ({out / 'bench' / (name + '.json')})")
@@ -254,9 +296,7 @@ def _cmd_serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _build_parser()
-    args = parser.parse_args(argv)
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "list":
         return _cmd_list()
     if args.command == "reproduce":
@@ -264,6 +304,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return _cmd_serve(parser, args)
     return _cmd_bench(parser, args)
+
+
+def _silence(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null, so that the interpreter's final flush of
+    what is still buffered does not raise a second BrokenPipeError at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError):  # not a real file (pytest's capture): nothing to flush
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status = _dispatch(parser, args)
+        sys.stdout.flush()  # a closed pipe surfaces here rather than at interpreter exit
+    except BrokenPipeError:
+        _silence(sys.stdout)
+        return EXIT_BROKEN_PIPE
+    return status
 
 
 if __name__ == "__main__":

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from jaxpapers.cli import main
+from jaxpapers.cli import EXIT_BROKEN_PIPE, TABLE_HEADER, _build_parser, main, snapshot_note
 from jaxpapers.core.papers import PAPERS
 
 
@@ -109,4 +110,51 @@ def test_reproduce_writes_result_json_and_table(tmp_path, capsys):
     table = (tmp_path / "RESULTS.md").read_text()
     assert "queries_gridworld_5pct_error" in table and exp["verdict"] in table
     assert (tmp_path / "P17" / "queries_gridworld_5pct_error.png").stat().st_size > 1000
-    assert "queries_gridworld_5pct_error" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    assert any("queries_gridworld_5pct_error" in ln for ln in out)
+    # the verdict table has a header row naming its columns, above the rows
+    header = out.index(TABLE_HEADER)
+    assert any(ln.startswith("P17") for ln in out[header + 1 :])
+
+
+@pytest.mark.parametrize("command", [["reproduce", "P17", "--smoke"], ["bench"]])
+def test_empty_out_is_a_usage_error(command, tmp_path, capsys, monkeypatch):
+    """``--out ""`` is the current folder to pathlib: refused, nothing written there."""
+    monkeypatch.chdir(tmp_path)
+    for out in ("", "  "):
+        with pytest.raises(SystemExit) as exc:
+            main([*command, "--out", out])
+        assert exc.value.code == 2
+        assert "--out must name a folder" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_closed_pipe_ends_quietly():
+    """``jaxpapers list | head -1``: the reader leaves early; no traceback, status 141."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxpapers", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    proc.stdout.close()  # before the interpreter has even imported jaxpapers
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == EXIT_BROKEN_PIPE, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_default_out_inside_the_clone_is_announced(tmp_path):
+    """The default ``--out results`` run from the clone's root rewrites the committed snapshot:
+    the command says so (stderr); any other folder gets no note."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        pytest.skip("not a source checkout")
+    note = snapshot_note(root / "results")
+    assert note is not None and "committed" in note and "--out" in note
+    assert snapshot_note(tmp_path) is None
+    assert "committed snapshot" in " ".join(_build_parser().format_help().split()) or any(
+        "committed snapshot" in " ".join(sub.format_help().split())
+        for action in _build_parser()._actions
+        if action.__class__.__name__ == "_SubParsersAction"
+        for sub in action.choices.values()
+    )

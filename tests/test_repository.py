@@ -3,6 +3,7 @@ executes, and no shipped file points to notes the repository does not ship."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -45,3 +46,19 @@ def test_example_runs(script, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip(), f"{script.name} printed nothing"
+    # an example says what a user should see, and whether this run shows it
+    expected = [ln for ln in proc.stdout.splitlines() if ln.startswith("Expected")]
+    assert expected, f"{script.name} prints no 'Expected: ...' line"
+
+
+def test_examples_state_their_expected_outcome():
+    """Cheap static half of the check above: each example's docstring says what a user should
+    see and the script prints an ``Expected: ...`` line."""
+    missing = []
+    for path in EXAMPLES:
+        source = path.read_text()
+        doc = ast.get_docstring(ast.parse(source)) or ""
+        says = "what you should see" in doc.lower() or "expected" in doc.lower()
+        if not says or '"Expected' not in source:
+            missing.append(path.name)
+    assert not missing, f"examples without an expected outcome: {missing}"
