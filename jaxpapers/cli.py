@@ -94,6 +94,19 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--coordinator", default=None, metavar="HOST:PORT")
     rep.add_argument("--num-processes", type=int, default=None)
     rep.add_argument("--process-id", type=int, default=None)
+    cache = rep.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--compile-cache",
+        default=None,
+        metavar="DIR",
+        help="keep compiled programs in DIR and reuse them in later runs (default: "
+        "$JAXPAPERS_CACHE_DIR, else ~/.cache/jaxpapers/xla); results are unchanged",
+    )
+    cache.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="compile every program afresh (no persistent compilation cache)",
+    )
     rep.set_defaults(size="quick")
 
     srv = sub.add_parser(
@@ -199,6 +212,13 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
                 f"valid choices: {', '.join(valid)}"
             )
     out = _check_writable(parser, args.out)
+    if not args.no_compile_cache:
+        from jaxpapers.core.compilation import enable_compilation_cache
+
+        try:
+            enable_compilation_cache(args.compile_cache)
+        except (ValueError, OSError) as err:
+            parser.error(f"--compile-cache: {err}")
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# `jaxpapers reproduce` keeps compiled programs in a persistent cache; the suite's runs (in process
+# or in subprocesses, which inherit this) use a folder of their own, never the user's cache.
+os.environ.setdefault("JAXPAPERS_CACHE_DIR", tempfile.mkdtemp(prefix="jaxpapers-test-xla-"))
 
 #: Tests compile with XLA:CPU's fast-compile settings (backend optimisation level 0, no fusion
 #: emitters): most test time is compiling small programs, and on a 2-core machine these flags cut

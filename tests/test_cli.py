@@ -158,3 +158,23 @@ def test_default_out_inside_the_clone_is_announced(tmp_path):
         if action.__class__.__name__ == "_SubParsersAction"
         for sub in action.choices.values()
     )
+
+
+def test_reproduce_keeps_compiled_programs_in_the_cache_folder(tmp_path):
+    import subprocess
+    import sys
+
+    cache = tmp_path / "xla"
+    command = [
+        sys.executable, "-m", "jaxpapers", "reproduce", "P17", "--smoke", "--seeds", "2",
+        "--experiments", "queries_gridworld_5pct_error", "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+    subprocess.run([*command, "--compile-cache", str(cache)], check=True, capture_output=True)
+    assert any(p.is_file() for p in cache.rglob("*")), "no compiled program was cached"
+    both = subprocess.run(
+        [*command, "--compile-cache", str(cache), "--no-compile-cache"], capture_output=True
+    )
+    assert both.returncode == 2 and b"not allowed with" in both.stderr
+    (tmp_path / "file").write_text("")
+    bad = subprocess.run([*command, "--compile-cache", str(tmp_path / "file")], capture_output=True)
+    assert bad.returncode == 2 and b"--compile-cache" in bad.stderr
