@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 OUT    ?= results
 PYTEST_ARGS ?=
 
-.PHONY: all install reproduce test bench docs lint clean
+.PHONY: all install reproduce test bench gpu-check docs lint clean
 
 all: test
 
@@ -23,7 +23,7 @@ install: $(STAMP)
 reproduce: $(STAMP)
 	$(VENV)/bin/jaxpapers reproduce --quick --out $(OUT)
 
-## make test: the whole suite (about 15 minutes on 2 cores; the 25 slowest tests listed at the end)
+## make test: the whole suite (the 25 slowest tests listed at the end)
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile --durations=25 $(PYTEST_ARGS)
 
@@ -32,9 +32,17 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(VENV)/bin/jaxpapers bench --out $(OUT)
 
-## make docs: the documentation site, built with --strict into build/site (serve: .venv/bin/mkdocs serve)
+## make gpu-check: on one GPU (<= 8 min): compiled-Pallas tests, every paper's smoke run, every
+## benchmark; writes $(OUT)/gpu/README.md. GPU_CHECK_DRY=1 runs it on CPU (lists, one cheap item each).
+gpu-check: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[bench]'
+	$(PY) scripts/gpu_check.py --out $(OUT)
+
+## make docs: the documentation site, built with --strict into build/site (serve: .venv/bin/mkdocs serve),
+## then screenshots of a paper page and an API page, offline, into build/site/screenshots (needs chromium)
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict
+	$(PY) docs/screenshots.py build/site
 
 ## make lint: ruff over the whole tree (format also checks the Python blocks of README.md and docs/)
 lint: $(STAMP)

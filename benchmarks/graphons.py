@@ -7,16 +7,30 @@ The symmetric estimator subtracts the step-graphon control variate on a 16 x 16 
 (``control_grid=16``); ``*_no_control`` rows use the U-statistic alone. The
 ``*_equal_evaluations`` rows give plain Monte Carlo as many graphon evaluations instead
 (``(m (m - 1) / 2 + g (g + 1) / 2) / e(H)`` tuples, the grid's evaluations counted).
+
+Peer row (issue 38) ``numpy_over_ours_time_density_K4_m512``: the K4 U-statistic of one
+512-point sample (the injective homomorphism density of the weighted graph ``A_ij = W(x_i, x_j)``,
+``sum over ordered 4-tuples of distinct points of prod_{6 edges} A / (m)_4``), float64 NumPy
+against our :func:`jaxpapers.graphons._density.matrix_density` (float32, jitted) on the same
+matrix. NumPy's ``einsum`` finds no contraction path below ``m^4`` for K4 and runs it as one
+naive loop (4e11 multiply-adds at m = 512), so the NumPy side is written as a NumPy user would
+speed it up: ``sum_a z_a^T (Z o (Z diag(z_a) Z)) z_a`` (``Z`` = ``A`` with a zero diagonal,
+``z_a`` its row ``a``), one BLAS product per point. Agreement row: relative difference.
+In quick mode the two are timed as one ABBA pair (two ratios; ~30 s a NumPy call on idle cores).
 """
 
 from __future__ import annotations
 
+import math
+
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from jaxpapers.core.bench import bench_main, median_time, row
+from jaxpapers.core.bench import bench_main, median_time, paired_time_ratio, row
 from jaxpapers.graphons import (
     NeuralGraphon,
+    clique,
     cycle,
     plain_mc_density,
     symmetric_mc_density,
@@ -42,6 +56,59 @@ def _variance_ratios(H, m: int, reps: int, seeds: int, control: int) -> tuple[fl
             plain = jax.vmap(lambda k, g=g, n=n: plain_mc_density(H, g, key=k, num_tuples=n))(keys)
             out.append(float(sym / plain.var()))
     return float(np.median(points)), float(np.median(evals))
+
+
+def numpy_k4_density(A: np.ndarray) -> float:
+    """K4 U-statistic of the weighted graph ``A`` (diagonal ignored), float64 NumPy."""
+    Z = np.array(A, np.float64)
+    np.fill_diagonal(Z, 0.0)
+    m = Z.shape[0]
+    total = 0.0
+    for a in range(m):
+        za = Z[a]
+        total += za @ (Z * ((Z * za) @ Z)) @ za
+    return total / math.prod(range(m - 3, m + 1))
+
+
+def _k4_rows(quick: bool, m: int = 512) -> list[dict]:
+    from jaxpapers.graphons._density import matrix_density
+
+    g = NeuralGraphon.init(jax.random.key(0), sharpness=2.0)
+    x = jax.random.uniform(jax.random.key(3), (m,))
+    xs, ys = jnp.meshgrid(x, x, indexing="ij")
+    A = g(xs, ys)  # symmetric by construction
+    A64 = np.asarray(A, np.float64)
+    # matrix_density divides by the falling factorial (m)_4 as a Python int; above 2^31 (m = 512:
+    # 6.8e10) JAX rejects it as an int32 argument unless x64 is on (the float32 result is
+    # unchanged: the array operands stay float32).
+    with jax.enable_x64(True):
+        ours_fn = jax.jit(lambda A: matrix_density(clique(4), A))
+        ours_value = float(ours_fn(A))  # compile + value
+        m_ = paired_time_ratio(
+            lambda: numpy_k4_density(A64), lambda: ours_fn(A), repeats=2 if quick else 5, warmup=0
+        )
+    peer_value = numpy_k4_density(A64)
+    rows = [
+        row(
+            f"numpy_over_ours_time_density_K4_m{m}",
+            "ratio",
+            m_["ratio"],
+            f"float64 NumPy K4 U-statistic / ours (float32), {m} points; median of ABBA-paired "
+            "ratios",
+            q25=m_["q25"],
+            q75=m_["q75"],
+            peer_s=m_["time"],
+            ours_s=m_["baseline_time"],
+        ),
+        row(
+            f"numpy_vs_ours_density_K4_m{m}_relative_diff",
+            "agreement",
+            abs(ours_value - peer_value) / abs(peer_value),
+            f"|ours - NumPy| / NumPy (density {peer_value:.6g}; float32 sums of ~{m}^4 terms)",
+        ),
+    ]
+    print(rows, flush=True)
+    return rows
 
 
 def run(quick: bool = True) -> list[dict]:
@@ -97,7 +164,7 @@ def run(quick: bool = True) -> list[dict]:
         row("plain_mc_samples_per_s_k3", "throughput", n / median_time(plain, key), "tuples / s")
     )
     print(rows[-2:], flush=True)
-    return rows
+    return rows + _k4_rows(quick)
 
 
 if __name__ == "__main__":
