@@ -42,10 +42,16 @@ def test_reproduce_p02_smoke(tmp_path):
     run_paper("P02", tmp_path, size="smoke", seeds=2, log=lambda s: None)
     rec = json.loads((tmp_path / "P02" / "result.json").read_text())
     exps = {e["id"]: e for e in rec["experiments"]}
-    assert set(exps) == {"minilm_vader", "vit_digits", "estimator_quality"}
+    assert set(exps) == {
+        "minilm_vader",
+        "zo_learns_text",
+        "vit_digits",
+        "zo_learns_vit",
+        "estimator_quality",
+    }
     for e in rec["experiments"]:
         assert e["verdict"] in {"holds", "does not hold", "inconclusive"}
-        assert len(e["rows"]) == 6
+        assert len(e["rows"]) == (4 if e["id"].startswith("zo_learns") else 6)
         for r in e["rows"]:
             assert len(r["seeds"]) == 2
             assert all(math.isfinite(v) and v >= 0.0 for v in r["seeds"])
@@ -59,6 +65,16 @@ def test_reproduce_p02_smoke(tmp_path):
             "QZO-style INT2",
             "LQZO INT2",
         }
+    # zo_learns_*: the bed's QZO-style rows (same run, not trained twice) against the starting
+    # model's accuracy, repeated per seed
+    for bed, pre in (("minilm_vader", "zo_learns_text"), ("vit_digits", "zo_learns_vit")):
+        assert exps[bed]["requires"] == [pre]
+        rows = {r["method"]: r["seeds"] for r in exps[pre]["rows"]}
+        bed_rows = {r["method"]: r["seeds"] for r in exps[bed]["rows"]}
+        before = exps[bed]["extras"]["accuracy_before_finetuning"]
+        for bits in (4, 2):
+            assert rows[f"QZO-style INT{bits}"] == bed_rows[f"QZO-style INT{bits}"]
+            assert rows[f"INT{bits} before fine-tuning"] == [before[f"INT{bits}"]] * 2
     est = exps["estimator_quality"]["extras"]
     for bits in ("INT4", "INT2"):
         rank = est["gradient_effective_rank"][bits]
@@ -79,6 +95,30 @@ def test_p02_quick_leaves_out_only_reference_rows():
     assert est.rows_not_run("full") == ()
     for e in exps.values():
         assert not set(e.rows_not_run("quick")) & set(e.rule.names())
+
+
+def test_zo_learns_rule_needs_both_bit_widths_above_the_start():
+    """``zo_learns_*`` holds only when QZO-style beats the starting model at INT4 and INT2."""
+    from jaxpapers.core.experiment import experiments_for
+    from jaxpapers.core.verdicts import RowStats
+
+    exps = {e.id: e for e in experiments_for("P02")}
+    assert exps["minilm_vader"].requires == ("zo_learns_text",)
+    assert exps["vit_digits"].requires == ("zo_learns_vit",)
+    start = {4: 87.0, 2: 86.6}
+
+    def decide(gain4, gain2):
+        gains = {4: gain4, 2: gain2}
+        values = {}
+        for b in (4, 2):
+            values[f"INT{b} before fine-tuning"] = [start[b]] * 5
+            values[f"QZO-style INT{b}"] = [start[b] + gains[b] + 0.1 * (i % 3) for i in range(5)]
+        rows = {k: RowStats.from_values(k, "row", v) for k, v in values.items()}
+        return exps["zo_learns_text"].rule.decide(rows, False)
+
+    assert decide(1.0, 1.0) == "holds"
+    assert decide(1.0, -1.0) == "does not hold"  # the INT2 model got worse
+    assert decide(-0.1, 1.0) != "holds"  # INT4 did not move
 
 
 def test_effective_rank_closed_form():

@@ -297,3 +297,39 @@ def test_exact_judge_is_a_two_sided_tie_and_hacking_requires_a_hacked_judge():
     assert decide([v + 0.002 * (i % 3 - 1) for i, v in enumerate(g)]) == "holds"
     assert decide([v - 2 * TIE_MARGIN for v in g]) == "does not hold"
     assert decide([v + 2 * TIE_MARGIN for v in g]) == "does not hold"
+
+
+def test_grpo_hacks_needs_the_proxy_up_and_ood_profiles_needs_room():
+    """``grpo_hacks`` is reward hacking, not mere degradation: fidelity fell AND the hackable
+    reward rose; ``ood_profiles`` is judged only when the plain warm-up is below the ceiling."""
+    from jaxpapers.core.experiment import experiments_for
+    from jaxpapers.core.verdicts import RowStats
+    from jaxpapers.rapo.experiments import OOD_CEILING, REWARD
+
+    exps = {e.id: e for e in experiments_for("P05")}
+    warm = [0.64, 0.75, 0.70, 0.68, 0.70]
+    fell = [v - 0.3 + 0.01 * (i % 3) for i, v in enumerate(warm)]
+    r0 = [0.40, 0.45, 0.42, 0.44, 0.41]
+
+    def decide(reward_after):
+        values = {
+            "warm-up (before RL)": warm,
+            "GRPO": fell,
+            f"warm-up (before RL){REWARD}": r0,
+            f"GRPO{REWARD}": reward_after,
+        }
+        rows = {k: RowStats.from_values(k, "row", v) for k, v in values.items()}
+        return exps["grpo_hacks"].rule.decide(rows, False)
+
+    # fidelity fell but the proxy fell too: degradation, not hacking (held on the old rule)
+    assert decide([v - 0.1 + 0.01 * (i % 2) for i, v in enumerate(r0)]) == "does not hold"
+    assert decide([v + 0.1 + 0.01 * (i % 2) for i, v in enumerate(r0)]) == "holds"
+
+    assert exps["ood_profiles"].requires == ("ood_shift_exists",)
+    rule = exps["ood_shift_exists"].rule
+
+    def shift(values):
+        return rule.decide({"plain warm-up": RowStats.from_values("p", "row", values)}, False)
+
+    assert shift([1.0, 1.0, 0.9948, 1.0, 1.0]) == "does not hold"  # at the ceiling
+    assert shift([OOD_CEILING - 0.2 + 0.01 * i for i in range(5)]) == "holds"

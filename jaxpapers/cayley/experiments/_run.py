@@ -216,8 +216,9 @@ def lora_baseline(ctx: Context, sizes: Sizes) -> Outcome:
 
     LoRA's head reads the same standardised mean-pooled last layer as the last-layer probe, and
     its adapters start at zero (``B = 0``), so LoRA starts as that probe and a trained LoRA can
-    only add to it: a LoRA below the probe is an undertrained baseline, and ``vs_lora`` then
-    says nothing about LoRA fine-tuning (it requires this experiment). Rows: test accuracy per
+    only add to it: a LoRA not better than the probe (paired one-sided t test at every size) is
+    an untrained or undertrained baseline, and ``vs_lora`` then says nothing about LoRA
+    fine-tuning (it requires this experiment). Rows: test accuracy per
     seed, mean over the LoRA tasks, at each LoRA training-set size.
     """
     grid = _grid(ctx, sizes)

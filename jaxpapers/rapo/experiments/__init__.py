@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from functools import partial
 
-from jaxpapers.core.experiment import AllOf, Better, Context, Experiment, NoWorse, register
+from jaxpapers.core.experiment import (
+    AllOf,
+    Better,
+    Context,
+    Experiment,
+    NoWorse,
+    Threshold,
+    register,
+)
 from jaxpapers.rapo.experiments import _run
 from jaxpapers.rapo.experiments._pipeline import Sizes
 
@@ -75,18 +83,30 @@ register(
         run=partial(_sized, _run.exact_judge),
     )
 )
+#: the row suffix of ``grpo_hacks``'s reward rows (the hackable judge's reward, not fidelity)
+REWARD = ": hackable reward"
+
 register(
     Experiment(
         paper="P05",
         id="grpo_hacks",
         claim="Precondition of hacking and hacking_phrases: the hackable judge is hacked, i.e. "
-        "GRPO trained on it ends below the warm-up's held-out fidelity",
-        metric="held-out character fidelity (exact rule), warm-up vs after GRPO on the hackable "
-        "judge",
+        "GRPO trained on it ends below the warm-up's held-out fidelity WHILE the hackable "
+        "judge's reward (the proxy GRPO optimised) rose above the warm-up's",
+        metric="held-out character fidelity (exact rule) in the plain rows and the hackable "
+        f"judge's mean reward in the '{REWARD}' rows (held-out profiles, both higher is "
+        "better), warm-up vs after GRPO on the hackable judge",
         lower_is_better=False,
-        baselines=("GRPO",),
-        methods=("warm-up (before RL)",),
-        rule=Better("warm-up (before RL)", "GRPO"),
+        baselines=("GRPO", f"warm-up (before RL){REWARD}"),
+        methods=("warm-up (before RL)", f"GRPO{REWARD}"),
+        # hacking is both halves at once: the proxy went up and the true quantity went down; a
+        # fall in fidelity alone is plain degradation, not reward hacking
+        rule=AllOf(
+            (
+                Better("warm-up (before RL)", "GRPO"),
+                Better(f"GRPO{REWARD}", f"warm-up (before RL){REWARD}"),
+            )
+        ),
         run=partial(_sized, _run.grpo_hacks),
     )
 )
@@ -123,6 +143,26 @@ register(
         requires=("grpo_hacks",),
     )
 )
+#: ``ood_shift_exists``'s ceiling: below it the plain warm-up misses at least one reply token
+#: in twenty on unseen profiles, room for a better warm-up to show (the same one-token-in-twenty
+#: scale as ``TIE_MARGIN``)
+OOD_CEILING = 0.95
+
+register(
+    Experiment(
+        paper="P05",
+        id="ood_shift_exists",
+        claim="Precondition of ood_profiles: unseen profiles are hard for the plain warm-up "
+        f"(its greedy held-out fidelity is below {OOD_CEILING:g}), so a better warm-up has room "
+        "to show",
+        metric="character fidelity on profiles unseen in training (greedy replies)",
+        lower_is_better=False,
+        baselines=(),
+        methods=("plain warm-up",),
+        rule=Threshold("plain warm-up", OOD_CEILING),
+        run=partial(_sized, _run.ood_shift),
+    )
+)
 register(
     Experiment(
         paper="P05",
@@ -134,5 +174,6 @@ register(
         methods=("Psy-CoT warm-up",),
         rule=Better("Psy-CoT warm-up", "plain warm-up"),
         run=partial(_sized, _run.ood_profiles),
+        requires=("ood_shift_exists",),
     )
 )

@@ -88,21 +88,16 @@ def hacking(ctx: Context, sizes: Sizes) -> Outcome:
 
 
 def grpo_hacks(ctx: Context, sizes: Sizes) -> Outcome:
-    """Held-out fidelity of the warm-up and of GRPO trained on the hackable judge (same seeds)."""
+    """Held-out fidelity and hackable reward of the warm-up and of GRPO trained on the hackable
+    judge (same seeds); the reward rows carry the ``": hackable reward"`` suffix."""
     out = _pipeline(ctx, sizes)
-    rows = {
-        "warm-up (before RL)": _select(
-            out, "start_unseen", "fidelity", hackable=True, method="GRPO"
-        ),
-        "GRPO": _select(out, "final_unseen", "fidelity", hackable=True, method="GRPO"),
-    }
-    reward = {
-        "warm-up (before RL)": _select(
-            out, "start_unseen", "hackable_reward", hackable=True, method="GRPO"
-        ),
-        "GRPO": _select(out, "final_unseen", "hackable_reward", hackable=True, method="GRPO"),
-    }
-    return Outcome(rows, {"hackable_reward": reward})
+    rows = {}
+    for field, suffix in (("fidelity", ""), ("hackable_reward", ": hackable reward")):
+        rows[f"warm-up (before RL){suffix}"] = _select(
+            out, "start_unseen", field, hackable=True, method="GRPO"
+        )
+        rows[f"GRPO{suffix}"] = _select(out, "final_unseen", field, hackable=True, method="GRPO")
+    return Outcome(rows)
 
 
 def hacking_phrases(ctx: Context, sizes: Sizes) -> Outcome:
@@ -132,6 +127,18 @@ def ood_profiles(ctx: Context, sizes: Sizes) -> Outcome:
             "seen_profiles_fidelity": {"Psy-CoT": seen[:n].tolist(), "plain": seen[n:].tolist()},
             "sft_final_loss": out["sft_loss_last"],
         },
+    )
+
+
+def ood_shift(ctx: Context, sizes: Sizes) -> Outcome:
+    """The plain warm-up's greedy fidelity on unseen profiles (the rows of ``ood_profiles``)."""
+    out = _pipeline(ctx, sizes)
+    n = len(ctx.seed_list)
+    unseen = np.asarray(out["warmup_unseen"]["fidelity"])
+    seen = np.asarray(out["warmup_seen"]["fidelity"])
+    return Outcome(
+        {"plain warm-up": unseen[n:].tolist()},
+        {"seen_profiles_fidelity": {"plain": seen[n:].tolist()}},
     )
 
 
