@@ -12,9 +12,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from jaxpapers.core.experiment import FAILS, HOLDS, UNSURE, AnyOf, Better, RowStats
-from jaxpapers.kffm.experiments._rules import FloorBetter, floor_level
+from jaxpapers.kffm.experiments._rules import FloorBetter, floor_level, null_scale
 from jaxpapers.kffm.experiments._score import steps_to_tolerance
 
 ONE_D = {"ffm", "ot_euclid", "kffm_rbf", "kffm_sobolev", "kffm_signature"}
@@ -22,13 +23,19 @@ TWO_D = {"ffm", "ot_euclid", "kffm_rbf", "kffm_sobolev"}
 
 
 def _better(m: dict, b: dict, floor: dict) -> str:
-    """Independent re-statement of the `FloorBetter` rule (lower is better): inconclusive inside
-    the RMS of the floor row, else the seed-spread rule."""
-    level = math.sqrt(np.mean(np.square(floor["seeds"])))
-    gain, spread = b["mean"] - m["mean"], math.hypot(m["std"], b["std"])
-    if abs(gain) <= level:
-        return UNSURE
-    return HOLDS if gain > spread else FAILS if gain < -spread else UNSURE
+    """Independent re-statement of the `FloorBetter` rule (lower is better): the paired one-sided
+    95% t bounds on the per-seed gains decide; a "holds" whose mean gain is within half the RMS of
+    the floor row (the floor rescaled from halves to the scoring size) is inconclusive."""
+    from scipy.stats import t
+
+    gains = np.asarray(b["seeds"], float) - np.asarray(m["seeds"], float)
+    n = gains.size
+    half = t.ppf(0.95, n - 1) * gains.std(ddof=1) / math.sqrt(n)
+    low, high = gains.mean() - half, gains.mean() + half
+    if low > 0:
+        level = 0.5 * math.sqrt(np.mean(np.square(floor["seeds"])))
+        return UNSURE if abs(gains.mean()) <= level else HOLDS
+    return FAILS if high < 0 or (high == 0 and low == 0) else UNSURE
 
 
 # The smoke run and its resumed repeat, in a subprocess (it inherits the suite's fast-compile XLA
@@ -264,8 +271,8 @@ def test_any_of_rule():
 
 
 def test_floor_better_rule():
-    """Inside the floor (RMS of the floor row) a difference is inconclusive even when the seed
-    spread is tiny; outside it the seed-spread rule decides."""
+    """The floor only stops a "holds" whose mean gain is inside it; a significant paired result
+    either way is decided by the paired test, inside the floor or not."""
     rows = {
         "m": RowStats.from_values("m", "method", [0.010, 0.011, 0.012]),
         "b": RowStats.from_values("b", "baseline", [0.020, 0.021, 0.022]),
@@ -275,9 +282,47 @@ def test_floor_better_rule():
     assert math.isclose(floor_level(rows["big"]), math.sqrt((4 + 1 + 2.25) / 3) * 1e-2)
     assert FloorBetter("m", "b", "small").decide(rows, True) == HOLDS
     assert FloorBetter("b", "m", "small").decide(rows, True) == FAILS
+    # Gain 0.010 inside the floor 0.0160: a "holds" becomes inconclusive ...
     assert FloorBetter("m", "b", "big").decide(rows, True) == UNSURE
+    # ... but not once the floor is rescaled below the gain (0.5 x 0.0160 = 0.0080 < 0.010).
+    assert FloorBetter("m", "b", "big", scale=0.5).decide(rows, True) == HOLDS
+    # A significant wrong-way difference inside the floor does not hold (the old rule read it
+    # inconclusive): the mmd_burgers case, method worse on every seed by less than the floor.
+    assert FloorBetter("b", "m", "big").decide(rows, True) == FAILS
+    # Not significant either way: inconclusive with any floor.
+    rows["n"] = RowStats.from_values("n", "method", [0.025, 0.016, 0.021])
+    assert FloorBetter("n", "b", "small").decide(rows, True) == UNSURE
     assert FloorBetter("m", "b", "big").names() == ("m", "b", "big")
     assert "floor" in FloorBetter("m", "b", "big").describe(True)
+    with pytest.raises(ValueError, match="scale"):
+        FloorBetter("m", "b", "big", scale=0.0)
+
+
+def test_null_scale_matches_simulated_mmd_spread():
+    """The null spread of the unbiased MMD^2 falls like 1/m + 1/n: simulated two-sample MMD^2 of
+    one Gaussian at 64 vs 64 and at 128 vs 128 (float64 NumPy, 400 repeats each) have RMS ratio
+    close to ``null_scale((64, 64), (128, 128)) = 1/2`` (a 1/sqrt(n) law would give 0.71)."""
+    assert null_scale((128, 128), (256, 256)) == 0.5
+    assert math.isclose(null_scale((10, 30), (20, 60)), 0.5)
+    with pytest.raises(ValueError, match="floor_sizes"):
+        null_scale((0, 4), (4, 4))
+
+    rng = np.random.default_rng(0)
+
+    def mmd2(x, y, bw=1.0):
+        k = lambda a, c: np.exp(-((a[:, None, :] - c[None, :, :]) ** 2).sum(-1) / (2 * bw**2))
+        kxx, kyy, kxy = k(x, x), k(y, y), k(x, y)
+        m, n = len(x), len(y)
+        sxx = (kxx.sum() - np.trace(kxx)) / (m * (m - 1))
+        syy = (kyy.sum() - np.trace(kyy)) / (n * (n - 1))
+        return sxx + syy - 2 * kxy.mean()
+
+    rms = {}
+    for n in (64, 128):
+        vals = [mmd2(rng.normal(size=(n, 2)), rng.normal(size=(n, 2))) for _ in range(400)]
+        rms[n] = math.sqrt(np.mean(np.square(vals)))
+    # 400 repeats: the RMS of each is known to ~5% (chi-square-like tails), the ratio to ~8%.
+    assert abs(rms[128] / rms[64] - 0.5) < 0.08
 
 
 def test_steps_to_tolerance():

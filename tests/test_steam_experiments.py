@@ -15,7 +15,7 @@ from jaxpapers.core.experiment import (
     summarise,
 )
 from jaxpapers.steam.experiments._protocol import FINETUNE, L2P, STEAM, background_only_miou
-from jaxpapers.steam.experiments._runs import LEARNED
+from jaxpapers.steam.experiments._runs import LEARNED, _per_method
 from jaxpapers.steam.experiments._tasks import TASKS
 
 
@@ -69,7 +69,11 @@ def test_forgetting_needs_learned_tasks_and_same_plasticity():
     rng = np.random.default_rng(1)
     noise = 0.002 * rng.standard_normal(5)
     forget = {FINETUNE: list(0.10 + noise), L2P: list(0.08 - noise), STEAM: list(0.02 + noise)}
-    learned = {LEARNED.format(m): [0.12, 0.1, 0.11, 0.13, 0.12] for m in (FINETUNE, L2P, STEAM)}
+    learned = {
+        LEARNED.format(m, k): [0.12, 0.1, 0.11, 0.13, 0.12]
+        for m in (FINETUNE, L2P, STEAM)
+        for k in range(1, len(TASKS) + 1)
+    }
     plastic = {FINETUNE: list(0.40 + noise), L2P: list(0.39 + noise)}
     worse = _judge(
         {
@@ -91,11 +95,50 @@ def test_forgetting_needs_learned_tasks_and_same_plasticity():
     )
     assert same["plasticity"]["verdict"] == "holds"
     assert same["forgetting"]["verdict"] == "holds"
-    # A method that did not learn (gain over the all-background prediction below the level).
-    unlearned = {**learned, LEARNED.format(STEAM): [0.01, 0.02, 0.0, 0.01, 0.02]}
+    # A method that did not learn task 3 (its mIoU there fell while learning it).
+    unlearned = {**learned, LEARNED.format(STEAM, 3): [-0.01, -0.02, 0.0, -0.01, -0.03]}
     none = _judge({"learns_tasks": unlearned, "forgetting": forget})
     assert none["learns_tasks"]["verdict"] == "does not hold"
     assert none["forgetting"]["verdict"] == "inconclusive"
+
+
+def test_learning_gain_is_after_minus_before_not_over_background():
+    """The learns_tasks row of a method and task is its mIoU on the task right after learning it
+    minus its mIoU on the task just before (float64 reference on a constructed protocol result).
+    The measured task-3 case: the pretrained base scores 0.36 before learning task 3 and 0.32
+    after, against 0.26 for the all-background prediction: a loss of 0.04, not a gain of 0.06,
+    and learns_tasks does not hold."""
+    rng = np.random.default_rng(2)
+    n_m, n_t, n_s = 5, len(TASKS), 5
+    acc = rng.uniform(0.3, 0.6, size=(n_m, n_t, n_t, n_s))  # [method, stage, task, seed]
+    before = rng.uniform(0.0, 0.3, size=(n_m, n_t, n_s))  # [method, task, seed]
+    acc[:, 2, 2, :] = 0.32 + 0.01 * rng.standard_normal((n_m, n_s))
+    before[:, 2, :] = 0.36 + 0.01 * rng.standard_normal((n_m, n_s))
+    methods = [FINETUNE, L2P, STEAM, "a", "b"]
+    res = {
+        "methods": methods,
+        "miou": acc.tolist(),
+        "miou_before": before.tolist(),
+        "background_only_miou": np.full((n_t, n_s), 0.26).tolist(),
+        "switches": np.zeros((n_m, n_t, n_t, n_s)).tolist(),
+        "pairs": np.ones((n_m, n_t, n_t, n_s)).tolist(),
+    }
+    stats = _per_method(res)
+    for i, m in enumerate(methods):
+        for t in range(n_t):
+            for s in range(n_s):
+                want = acc[i, t, t, s] - before[i, t, s]
+                assert abs(stats[m]["learned"][t][s] - want) < 1e-12
+    values = {
+        LEARNED.format(m, t + 1): stats[m]["learned"][t]
+        for m in (FINETUNE, L2P, STEAM)
+        for t in range(n_t)
+    }
+    verdict = _judge({"learns_tasks": values})["learns_tasks"]
+    assert verdict["verdict"] == "does not hold"
+    # Tasks 1 and 2 alone (gains 0.0-0.6, all positive) would hold.
+    rows = {r["method"]: r for r in verdict["rows"]}
+    assert all(min(rows[LEARNED.format(STEAM, k)]["seeds"]) > 0 for k in (1, 2))
 
 
 def test_p08_rules_have_no_margin_free_no_worse():

@@ -1,5 +1,12 @@
 """P17 experiments: query counts of VI vs IE-VI vs A-IE-VI, convergence for any model, IE-Dyna.
 
+Each query-count experiment ``queries_<bed>_<level>`` requires
+``model_error_matters_<bed>_<level>``: planning in its perturbed models alone must miss V* by more
+than 1e-3 (sup norm, gamma 0.999), or the bed cannot tell a wrong model from an exact one and the
+counts say nothing about model error. The 5% experiments test the abstract's "within a logarithmic
+factor of VI" (IE-VI's queries at most ln(1/(1 - gamma)) times VI's); the small-error ones the
+">= 20x fewer" of the polylogarithmic regime.
+
 This module holds only the registrations and the table of sizes; the runs live in
 ``_queries.py``, ``_any_model.py`` and ``_dyna.py``, the figures in ``_plots.py``.
 """
@@ -8,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable, Mapping
 
 from jaxpapers.core.experiment import (
@@ -23,7 +31,14 @@ from jaxpapers.core.experiment import (
 from jaxpapers.ievi.experiments._any_model import any_model_run
 from jaxpapers.ievi.experiments._dyna import dyna_run
 from jaxpapers.ievi.experiments._plots import plot_dyna, plot_queries
-from jaxpapers.ievi.experiments._queries import queries_run, slope_run
+from jaxpapers.ievi.experiments._queries import (
+    HEAD_GAMMA,
+    MODEL_MATTERS,
+    PLAN_ROWS,
+    model_error_run,
+    queries_run,
+    slope_run,
+)
 
 PAPER = "P17"
 
@@ -91,6 +106,34 @@ def _runner(run: Callable[..., Outcome], **options) -> Callable[[Context], Outco
 
 
 QUERY_METRIC = "true-model queries (Bellman sweeps in P)"
+#: "Within a logarithmic factor of VI" (the abstract, for model errors outside the small-error
+#: regime), with constant 1: IE-VI's queries at most ln(1 / (1 - gamma)) times VI's, i.e.
+#: VI / IE-VI > 1 / ln(1 / (1 - gamma)) (1 / 6.9 at gamma 0.999). Chosen from the abstract's
+#: wording before the counts were seen; the constant is the smallest the wording allows.
+LOG_FACTOR = math.log(1.0 / (1.0 - HEAD_GAMMA))
+
+#: Query-count experiments' model-error levels: id suffix -> (``l1_scale``, wording).
+LEVELS = {"small_error": "horizon", "5pct_error": "fixed"}
+
+for problem in ("random", "gridworld"):
+    for suffix, scale in LEVELS.items():
+        register(
+            Experiment(
+                paper=PAPER,
+                id=f"model_error_matters_{problem}_{suffix}",
+                claim=(
+                    f"Precondition of queries_{problem}_{suffix}: its perturbed models are wrong "
+                    f"enough to matter: planning in P_hat alone ({PLAN_ROWS[scale]}) misses V* by "
+                    f"more than {MODEL_MATTERS:g} (sup norm) at gamma {HEAD_GAMMA}"
+                ),
+                metric="sup-norm error to V*(P) of the exact fixed point of P_hat",
+                lower_is_better=False,
+                baselines=(),
+                methods=(PLAN_ROWS[scale],),
+                rule=Threshold(PLAN_ROWS[scale], MODEL_MATTERS, below=False),
+                run=_runner(model_error_run, problem=problem, l1_scale=scale),
+            )
+        )
 
 for problem in ("random", "gridworld"):
     register(
@@ -109,6 +152,7 @@ for problem in ("random", "gridworld"):
             rule=AllOf((Ratio("VI", "IE-VI", 20.0), Ratio("VI", "A-IE-VI", 20.0))),
             run=_runner(queries_run, problem=problem, l1_scale="horizon"),
             plot=plot_queries,
+            requires=(f"model_error_matters_{problem}_small_error",),
         )
     )
     register(
@@ -117,15 +161,19 @@ for problem in ("random", "gridworld"):
             id=f"queries_{problem}_5pct_error",
             claim=(
                 f"{problem} MDP, gamma 0.999, model with row-wise L1 error 0.05 (not small "
-                "against the horizon): IE-VI and A-IE-VI still need no more queries than VI"
+                "against the horizon): IE-VI and A-IE-VI stay within a logarithmic factor of "
+                "VI: at most ln(1/(1 - gamma)) = 6.9 times VI's queries"
             ),
             metric=QUERY_METRIC,
             lower_is_better=True,
             baselines=("VI",),
             methods=("IE-VI", "A-IE-VI"),
-            rule=AllOf((Ratio("VI", "IE-VI", 1.0), Ratio("VI", "A-IE-VI", 1.0))),
+            rule=AllOf(
+                (Ratio("VI", "IE-VI", 1.0 / LOG_FACTOR), Ratio("VI", "A-IE-VI", 1.0 / LOG_FACTOR))
+            ),
             run=_runner(queries_run, problem=problem, l1_scale="fixed"),
             plot=plot_queries,
+            requires=(f"model_error_matters_{problem}_5pct_error",),
         )
     )
 

@@ -20,6 +20,7 @@ from jaxpapers.ievi import (
     ie_vi,
     optimal_values,
     perturbed_model,
+    plan_in_model,
     random_mdp,
     value_iteration,
 )
@@ -69,6 +70,23 @@ def _ie_counts_batch(batch: TabularMDP, keys: jax.Array, l1_error: jax.Array):
     return jax.vmap(run)(batch, keys)
 
 
+@jax.jit
+def _plan_errors_batch(batch: TabularMDP, keys: jax.Array, l1_error: jax.Array):
+    """Sup-norm error to V* of planning in the perturbed model alone (its exact fixed point), with
+    the same models as :func:`_ie_counts_batch`."""
+
+    def run(mdp, k):
+        model = perturbed_model(k, mdp.P, l1_error)
+        return jnp.max(jnp.abs(plan_in_model(mdp, model) - optimal_values(mdp)))
+
+    return jax.vmap(run)(batch, keys)
+
+
+def _model_keys(seeds: list[int]) -> jax.Array:
+    """Seed ``s``'s model perturbation key (shared by the query counts and the planning error)."""
+    return jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), 1))(jnp.asarray(seeds))
+
+
 def query_counts(
     ctx: Context, problem: str, size: int, gamma: float, l1_error: float
 ) -> dict[str, list]:
@@ -89,8 +107,9 @@ def query_counts(
         return {"VI": queries.tolist(), "converged": conv.tolist()}
 
     def ie():
-        keys = jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), 1))(jnp.asarray(seeds))
-        q_ie, q_ad, solves, conv = _ie_counts_batch(batch(), keys, jnp.asarray(l1_error))
+        q_ie, q_ad, solves, conv = _ie_counts_batch(
+            batch(), _model_keys(seeds), jnp.asarray(l1_error)
+        )
         return {
             "IE-VI": q_ie.tolist(),
             "A-IE-VI": q_ad.tolist(),
@@ -109,13 +128,54 @@ def _model_error(gamma: float, l1_scale: str) -> float:
     return 0.1 * (1.0 - gamma) if l1_scale == "horizon" else 0.05
 
 
+#: The discount of the query-count verdicts.
+HEAD_GAMMA = 0.999
+#: ``model_error_matters``: planning in the model alone must miss V* by more than this (sup
+#: norm), a thousand times the query counts' tolerance ``TOL``; otherwise the model is as good as
+#: the true one for the counts and the bed cannot tell model error from none.
+MODEL_MATTERS = 1e-3
+#: The row of ``model_error_matters_<problem>_<level>`` per model-error level (``l1_scale``).
+PLAN_ROWS = {"horizon": "plan in P_hat, L1 0.1 (1 - gamma)", "fixed": "plan in P_hat, L1 0.05"}
+
+
+def plan_errors(ctx: Context, problem: str, size: int, gamma: float, l1_error: float) -> list:
+    """Per seed: sup-norm error to V* of planning in the query counts' perturbed model alone."""
+    make = PROBLEMS[problem]
+    seeds = ctx.seed_list
+    label = f"{make.__name__}{size}_g{gamma}_seeds{len(seeds)}_err{l1_error:.3g}"
+
+    def compute():
+        batch = stack_trees([make(s, size, gamma) for s in seeds])
+        err = _plan_errors_batch(batch, _model_keys(seeds), jnp.asarray(l1_error))
+        return np.asarray(err).tolist()
+
+    with jax.enable_x64(True):
+        return ctx.cached(f"plan_{label}", compute, shared=True)
+
+
+def model_error_run(ctx: Context, sizes, *, problem: str, l1_scale: str) -> Outcome:
+    """Planning error of the query counts' perturbed models at gamma 0.999 (one error level)."""
+    size = sizes.grid_side if problem == "gridworld" else sizes.random_states
+    l1 = _model_error(HEAD_GAMMA, l1_scale)
+    values = {PLAN_ROWS[l1_scale]: plan_errors(ctx, problem, size, HEAD_GAMMA, l1)}
+    extras = {
+        "problem": problem,
+        "num_states": size * size if problem == "gridworld" else size,
+        "gamma": HEAD_GAMMA,
+        "model_l1_error": l1,
+        "query_tolerance": TOL,
+        "threshold": MODEL_MATTERS,
+    }
+    return Outcome(values, extras)
+
+
 def queries_run(ctx: Context, sizes, *, problem: str, l1_scale: str) -> Outcome:
     """Query counts over all discounts (verdict at gamma 0.999)."""
     size = sizes.grid_side if problem == "gridworld" else sizes.random_states
     per_gamma = {
         str(g): query_counts(ctx, problem, size, g, _model_error(g, l1_scale)) for g in GAMMAS
     }
-    head = per_gamma["0.999"]
+    head = per_gamma[str(HEAD_GAMMA)]
     values = {k: [float(v) for v in head[k]] for k in ("VI", "IE-VI", "A-IE-VI")}
     extras = {
         "problem": f"{problem}_{'small' if l1_scale == 'horizon' else '5pct'}",

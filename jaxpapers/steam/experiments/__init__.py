@@ -5,8 +5,11 @@ All experiments read one shared computation (:func:`._protocol.run_protocol`, ca
 fine-tuning, L2P-style prompt retrieval, STEAM and its three ablations learn tasks 2 (new
 classes) and 3 (appearance shift); every model is scored on every task after every stage.
 
-* ``learns_tasks`` (precondition of the rest): fine-tuning, L2P and STEAM each learn every task
-  (mIoU right after learning it above the all-background prediction's by more than 0.05).
+* ``learns_tasks`` (precondition of the rest): fine-tuning, L2P and STEAM each learn every task:
+  per task and seed, the learning gain (mIoU on the task right after learning it minus the same
+  model's mIoU on it just before learning it; task 1: before pretraining) is above 0 with 95%
+  confidence. (Until 2026-12-04 the reference was the all-background prediction, which the
+  pretrained base beat on task 3 without learning anything: 0.36 against 0.26.)
 * ``forgetting`` (headline): average forgetting (mIoU points) after the last task, STEAM vs
   sequential fine-tuning and L2P; requires ``plasticity`` too (less forgetting bought with less
   learning is not the claim); final mIoU in the extras.
@@ -22,16 +25,17 @@ What the quick run shows (5 seeds, 16x16 frames, 4 frames per video, 300 + 120 +
 numbers and history in ``results/P08/NOTES.md``): the sanity experiment holds (SCOA leak ~3e-6
 against ~1.0 for an unconstrained expert; fold error ~1e-7), but the precondition
 ``learns_tasks`` is not met, so the forgetting, plasticity, ablation and coherence verdicts are
-inconclusive. The weak task is task 3 (domain shift): no method's task-3 mIoU after learning it
-beats the pretrained base's on the same videos before it (about 0.36; STEAM 0.32), so the worst
-task's gain over the all-background prediction is 0.06-0.08 mIoU with lower bounds under 0.05.
-On their own the rules are inconclusive too: STEAM forgets 0.014 mIoU more than fine-tuning
-(paired bounds [-0.021, 0.048]); its plasticity is within 0.005 of the baselines' with bounds
-wider than the 0.03 margin. Diagnosis of the forgetting bed (task 3 revisits task 1's classes,
-so fine-tuning relearns them; the frozen-base methods lose task 1 after task 2, 0.47 -> 0.37,
-although SCOA keeps the new experts' outputs on task-1 inputs at ~1e-6, because the shared class
-head and the routing change old videos' inputs) and the fixes it needs are in issue 36. At
-``--full`` (32x32, 4000 pretraining steps) expect a stronger base.
+inconclusive. Every method learns task 1 (pretraining, +0.35 mIoU) and task 2 (+0.08 to +0.10,
+lower bounds > 0); the weak task is task 3 (domain shift): the model that arrives there already
+scores 0.28-0.33 on it, and learning it adds +0.02 (fine-tuning, lower bound -0.044), +0.04
+(L2P, lower bound -0.013) and +0.04 (STEAM, lower bound 0.0001). On their own the rules are
+inconclusive too: STEAM forgets 0.014 mIoU more than fine-tuning (paired bounds [-0.021, 0.048]);
+its plasticity is within 0.005 of the baselines' with bounds wider than the 0.03 margin.
+Diagnosis of the forgetting bed (task 3 revisits task 1's classes, so fine-tuning relearns them;
+the frozen-base methods lose task 1 after task 2, 0.47 -> 0.37, although SCOA keeps the new
+experts' outputs on task-1 inputs at ~1e-6, because the shared class head and the routing change
+old videos' inputs) and the fixes it needs are in issue 36. At ``--full`` (32x32, 4000
+pretraining steps) expect a stronger base.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from jaxpapers.steam.experiments._runs import (
     run_sanity,
     run_temporal,
 )
+from jaxpapers.steam.experiments._tasks import TASKS
 
 
 class Sizes(NamedTuple):
@@ -141,12 +146,8 @@ def sizes(ctx: Context) -> Sizes:
     )
 
 
-#: ``learns_tasks``: a method has learned a task when its mIoU on the task right after learning
-#: it beats the all-background (majority-class) prediction by more than this. On the 3-label mIoU
-#: (background + the task's two classes), a gain of 0.05 needs the two object classes' IoUs to
-#: add up to about 0.15 beyond what they cost the background: the objects are found at all.
-#: Chosen before the 5-seed numbers were seen.
-LEARNED_GAIN = 0.05
+#: The tasks of the sequence (task numbers of the ``learns_tasks`` rows).
+N_TASKS = len(TASKS)
 
 #: ``plasticity``: "same plasticity" is STEAM learning each new task no worse than a baseline by
 #: more than 0.03 mIoU, about a quarter of what learning a task adds over the all-background
@@ -158,17 +159,20 @@ register(
     Experiment(
         paper="P08",
         id="learns_tasks",
-        claim="Precondition: fine-tuning, L2P and STEAM each learn every task (mIoU right after "
-        f"learning it above the all-background prediction's by more than {LEARNED_GAIN})",
-        metric="min over tasks of (mIoU on the task right after learning it - the all-background "
-        "prediction's mIoU on it)",
+        claim="Precondition: fine-tuning, L2P and STEAM each learn every task (per task, mIoU "
+        "on it right after learning it is higher than the same model's just before learning it)",
+        metric="learning gain: mIoU on the task right after learning it - the same model's mIoU "
+        "on it just before (task 1: before pretraining)",
         lower_is_better=False,
-        baselines=(LEARNED.format(FINETUNE), LEARNED.format(L2P)),
-        methods=(LEARNED.format(STEAM),),
+        baselines=tuple(
+            LEARNED.format(m, k) for m in (FINETUNE, L2P) for k in range(1, N_TASKS + 1)
+        ),
+        methods=tuple(LEARNED.format(STEAM, k) for k in range(1, N_TASKS + 1)),
         rule=AllOf(
             tuple(
-                Threshold(LEARNED.format(m), LEARNED_GAIN, below=False)
+                Threshold(LEARNED.format(m, k), 0.0, below=False)
                 for m in (FINETUNE, L2P, STEAM)
+                for k in range(1, N_TASKS + 1)
             )
         ),
         run=sized(run_learns_tasks, sizes),

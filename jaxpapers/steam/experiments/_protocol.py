@@ -274,8 +274,9 @@ def background_only_miou(classes: jax.Array, num_labels: int) -> list[list[float
     """``[task, seed]`` mIoU of the all-background prediction on each task's test class maps
     ``classes [seeds, tasks, N, T, H, W]``, scored like the methods (the task's labels).
 
-    The majority-class reference of the ``learns_tasks`` precondition: predicting background
-    everywhere gives the background IoU (its pixel share) and 0 on every object class.
+    A majority-class reference shown in the extras: predicting background everywhere gives the
+    background IoU (its pixel share) and 0 on every object class. (``learns_tasks`` judges the
+    learning gain instead: a pretrained model can beat this reference without learning a task.)
     """
     out = []
     for j, task in enumerate(TASKS):
@@ -364,6 +365,7 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
         return jnp.stack([jax.random.key(7919 * s + offset) for s in seeds] * n)
 
     images = [v.image for v in train]
+    init_params = params  # the model before pretraining: the "before" of task 1's learning gain
     pre_losses = []
     for chunk in range(max(1, sizes.pretrain_steps // sizes.task_steps)):
         params, chunk_losses = finetune(
@@ -409,10 +411,46 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
     losses = {"pretrain": np.concatenate([np.asarray(x) for x in pre_losses], 1).mean(0).tolist()}
     leaks: dict[str, Any] = {}
     seen: set[int] = set()
+    before_acc = np.zeros((len(METHODS), len(TASKS), n_seeds))
+
+    def score(ft_p, ft_feats, ad_p, ad_a, ad_proj, ad_feats, seen_mask, active):
+        return evaluate(
+            _cat(ft_p, ad_p),
+            _cat(zero_ad, ad_a),
+            _cat(eye, ad_proj),
+            _cat(ft_feats, ad_feats),
+            _cat(test_inst, rep(test_inst)),
+            _cat(test_cls, rep(test_cls)),
+            seen_mask,
+            active,
+            _cat(jnp.zeros(n_seeds), flags.hard),
+            _cat(jnp.ones((n_seeds, *task_classes.shape)), rep_gates),
+        )
+
+    ft_test = encode_all(init_params, all_images)[:, :, n_train:]
     for t, task in enumerate(TASKS):
         new = set(task.pool) - seen
         seen |= set(task.pool)
         allowed = class_mask(task.pool)
+        active = jnp.broadcast_to(
+            (jnp.arange(cfg.experts) <= t).astype(jnp.float32), (cfg.experts,)
+        )
+        seen_mask = class_mask(seen)
+        # The learning gain's "before": every model just before it learns task t (task 1: the
+        # untrained initialisation, before pretraining), scored on task t with the same label
+        # mask and active experts as right after learning it.
+        if t == 0:
+            pre = score(
+                init_params, ft_test, rep(init_params), ad, proj, rep(ft_test), seen_mask, active
+            )
+        else:
+            pre = score(
+                ft_params, ft_test, ad_params, ad, proj, rep(base_test_feats), seen_mask, active
+            )
+        miou_pre = np.asarray(pre[0])  # [runs, tasks]
+        before_acc[0, t] = miou_pre[:n_seeds, t]
+        before_acc[1:, t] = miou_pre[n_seeds:, t].reshape(len(names), n_seeds)
+        clock(f"before stage {t + 1}")
         if t > 0:
             ft_params, l_ft = finetune(
                 ft_params,
@@ -442,22 +480,9 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
             losses[f"task{t + 1}_adapters"] = (
                 np.asarray(l_ad).reshape(len(names), n_seeds, -1).mean(1).tolist()
             )
-        active = jnp.broadcast_to(
-            (jnp.arange(cfg.experts) <= t).astype(jnp.float32), (cfg.experts,)
-        )
-        seen_mask = class_mask(seen)
         ft_test = encode_all(ft_params, all_images)[:, :, n_train:]
-        res = evaluate(
-            _cat(ft_params, ad_params),
-            _cat(zero_ad, ad),
-            _cat(eye, proj),
-            _cat(ft_test, rep(base_test_feats)),
-            _cat(test_inst, rep(test_inst)),
-            _cat(test_cls, rep(test_cls)),
-            seen_mask,
-            active,
-            _cat(jnp.zeros(n_seeds), flags.hard),
-            _cat(jnp.ones((n_seeds, *task_classes.shape)), rep_gates),
+        res = score(
+            ft_params, ft_test, ad_params, ad, proj, rep(base_test_feats), seen_mask, active
         )
         clock(f"stage {t + 1}")
         res_ft = [x[:n_seeds] for x in res]
@@ -469,6 +494,7 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
         "methods": list(METHODS),
         "tasks": [task.name for task in TASKS],
         "miou": acc.tolist(),  # [method, stage, task, seed]
+        "miou_before": before_acc.tolist(),  # [method, task, seed]: just before learning it
         "switches": sw.tolist(),
         "pairs": pairs.tolist(),
         "losses": losses,

@@ -20,8 +20,9 @@ from jaxpapers.steam.experiments._protocol import (
     run_protocol,
 )
 
-#: The row of method ``m`` in ``learns_tasks``.
-LEARNED = "{}: worst task's gain over the all-background prediction"
+#: The row of method ``m`` and task number ``k`` (1-based) in ``learns_tasks``:
+#: ``LEARNED.format(m, k)``.
+LEARNED = "{}: task {} learning gain (mIoU after - before learning it)"
 SCOA_LEAK = "SCOA expert on earlier-input subspace"
 FREE_LEAK = "unconstrained expert (w/o SCOA) on the same subspace"
 FOLD = "DASH folded into the neck vs applied after it"
@@ -37,7 +38,7 @@ def _protocol(ctx: Context, sizes: Any) -> dict[str, Any]:
 
 def _per_method(res: dict[str, Any]) -> dict[str, Any]:
     acc = np.asarray(res["miou"])  # [method, stage, task, seed]
-    background = np.asarray(res["background_only_miou"])  # [task, seed]
+    before = np.asarray(res["miou_before"])  # [method, task, seed]
     sw = np.asarray(res["switches"])[:, -1].sum(1)  # [method, seed]
     pairs = np.asarray(res["pairs"])[:, -1].sum(1)
     out = {}
@@ -47,7 +48,12 @@ def _per_method(res: dict[str, Any]) -> dict[str, Any]:
             "forgetting": [forgetting(acc[i, :, :, s]) for s in seeds],
             "final": [float(acc[i, -1, :, s].mean()) for s in seeds],
             "plasticity": [float(np.mean(np.diag(acc[i, :, :, s])[1:])) for s in seeds],
-            "learned": [float(np.min(np.diag(acc[i, :, :, s]) - background[:, s])) for s in seeds],
+            # Learning gain per task: mIoU right after learning the task minus the same model's
+            # mIoU on it just before ([task][seed]).
+            "learned": [
+                [float(acc[i, t, t, s] - before[i, t, s]) for s in seeds]
+                for t in range(acc.shape[1])
+            ],
             "switch_rate": (sw[i] / np.maximum(pairs[i], 1)).tolist(),
             "matrix": acc[i].mean(-1).tolist(),
         }
@@ -57,14 +63,19 @@ def _per_method(res: dict[str, Any]) -> dict[str, Any]:
 def _extras(res: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
     mean = {
         k: {m: float(np.mean(v[k])) for m, v in stats.items()}
-        for k in ("forgetting", "final", "plasticity", "switch_rate", "learned")
+        for k in ("forgetting", "final", "plasticity", "switch_rate")
     }
+    gains = {m: np.mean(v["learned"], axis=1).tolist() for m, v in stats.items()}
     return {
         "tasks": res["tasks"],
         "all-background prediction mIoU per task (seed mean)": np.mean(
             res["background_only_miou"], 1
         ).tolist(),
-        "worst task's mIoU gain over the all-background prediction": mean["learned"],
+        "learning gain per task (mIoU after - before learning it, seed mean)": gains,
+        "miou just before learning each task (seed mean)": {
+            m: np.mean(v, axis=-1).tolist()
+            for m, v in zip(res["methods"], res["miou_before"], strict=True)
+        },
         "final_average_miou": mean["final"],
         "average_forgetting": mean["forgetting"],
         "plasticity (mIoU on a task right after learning it, tasks 2-3)": mean["plasticity"],
@@ -85,7 +96,11 @@ def run_forgetting(ctx: Context, sizes: Any) -> Outcome:
 def run_learns_tasks(ctx: Context, sizes: Any) -> Outcome:
     res = _protocol(ctx, sizes)
     stats = _per_method(res)
-    values = {LEARNED.format(m): stats[m]["learned"] for m in (FINETUNE, L2P, STEAM)}
+    values = {
+        LEARNED.format(m, t + 1): gain
+        for m in (FINETUNE, L2P, STEAM)
+        for t, gain in enumerate(stats[m]["learned"])
+    }
     return Outcome(values, _extras(res, stats))
 
 
