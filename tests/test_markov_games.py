@@ -356,3 +356,41 @@ def test_experiments_registered_and_bandit_smoke(tmp_path):
     record = summarise(exp, exp.run(Context("smoke", 2, tmp_path)))
     assert record["verdict"] in {"holds", "does not hold", "inconclusive"}
     assert all(len(r["seeds"]) == 2 for r in record["rows"])
+
+
+def test_exact_stop_controls_the_value_estimate_passed_up_the_tree():
+    """A stage at h = 1 can pass the exact-gap test after a few rounds while its value estimate
+    (the continuation the h = 0 bandits learn on) is far off; the h = 0 bandits then learn the
+    wrong stage game and the exact test there never fires (found on this game: m = 5, the
+    players_scaling bed's seed 4). The exact stop also requires the estimate within
+    epsilon / H of the exact value of the policy, so both learners stop with an epsilon-CCE
+    and value estimates within epsilon / H of the policy's exact values at every (h, s)."""
+    m, eps = 5, 0.05
+    g = random_game(jax.random.key(1000 + 4 + 97 * 2), 2, 2, (2,) * m)
+    key = jax.random.split(jax.random.key(7 + 31 * m), 5)[4]
+    res = simulator_cce(g, key=key, epsilon=eps, method="paper", stop="exact", max_rounds=1 << 14)
+    assert bool(res.converged)
+    # ~1e4 rounds at a stage: the averaged play must still be a distribution (float32 sums of
+    # probabilities divided by the round count drifted by ~1e-4)
+    np.testing.assert_allclose(np.asarray(res.policy).sum(-1), 1.0, atol=1e-6)
+    assert float(cce_gap(g, res.policy).gap) <= eps
+    err = np.abs(np.asarray(res.values) - np.asarray(policy_values(g, res.policy)))
+    # slack: the stop compares against the play divided by the round count, the output is the
+    # play renormalised; they differ by the float32 drift (~1e-4) times values <= H = 2
+    assert err.max() <= eps / 2 + 5e-4, err.max()
+
+
+def test_online_exact_stop_ignores_the_certificate(game):
+    """With stop="exact" the online learners stop at the first episode whose output has exact
+    gap <= epsilon, whatever their (scaled, not valid) certificate says: the same run stopped
+    by the certificate as well never stops earlier, and with a large bonus the certificate
+    keeps the "certificate" run going while the exact stop fires."""
+    eps = 0.2
+    for method in ("paper", "baseline"):
+        kw = dict(key=jax.random.key(5), epsilon=eps, method=method, max_episodes=1 << 12)
+        exact = online_cce(game, stop="exact", bonus_scale=1.0, **kw)
+        cert = online_cce(game, stop="certificate", bonus_scale=1.0, **kw)
+        assert bool(exact.converged), method
+        assert float(cce_gap(game, exact.policy).gap) <= eps + 1e-5, method
+        assert int(exact.samples) < int(cert.samples), method
+        assert float(exact.certificate) > eps, method  # the certificate did not decide

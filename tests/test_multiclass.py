@@ -243,3 +243,65 @@ def test_p16_smoke(tmp_path):
         "Gaptron",
         "stable Gaptron",
     }
+
+
+def _p16_experiment(exp_id):
+    from jaxpapers.core.experiment import experiments_for
+
+    return next(e for e in experiments_for("P16") if e.id == exp_id)
+
+
+def _verdict(exp, values):
+    from jaxpapers.core.verdicts import RowStats, evaluate_rule
+
+    rows = {k: RowStats.from_values(k, "method", v) for k, v in values.items()}
+    return evaluate_rule(exp.rule, rows, exp.lower_is_better).verdict
+
+
+def test_quick_grid_reaches_gaptrons_eta_to_zero_limit():
+    """Gaptron's regret keeps falling as eta -> 0 (exploration a = eta vanishes); the quick
+    grid's lower edge must be the limit (within one expected mistake of eta = 1e-9) so that a
+    tuned choice at that edge is the learner's best, not an artefact of the grid."""
+    from jaxpapers.multiclass.experiments import SIZES
+
+    z = SIZES["quick"]
+    stream, _ = linear_stream(jax.random.key(10_000), z.T, z.d, z.C, noise=z.noise)
+    totals = [
+        float(run_online(gaptron(e, e), stream, z.C, key=jax.random.key(0)).expected_mistakes.sum())
+        for e in (min(z.eta_grid), 1e-9)
+    ]
+    assert abs(totals[0] - totals[1]) < 1.0, totals
+
+
+def test_delays_rule_judges_the_penalty_not_the_level():
+    """A stable Gaptron with the lowest regret at d = 100 but whose regret grows more with the
+    delay than Gaptron's does not show "improved results for delayed feedback"."""
+    exp = _p16_experiment("delays")
+    base = {"perceptron": -500.0, "Gaptron": -800.0, "stable Gaptron": -900.0}
+    growth = {"perceptron": 10.0, "Gaptron": 20.0, "stable Gaptron": 60.0}
+    jitter = np.array([0.0, 1.0, -1.0, 2.0, -2.0])
+    values = {}
+    for name in base:
+        for d in (0, 10, 100):
+            values[f"{name} d={d}"] = list(base[name] + growth[name] * d / 100 + jitter)
+        values[f"{name} penalty d=100 - d=0"] = list(growth[name] + jitter)
+    assert _verdict(exp, values) == "does not hold"
+    # and a smaller penalty holds
+    for d in (0, 10, 100):
+        values[f"stable Gaptron d={d}"] = list(-900.0 + 5.0 * d / 100 + jitter)
+    values["stable Gaptron penalty d=100 - d=0"] = list(5.0 + jitter)
+    assert _verdict(exp, values) == "holds"
+
+
+def test_perceptron_bound_tighter_needs_material_gain():
+    """sqrt(M_u / M) <= 1 always: "tighter" must be judged against a materiality threshold
+    (>= 10% tighter), so a 3% gain does not hold."""
+    exp = _p16_experiment("perceptron_bound")
+    values = {
+        "worst stream: max_U (M - L_M(U)) / new bound": [0.05],
+        "max_U (M - L_M(U)) / new bound": [0.01, 0.02, 0.01, 0.05, 0.0],
+        "new bound / old bound": [0.967, 0.965, 0.969, 0.968, 0.966],
+    }
+    assert _verdict(exp, values) == "does not hold"
+    values["new bound / old bound"] = [0.8, 0.82, 0.79, 0.81, 0.8]
+    assert _verdict(exp, values) == "holds"

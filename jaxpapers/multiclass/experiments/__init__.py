@@ -26,7 +26,10 @@ class Sizes(NamedTuple):
     margin: float = 0.05
     losses: tuple[str, ...] = ("hinge", "smooth_hinge", "logistic")
     delays: tuple[int, ...] = (0, 10, 100)
-    eta_grid: tuple[float, ...] = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+    # down to 1e-5: Gaptron's validation regret keeps falling as eta -> 0 and is flat below
+    # 1e-5 (its predictions stop depending on eta, exploration a = eta vanishes), so the lower
+    # edge stands for that limit; 3.0 dropped (worse than 1.0 for every learner and loss)
+    eta_grid: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
     ridges: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)
     scales: tuple[float, ...] = (0.1, 1.0, 10.0)
     train: int = 1347
@@ -68,12 +71,15 @@ register(
     Experiment(
         paper=PAPER,
         id="perceptron_bound",
-        claim="improved surrogate regret bound for the standard perceptron: on every noisy "
-        "stream and every comparator U (a ridge path on the mistake rounds; the perceptron's own "
-        "direction at three scales), M - L_M(U) <= |U| R sqrt(2 M_u) "
-        "(M_u: mistakes whose update changed the prediction), and this bound is tighter than "
-        "the classic |U| R sqrt(2 M)",
-        metric="ratios (a bound holds when M - L_M(U) over it is <= 1; new / old < 1 is tighter)",
+        claim="known-answer check of the derivation and the code (a theorem, it cannot fail "
+        "on correct code): on every noisy stream and every comparator U (a ridge path on the "
+        "mistake rounds; the perceptron's own direction at three scales) M - L_M(U) <= "
+        "|U| R sqrt(2 M_u) (M_u: mistakes whose update changed the prediction); and the "
+        "claim 'improved bound': it is materially tighter than the classic |U| R sqrt(2 M), "
+        "new / old = sqrt(M_u / M) < 0.9 (at least 10% tighter; threshold fixed before the "
+        "runs, since new / old <= 1 holds by definition)",
+        metric="ratios (a bound holds when M - L_M(U) over it is <= 1; new / old < 0.9 is "
+        "materially tighter)",
         lower_is_better=True,
         baselines=(),
         methods=(
@@ -82,11 +88,12 @@ register(
             "new bound / old bound",
         ),
         # the first row is one value (the worst stream), decided exactly: the bound must hold on
-        # every stream; the per-stream ratio new/old is judged by the one-sided t test
+        # every stream; the per-stream ratio new/old is judged by the one-sided t test against
+        # 0.9 (materiality: sqrt(M_u / M) <= 1 always, so a threshold of 1 could not fail)
         rule=AllOf(
             (
                 Threshold("worst stream: max_U (M - L_M(U)) / new bound", 1.0),
-                Threshold("new bound / old bound", 1.0),
+                Threshold("new bound / old bound", 0.9),
             )
         ),
         run=partial(_tasks.perceptron_bound, sizes=SIZES),
@@ -99,7 +106,9 @@ register(
         id="surrogate_regret",
         claim="the stability-exploiting Gaptron has lower surrogate regret than the standard "
         "perceptron and than Gaptron on the same noisy streams (hinge; every step tuned on "
-        "the same grid and validation streams; smooth hinge and logistic in the extras)",
+        "the same grid 1e-5..1 and validation streams; smooth hinge and logistic in the extras; "
+        "Gaptron's tuned step is the grid's lower edge, its eta -> 0 limit, so the comparison "
+        "is against that limit)",
         metric="sum_t E[mistake] - sum_t hinge_t(U*) (U* offline, ridge 1, optax L-BFGS)",
         lower_is_better=True,
         baselines=("perceptron", "Gaptron"),
@@ -114,17 +123,26 @@ register(
     Experiment(
         paper=PAPER,
         id="delays",
-        claim="with delayed feedback (d = 0, 10, 100; steps tuned at each delay) the "
-        "stability-exploiting Gaptron has lower surrogate regret than Gaptron and the "
-        "perceptron at the largest delay",
-        metric="surrogate regret (hinge) at each delay",
+        claim="improved results for delayed feedback: the stability-exploiting Gaptron's "
+        "surrogate regret grows less with the delay than Gaptron's and the perceptron's "
+        "(paired penalty: regret at d = 100 minus at d = 0 on the same streams and keys, steps "
+        "tuned at each delay; the regret at every delay is reported in the rows)",
+        metric="surrogate regret (hinge): penalty d=100 - d=0, and the level at each delay",
         lower_is_better=True,
-        baselines=("Gaptron d=100", "perceptron d=100"),
-        methods=("stable Gaptron d=100",),
+        baselines=(
+            _tasks.penalty_row("Gaptron", 100),
+            _tasks.penalty_row("perceptron", 100),
+        ),
+        methods=(_tasks.penalty_row("stable Gaptron", 100),),
         rule=AllOf(
             (
-                Better("stable Gaptron d=100", "Gaptron d=100"),
-                Better("stable Gaptron d=100", "perceptron d=100"),
+                Better(
+                    _tasks.penalty_row("stable Gaptron", 100), _tasks.penalty_row("Gaptron", 100)
+                ),
+                Better(
+                    _tasks.penalty_row("stable Gaptron", 100),
+                    _tasks.penalty_row("perceptron", 100),
+                ),
             )
         ),
         run=partial(_tasks.delays, sizes=SIZES),

@@ -30,7 +30,7 @@ def plot_delays(outcome: Outcome, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     ds = outcome.extras["delays"]
-    names = sorted({k.rsplit(" d=", 1)[0] for k in outcome.values})
+    names = sorted({k.rsplit(" d=", 1)[0] for k in outcome.values if "penalty" not in k})
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for n in names:
         ax.plot(ds, [np.mean(outcome.values[f"{n} d={d}"]) for d in ds], marker="o", label=n)
