@@ -271,3 +271,33 @@ def test_experiment_programs_compile_once_and_run_beside_each_other():
         one = NeuralGraphon.init(jax.random.key(int(seed)), sharpness=2.0)
         for a, b in zip(jax.tree.leaves(stacked), jax.tree.leaves(one), strict=True):
             assert np.array_equal(np.asarray(a)[i], np.asarray(b))
+
+
+def test_newton_keeps_the_checked_iterate_when_the_last_correction_is_large():
+    # At s = 0 the residual 5e-8 meets TOL but the slope is 1e-6: the Newton-corrected point
+    # -0.05 lies inside the bracket and has residual -1.25e-4; the checked s = 0 must come back.
+    from jaxpapers.graphons._constraint import TOL, _newton
+
+    with jax.enable_x64(True):
+
+        def f(s):
+            return s**3 + 1e-6 * s + 5e-8
+
+        s = _newton(f, jnp.asarray(0.0, jnp.float64), jnp.asarray(1.0, jnp.float64))
+        assert abs(float(f(s))) <= TOL
+        assert float(s) == 0.0
+
+
+def test_turan_rows_select_on_the_training_objective_and_report_the_pass_share():
+    from jaxpapers.graphons.experiments._runs import turan_rows
+
+    # seed 0: restart 1 has the larger rounded density but the smaller training objective;
+    # seed 1: restart 0 has the better objective and fails the forbidden bound (reported as is)
+    dens = np.array([0.21, 0.20, 0.22, 0.19])
+    rdens = np.array([0.20, 0.22, 0.22, 0.19])
+    rforb = np.array([0.0, 0.0, 0.01, 0.0])
+    values, best, _ = turan_rows("k4", dens, rdens, rforb, 2 / 9, (2, 2))
+    np.testing.assert_array_equal(best, [0, 0])
+    np.testing.assert_allclose(values["k4"], [2 / 9 - 0.20, abs(0.22 - 2 / 9)], rtol=1e-12)
+    np.testing.assert_allclose(values["k4_forbidden"], [0.0, 0.01])
+    np.testing.assert_allclose(values["k4_restart_pass_share"], [1.0, 0.5])

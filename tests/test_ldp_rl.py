@@ -268,3 +268,29 @@ def test_p15_smoke(tmp_path):
     audit = next(e for e in saved["experiments"] if e["id"] == "privacy_audit")
     assert audit["verdict"] == "holds"
     assert (tmp_path / "P15" / "bandit_rate.png").exists()
+
+
+def test_rl_rule_judges_the_theory_bonus_and_bandit_grid_varies_s_and_a():
+    """The rl_rate rule reads the run at the theory's privacy bonus constant c_sigma = 1 (0.3,
+    picked after runs on the bed, is a reported row only); the quick bandit grid varies S and A
+    each away from its first cell."""
+    from jaxpapers.core.experiment import experiments_for
+    from jaxpapers.ldp_rl.experiments import BANDIT, RL
+
+    assert all(z.privacy_bonus_scale == 1.0 for z in RL.values())
+    exp = next(e for e in experiments_for("P15") if e.id == "rl_rate")
+    judged = set(exp.rule.names())
+    assert "K-exponent UCBVI-LDP" in judged
+    assert not any("c_sigma" in n for n in judged)
+    (S0, A0), *rest = BANDIT["quick"].grid
+    assert any(S != S0 and A == A0 for S, A in rest) and any(A != A0 and S == S0 for S, A in rest)
+
+
+def test_bandit_final_regret_of_the_largest_horizon_alone_equals_the_full_list():
+    """The rate fit's extra cells run only their largest horizon: that run equals the one the
+    full list of horizons holds (runs of different horizons are separate)."""
+    from jaxpapers.ldp_rl.experiments import _runs
+
+    full = _runs.bandit_final_regret(2, 3, [64, 128], [1.0, 4.0], [0, 1], private=True)
+    last = _runs.bandit_final_regret(2, 3, [128], [1.0, 4.0], [0, 1], private=True)
+    np.testing.assert_allclose(last[..., 0], full[..., -1], rtol=1e-6)

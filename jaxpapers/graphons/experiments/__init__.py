@@ -2,10 +2,10 @@
 
 Seeds and restarts: the optimisation experiments run ``RESTARTS`` random restarts per seed
 (restart ``r`` of seed ``s`` has id ``s + 100 r``: its initial graphon and its training points),
-all vmapped in one program per problem; a seed's value is its best restart (largest rounded
-density among restarts within the forbidden-density bound for Turan; smallest rate among
-restarts meeting the density constraint on the grid for the tails), so every rule is a t test
-over the seeds' values. Margins of the "matches" rules are stated beside each rule. Quick-run cost
+all vmapped in one program per problem; a seed's value is its best restart (best training
+objective, the constrained density on the grid, for Turan; smallest rate among restarts
+meeting the density constraint on the grid for the tails), so every rule is a t test over the
+seeds' values. Margins of the "matches" rules are stated beside each rule. Quick-run cost
 and its history: ``results/P19/NOTES.md``.
 """
 
@@ -139,7 +139,8 @@ register(
         claim=(
             "gradient descent on a neural graphon, with no structure given, rediscovers the Turan "
             "optima: triangle-free maximum edge density 1/2 and K4-free maximum triangle density "
-            "2/9 (a seed's value: the best of its random restarts, rounded at 1/2; over seeds, "
+            "2/9 (a seed's value: its random restart with the best training objective, rounded at "
+            "1/2; over seeds, "
             "within 0.03 of the optimum and forbidden density below 0.005)"
         ),
         metric="|t(K_r, W rounded) - known optimum| / t(H, W rounded) (grid quadrature)",
@@ -150,6 +151,10 @@ register(
             "k4_free_triangle",
             "triangle_free_edge_forbidden",
             "k4_free_triangle_forbidden",
+            # reported, not judged: share of a seed's restarts whose own rounded forbidden
+            # density is below 0.005 (the seed's value is its best restart by training objective)
+            "triangle_free_edge_restart_pass_share",
+            "k4_free_triangle_restart_pass_share",
         ),
         # "rediscovers" = matches a known optimum: a non-inferiority margin of 0.03 in density
         # (kept from before these runs): the nearest wrong structures are far beyond it (the

@@ -31,7 +31,8 @@ class RLSizes(NamedTuple):
     H: int
     ks: tuple[int, ...]
     epsilon: float
-    privacy_bonus_scale: float = 0.3
+    privacy_bonus_scale: float = 1.0
+    reported_bonus_scale: float | None = 0.3
 
 
 class AuditSizes(NamedTuple):
@@ -51,15 +52,15 @@ SANITY = {
 }
 BANDIT = {
     "smoke": BanditSizes(ks=_doubling(64, 3), grid=((2, 3),)),
-    "quick": BanditSizes(ks=_doubling(2**15, 5), grid=((4, 4), (8, 4))),
+    "quick": BanditSizes(ks=_doubling(2**15, 5), grid=((4, 4), (8, 4), (4, 8))),
     "full": BanditSizes(ks=_doubling(2**17, 6), grid=((4, 4), (8, 4), (4, 8), (16, 4))),
 }
 # epsilon = 1 is the theorem's small-epsilon regime; S = A = H = 2 keeps the 2 S^2 A = 16-symbol
-# encoding (at epsilon / H = 0.5 per step) as small as an H > 1 problem allows. The privacy bonus
-# constant 0.3 ~ 1 / sqrt(L) (L = log(2 SAHK) = 13.3..16 here) makes that term one standard
-# deviation of the noise's effect on the estimated values: it covers the noise in scale, where
-# the union-bound constant 1 (sqrt(L) deviations) keeps the learner exploring for an estimated
-# few million episodes on this bed (results/P15/NOTES.md), beyond the quick budget.
+# encoding (at epsilon / H = 0.5 per step) as small as an H > 1 problem allows. The rule judges
+# the privacy bonus constant c_sigma = 1, the only value for which ucbvi_ldp's bonus covers the
+# noise with the theorem's union bound. The row of constant 0.3 (~1 / sqrt(L): one standard
+# deviation of the noise's effect) is reported, not judged: that value was chosen after seeing
+# runs on this very bed.
 RL = {
     "smoke": RLSizes(S=2, A=2, H=2, ks=_doubling(32, 2), epsilon=4.0),
     "quick": RLSizes(S=2, A=2, H=2, ks=_doubling(2**16, 5), epsilon=1.0),
@@ -124,8 +125,13 @@ register(
         "noise reaches one arm per context) has regret growing as sqrt(K): per-seed exponent of "
         "the final regret over separately run horizons K within 1/2 +- 1/12 at every epsilon "
         "whose rate is not capped at K; and across (S, A, epsilon) its regret follows the "
-        "minimax rate min(K, sqrt(max(S, e^eps+1) S A K (e^eps+1))/(e^eps-1)) (per-seed "
-        "exponent in that rate within 1 +- 0.3)",
+        "minimax rate min(K, sqrt(max(S, e^eps+1) S A K (e^eps+1))/(e^eps-1)): judged is the "
+        "per-seed exponent of the final regret (largest K) in that rate over the uncapped "
+        "(S, A, eps) cells, S and A each varied ((4,4), (8,4), (4,8)), within 1 +- 0.3, a "
+        "margin fixed before any run; the algorithm's own bound (exp3_regret_bound) has "
+        "exponent ~1.1 in that rate over the same cells, so the rule checks that the regret "
+        "scales like the rate up to the mechanism's e^eps-dependent constant, not that it "
+        "attains the rate's constants",
         metric="fitted log-log exponents (one per seed)",
         lower_is_better=True,
         baselines=("K-exponent EXP3",),
@@ -147,14 +153,17 @@ register(
         paper=PAPER,
         id="rl_rate",
         claim="at small epsilon (eps = 1, H releases at eps/H) UCBVI with unary-encoded "
-        "statistics and a bonus covering the privacy noise (one standard deviation of its "
-        "effect on the values) learns: its regret is sublinear in K "
+        "statistics and the theory's bonus covering the privacy noise (constant c_sigma = 1) "
+        "learns: its regret is sublinear in K "
         "(per-seed exponent of the final regret over separately run horizons < 1), and privacy "
-        "costs regret against UCBVI on the same MDPs",
+        "costs regret against UCBVI on the same MDPs. The quick horizons (2^16..2^20 episodes) "
+        "may end inside the exploration phase, which would leave the exponent near 1 "
+        "(inconclusive for budget); the row at constant 0.3, chosen after runs on this bed, is "
+        "reported, not judged",
         metric="cumulative regret after the largest K / fitted exponent (one per seed)",
         lower_is_better=True,
         baselines=("UCBVI-LDP regret",),
-        methods=("UCBVI regret", "K-exponent UCBVI-LDP"),
+        methods=("UCBVI regret", "K-exponent UCBVI-LDP", "K-exponent UCBVI-LDP c_sigma=0.3"),
         rule=AllOf(
             (
                 Better("UCBVI regret", "UCBVI-LDP regret"),
