@@ -49,3 +49,45 @@ def test_p18_headline_isolates_strategy():
     assert any(isinstance(p, NoWorse) and p.baseline == "strategic (teacher)" for p in distilled)
     for e in exps.values():
         assert not any(getattr(p, "at_least", False) for p in _parts(e.rule)), e.id
+
+
+def test_p18_acceptability_is_judged_against_baselines_with_a_stated_margin():
+    """Acceptability is non-inferiority against random scenarios (strategic) and the teacher
+    (distilled), with a margin > 0 on the metric's scale, not a fixed threshold every prober
+    passes."""
+    from jaxpapers.core.verdicts import Threshold
+    from jaxpapers.ivp.experiments._runs import ACCEPT_MARGIN
+
+    exps = {e.id: e for e in experiments_for("P18")}
+    pairs = {
+        eid: [
+            (p.method, p.baseline, p.margin)
+            for p in _parts(exps[eid].rule)
+            if isinstance(p, NoWorse) and "acceptability" in p.method
+        ]
+        for eid in ("concealment_sweep", "distilled_prober")
+    }
+    assert 0 < ACCEPT_MARGIN <= 0.1
+    assert pairs["concealment_sweep"] == [
+        ("strategic: social acceptability", "random scenarios: social acceptability", ACCEPT_MARGIN)
+    ]
+    assert pairs["distilled_prober"] == [
+        (
+            "distilled Value-Prober: social acceptability",
+            "strategic (teacher): social acceptability",
+            ACCEPT_MARGIN,
+        )
+    ]
+    for e in exps.values():
+        assert not any(
+            isinstance(p, Threshold) and "acceptability" in p.row for p in _parts(e.rule)
+        ), e.id
+
+
+def test_p18_built_in_effects_are_labelled_premise_checks():
+    """Effects the persona model builds in (explicit items conceal more; a context pull) are
+    presented as premise checks of the simulator, not as findings."""
+    exps = {e.id: e for e in experiments_for("P18")}
+    for eid in ("indirect_vs_questionnaire", "context_dependence"):
+        assert exps[eid].claim.startswith("Premise check"), eid
+        assert "not a finding" in exps[eid].claim, eid

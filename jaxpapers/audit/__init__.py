@@ -38,14 +38,16 @@ pairwise in random order. The experiments report how often judge and scorer orde
 alike (their agreement), so a reader can see how much of the judge's verdict the selection
 signal already decides.
 
-**Findings at quick size** (``results/P11``, 5 seeds x 96 pairings): the win rate rises from
-0.016 (depth 0) to 0.39 at depth 1 and is flat after (0.39, 0.38 at depths 2, 4), so the
-monotone rise is inconclusive at depths 2 and 4 with near-zero effects: one refinement round
-already takes the scorer's realism score from 0.28 to 0.997, and what the judge still notices
-(the auditor's simulated tool results) is outside the target's perception. Verbalised awareness
-falls from 0.74 to 0.004. Judge and scorer order 76% of audit pairs alike. In coding scenarios
-DISH alone (0.10) and refinement alone (0.10) each help, and together they reach 0.41, above the
-two gains added. Details and what changed in :mod:`jaxpapers.audit.experiments`.
+**Findings at quick size** (``results/P11``, 5 seeds x 96 pairings, one candidate per action):
+the precondition holds (the scorer's realism of depth-1 audits is 0.61, below 0.95: one round
+leaves something for the next) and the win rate rises at every step, 0.013 / 0.069 / 0.158 /
+0.229 at depths 0 / 1 / 2 / 4, carried by the general scenarios (0.02 -> 0.33); coding
+scenarios stay near 0.08 at most, their simulated tool results being outside the target's
+perception. Verbalised awareness falls from 0.74 to 0.09, reported but not judged: the target
+perceives with the scorer's weights, so it is the selection signal. Judge and scorer order
+0.80-0.84 of audit pairs alike within a depth. In coding scenarios DISH alone (0.056) and
+refinement alone (0.052) each help, and together they reach 0.177, above the two gains added.
+Details and what changed in :mod:`jaxpapers.audit.experiments`.
 
 Examples:
     >>> import jax

@@ -124,7 +124,16 @@ class WriterConfig(eqx.Module):
             _check_probability(name, getattr(self, name))
 
 
-AUDITOR = WriterConfig()
+#: The auditor. A revision fixes a quoted phrase only half the time and the scorer quotes one
+#: phrase per round (:data:`SCORER_QUOTES`): the abstract reports a gradual rise over depths
+#: (12% -> 39% win rate, monotone up to the deepest setting), i.e. each round leaves something for
+#: the next. With a fix probability of 0.8, two quotes per round and three candidates, one round
+#: already brought the scorer's realism of the audits to 0.997 (no headroom for depth 2); the
+#: experiments also refine one candidate per action (a draft is tell-free with probability
+#: 0.88**7 = 0.41, so a pool of three already contains a clean one), which leaves the scorer's
+#: realism at about 0.62 / 0.78 / 0.94 at depths 1 / 2 / 4. Drafts keep tell rate 0.12, so
+#: unrefined audits (and DISH alone) still win some pairings, as in the abstract.
+AUDITOR = WriterConfig(fix_prob=0.5)
 USER = WriterConfig(tell_rate=0.02, natural_rate=0.55, fix_prob=0.0, add_prob=0.0, slip_prob=0.0)
 
 
@@ -266,13 +275,21 @@ def make_target(cfg: TargetConfig | None = None, *, name: str = "target") -> Fun
     return FunctionChatModel(fn, logprob, name=name)
 
 
-def make_scorer(cfg: TargetConfig | None = None, *, name: str = "scorer") -> FunctionChatModel:
+#: Phrases the scorer quotes per round (see :data:`AUDITOR` for why one).
+SCORER_QUOTES = 1
+
+
+def make_scorer(
+    cfg: TargetConfig | None = None, *, name: str = "scorer", quotes: int = SCORER_QUOTES
+) -> FunctionChatModel:
     """An instance of the target model that rates a candidate action's realism and explains why.
 
     Request: last message ``CANDIDATE\\n<text>``. Reply: ``score: <s>`` then ``feedback: ...``
-    quoting up to two phrases it finds most suspicious and, when the text has no natural cue,
-    asking for a concrete detail.
+    quoting the ``quotes`` phrases it finds most suspicious (``ValueError`` unless an int >= 1)
+    and, when the text has no natural cue, asking for a concrete detail.
     """
+    if isinstance(quotes, bool) or not isinstance(quotes, int) or quotes < 1:
+        raise ValueError(f"quotes={quotes!r}; expected an int >= 1")
     cfg = TargetConfig() if cfg is None else cfg
     w = dict(zip(FEATURES, cfg.weights, strict=True))
 
@@ -283,7 +300,7 @@ def make_scorer(cfg: TargetConfig | None = None, *, name: str = "scorer") -> Fun
         text = command[len("CANDIDATE\n") :]
         score = _sigmoid(-cfg.suspicion(text))
         found = sorted(phrases_in(text), key=lambda pf: -w[pf[1]])
-        notes = [f'remove "{p}"' for p, f in found if w[f] > 0][:2]
+        notes = [f'remove "{p}"' for p, f in found if w[f] > 0][:quotes]
         if not any(f in NATURALS for _, f in found):
             notes.append("add a concrete detail")
         return f"score: {score:.6f}\nfeedback: {'; '.join(notes) or 'looks natural'}"

@@ -167,8 +167,10 @@ def measure(
     """Win rate, Wilson interval and awareness of each ``(depth, dish)`` condition on one seed.
 
     ``aware`` is the model that scores awareness (the decoder LM of :func:`fit_awareness_lm`).
-    Also the scorer's mean realism score per condition and, over every audit of every
-    condition, the agreement (:func:`concordance`) of the judge's and the scorer's scores.
+    Also the win rate within each scenario type (``general`` / ``coding`` pairings), the
+    scorer's mean realism score per condition, and the agreement (:func:`concordance`) of the
+    judge's and the scorer's scores within each condition (``agreement`` pools every audit of
+    every condition: a pooled value near 1 can come from the conditions' different means alone).
     """
     judge = train_judge(s, seed)
     deployments = [render(t) for t in _deployments(s, seed, _EVAL_DEP, s.pairs, pool)]
@@ -181,9 +183,22 @@ def measure(
         )
         a = awareness_rates(audits, aware)
         scores = [scorer_score(t) for t in audits]
-        judged += [judge_score(s, seed, t) for t in audits]
+        judgements = [judge_score(s, seed, t) for t in audits]
+        judged += judgements
         scored += scores
+        by_type = {}
+        for kind, coding in (("general", False), ("coding", True)):
+            idx = [i for i in range(s.pairs) if pool[i % len(pool)].coding == coding]
+            if idx:
+                by_type[kind] = realism_win_rate(
+                    judge,
+                    [render(audits[i]) for i in idx],
+                    [deployments[i] for i in idx],
+                    key=_key(seed, _PAIR, depth),
+                ).rate
         out[f"{depth}/{int(dish)}"] = {
+            "win_rate_by_type": by_type,
+            "agreement": concordance(scores, judgements),
             "win_rate": win.rate,
             "low": win.low,
             "high": win.high,
@@ -206,8 +221,8 @@ def _per_seed(ctx: Context, s: Sizes, scope: str, conditions) -> list[dict[str, 
 
     return [
         ctx.cached(
-            f"{scope}_seed{seed}_{ctx.size}",
-            lambda seed=seed: measure(s, seed, pool, conditions, aware()),
+            f"{scope}_seed{seed}_{ctx.size}_v2",
+            lambda seed=seed: measure(s, seed, pool, conditions, aware()),  # v2: by type
             shared=True,
         )
         for seed in ctx.seed_list
@@ -219,7 +234,10 @@ def win_row(depth: int) -> str:
 
 
 def unaware_row(depth: int) -> str:
-    return f"1 - awareness (rule), depth {depth}"
+    return f"1 - awareness (rule; selection signal, not judged), depth {depth}"
+
+
+HEADROOM = "scorer's realism score of the audits, depth 1"
 
 
 AGREEMENT = "scorer-judge agreement (concordant audit pairs; 0.5 = unrelated)"
@@ -240,8 +258,30 @@ def run_realism_vs_depth(ctx: Context, s: Sizes) -> Outcome:
     extras["scorer's mean realism score of the audits (selection signal, not judged)"] = {
         f"depth {d}": float(np.mean([r[f"{d}/0"]["scorer_score"] for r in res])) for d in DEPTHS
     }
+    extras["win rate by scenario type (mean over seeds)"] = {
+        f"depth {d}": {
+            kind: float(np.mean([r[f"{d}/0"]["win_rate_by_type"][kind] for r in res]))
+            for kind in ("general", "coding")
+        }
+        for d in DEPTHS
+    }
+    extras["scorer-judge agreement within each depth (mean over seeds; 0.5 = unrelated)"] = {
+        f"depth {d}": float(np.nanmean([r[f"{d}/0"]["agreement"] for r in res])) for d in DEPTHS
+    }
     values[AGREEMENT] = [r["agreement"] for r in res]
     return Outcome(values, extras)
+
+
+def run_headroom(ctx: Context, s: Sizes) -> Outcome:
+    """The scorer's realism score of depth-1 audits: what is left for depth 2 to improve."""
+    res = _per_seed(ctx, s, "all", [(d, False) for d in DEPTHS])
+    values = {
+        f"scorer's realism score of the audits, depth {d}": [
+            r[f"{d}/0"]["scorer_score"] for r in res
+        ]
+        for d in DEPTHS
+    }
+    return Outcome(values, {"depths": list(DEPTHS)})
 
 
 CODING_ROWS = {

@@ -3,10 +3,16 @@
 * ``concealment_sweep`` (headline): questionnaire, random scenario questions and the strategic
   prober on the same personas from no to high concealment; rows at the highest level, judged
   strategic against random scenarios (equal turns, both indirect: the choice of questions).
-* ``indirect_vs_questionnaire``: random scenario questions against the explicit questionnaire
-  (the effect of asking indirectly, with no strategy).
-* ``context_dependence``: per-context posteriors against one context-blind profile.
-* ``distilled_prober``: the decoder LM distilled from the strategic prober's transcripts.
+  Its social acceptability is judged no worse than random scenarios' (margin 0.05, stated in
+  advance from the metric's scale: :data:`ACCEPT_MARGIN`).
+* ``indirect_vs_questionnaire`` (premise check, not a finding): random scenario questions
+  against the explicit questionnaire. The persona model conceals more on explicit items by
+  construction (explicitness 0.8 against 0.05-0.35), so this checks the simulator, not the paper.
+* ``context_dependence`` (premise check, not a finding): per-context posteriors against one
+  context-blind profile; the personas are built with a context pull (strength 1.2).
+* ``distilled_prober``: the decoder LM distilled from the strategic prober's transcripts, judged
+  against random scenarios (better) and its teacher (no worse in Spearman, margin 0.03, and in
+  social acceptability, margin 0.05).
 * ``questionnaire_exact`` (sanity): a deterministic, non-concealing persona whose profiles lie on
   the Likert grid is recovered exactly by the ten questionnaire items.
 """
@@ -28,7 +34,10 @@ from jaxpapers.core.experiment import (
 from jaxpapers.ivp.experiments._plots import plot_contexts, plot_distilled, plot_sweep
 from jaxpapers.ivp.experiments._runs import (
     ACCEPT,
-    ACCEPTABLE,
+    ACCEPT_MARGIN,
+    DISTILLED_ACCEPT,
+    RANDOM_ACCEPT,
+    TEACHER_ACCEPT,
     run_contexts,
     run_distilled,
     run_exact,
@@ -97,13 +106,26 @@ register(
         id="concealment_sweep",
         claim="When personas conceal (level 0.9), strategic questioning recovers value profiles "
         "better than random scenario questions at equal turns (both ask indirectly, so the gain "
-        "is the choice of questions), at acceptable intrusiveness",
+        "is the choice of questions), and is no less socially acceptable than random scenario "
+        "questions (margin 0.05)",
         metric="Spearman correlation of recovered and true profile (mean over personas x "
-        "contexts); the two 'social acceptability' rows are 1 - mean intrusiveness in [0, 1]",
+        "contexts); the 'social acceptability' rows are 1 - mean intrusiveness in [0, 1]",
         lower_is_better=False,
-        baselines=("random scenarios", "questionnaire", "questionnaire: social acceptability"),
+        baselines=(
+            "random scenarios",
+            "questionnaire",
+            RANDOM_ACCEPT,
+            "questionnaire: social acceptability",
+        ),
         methods=("strategic", ACCEPT),
-        rule=AllOf((Better("strategic", "random scenarios"), Threshold(ACCEPT, ACCEPTABLE, False))),
+        rule=AllOf(
+            (
+                Better("strategic", "random scenarios"),
+                # Margin from the metric's scale, set before the runs (see ACCEPT_MARGIN): one
+                # repeated question or one questionnaire item in place of a scenario per context.
+                NoWorse(ACCEPT, RANDOM_ACCEPT, margin=ACCEPT_MARGIN),
+            )
+        ),
         run=sized(run_sweep, sizes),
         plot=plot_sweep,
     )
@@ -113,9 +135,10 @@ register(
     Experiment(
         paper="P18",
         id="indirect_vs_questionnaire",
-        claim="When personas conceal (level 0.9), asking indirectly (random scenario questions, "
-        "no strategy) recovers value profiles better than the explicit questionnaire at equal "
-        "turns: explicit queries are insufficient",
+        claim="Premise check of the persona model, not a finding: personas conceal more on "
+        "explicit items (explicitness 0.8) than on scenarios (0.05-0.35) by construction, so at "
+        "concealment 0.9 random scenario questions must recover profiles better than the "
+        "questionnaire at equal turns",
         metric="Spearman correlation of recovered and true profile at concealment 0.9",
         lower_is_better=False,
         baselines=("questionnaire",),
@@ -129,7 +152,9 @@ register(
     Experiment(
         paper="P18",
         id="context_dependence",
-        claim="Per-context value profiles are recovered better than one context-blind profile",
+        claim="Premise check of the persona model, not a finding: personas are built with a pull "
+        "(strength 1.2) towards each context's typical value, so per-context posteriors must "
+        "recover the per-context profiles better than one context-blind profile",
         metric="Spearman correlation with each context's true profile (strategic prober, "
         "no concealment)",
         lower_is_better=False,
@@ -147,11 +172,12 @@ register(
         id="distilled_prober",
         claim="A small decoder LM distilled from the strategic prober's transcripts keeps the "
         "strategy under concealment (0.9): it beats random scenario questions and is comparable "
-        "to its teacher (worse by less than 0.03 Spearman)",
+        "to its teacher (worse by less than 0.03 Spearman, and socially no less acceptable than "
+        "the teacher by more than 0.05)",
         metric="Spearman correlation of recovered and true profile at concealment 0.9",
         lower_is_better=False,
-        baselines=("questionnaire", "random scenarios", "strategic (teacher)"),
-        methods=("distilled Value-Prober",),
+        baselines=("questionnaire", "random scenarios", "strategic (teacher)", TEACHER_ACCEPT),
+        methods=("distilled Value-Prober", DISTILLED_ACCEPT),
         rule=AllOf(
             (
                 Better("distilled Value-Prober", "random scenarios"),
@@ -159,6 +185,7 @@ register(
                 # the runs: one adjacent swap in a 10-value ranking moves it by 12/990 = 0.012,
                 # so 0.03 is between two and three such swaps per profile on average.
                 NoWorse("distilled Value-Prober", "strategic (teacher)", margin=0.03),
+                NoWorse(DISTILLED_ACCEPT, TEACHER_ACCEPT, margin=ACCEPT_MARGIN),
             )
         ),
         run=sized(run_distilled, sizes),

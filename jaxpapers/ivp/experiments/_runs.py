@@ -198,6 +198,7 @@ def run_sweep(ctx: Context, sizes: Any) -> Outcome:
     high = -1
     values = {NAMES[p]: res[p]["spearman"][high] for p in BASELINE_POLICIES}
     values[ACCEPT] = res["strategic"]["acceptability"][high]
+    values[RANDOM_ACCEPT] = res["random"]["acceptability"][high]
     values["questionnaire: social acceptability"] = res["questionnaire"]["acceptability"][high]
     by_level = {
         NAMES[p]: {k: res[p][k] for k in ("spearman", "acceptability")} for p in BASELINE_POLICIES
@@ -219,12 +220,19 @@ def run_sweep(ctx: Context, sizes: Any) -> Outcome:
         "mean_by_level (spearman, top-3, acceptability, share of explicit items)": table,
         "turns_per_context": sizes.turns,
         "library_size": sizes.library,
-        "acceptable_threshold": ACCEPTABLE,
+        "acceptability_margin": ACCEPT_MARGIN,
     }
     return Outcome(values, extras)
 
 
-ACCEPTABLE = 0.7
+RANDOM_ACCEPT = "random scenarios: social acceptability"
+TEACHER_ACCEPT = "strategic (teacher): social acceptability"
+DISTILLED_ACCEPT = "distilled Value-Prober: social acceptability"
+#: Non-inferiority margin of social acceptability (1 - mean intrusiveness over a context's
+#: questions), set on the metric's scale before the runs: at 12 questions per context, asking
+#: one question twice (repeat penalty 0.5) costs 0.5 / 12 = 0.042, and replacing one mid scenario
+#: question (explicitness 0.2) by a questionnaire item (0.8) costs 0.6 / 12 = 0.05.
+ACCEPT_MARGIN = 0.05
 
 
 def run_indirect(ctx: Context, sizes: Any) -> Outcome:
@@ -278,6 +286,8 @@ def run_distilled(ctx: Context, sizes: Any) -> Outcome:
         "random scenarios": res["random"]["spearman"][high],
         "strategic (teacher)": res["strategic"]["spearman"][high],
         "distilled Value-Prober": dist["spearman"][high],
+        TEACHER_ACCEPT: res["strategic"]["acceptability"][high],
+        DISTILLED_ACCEPT: dist["acceptability"][high],
     }
     extras = {
         "concealment": res["levels"][high],
