@@ -49,8 +49,17 @@ def lowbias32(x: jax.Array) -> jax.Array:
     return x ^ (x >> _u32(16))
 
 
+def _check_integer(name: str, x: object) -> None:
+    """``ValueError`` unless ``x`` has an integer dtype (a float seed would be cast silently)."""
+    dtype = getattr(x, "dtype", None) or jnp.asarray(x).dtype
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise ValueError(f"{name} has dtype {dtype}; expected uint32 (an integer dtype)")
+
+
 def counter_hash(seed: jax.Array, index: jax.Array) -> jax.Array:
     """32 random bits at flat position ``index`` of the stream named by ``seed`` (both uint32)."""
+    _check_integer("seed", seed)
+    _check_integer("index", index)
     base = lowbias32(jnp.asarray(seed, jnp.uint32))
     return lowbias32(jnp.asarray(index, jnp.uint32) * _u32(_GOLDEN) + base)
 
@@ -72,6 +81,9 @@ def bag_from_bits(bits: jax.Array, k: int, dtype: jnp.dtype = jnp.float32) -> ja
       k: number of aggregated Rademacher signs, ``1 <= k <= 32`` (``k = 1``: Rademacher).
       dtype: float dtype of the result.
     """
+    _check_integer("bits", bits)
+    if not isinstance(k, int) or not 1 <= k <= 32:
+        raise ValueError(f"k={k!r}; expected an integer 1 <= k <= 32 aggregated signs")
     mask = 0xFFFFFFFF if k == 32 else (1 << k) - 1
     ones = popcount32(bits & _u32(mask)).astype(jnp.int32)
     return ((2 * ones - k).astype(dtype)) * jnp.asarray(1.0 / k**0.5, dtype)
@@ -84,6 +96,7 @@ def gaussian_from_bits(bits: jax.Array, dtype: jnp.dtype = jnp.float32) -> jax.A
       bits: ``uint32`` words from :func:`counter_hash`.
       dtype: float dtype of the result (computed in float32).
     """
+    _check_integer("bits", bits)
     top = (jnp.asarray(bits, jnp.uint32) >> _u32(8)).astype(jnp.int32)
     # 2 top - (2^24 - 1): an odd integer in [-(2^24 - 1), 2^24 - 1], exact in float32.
     u = (2 * top - (2**24 - 1)).astype(jnp.float32) * jnp.float32(2.0**-24)

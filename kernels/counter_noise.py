@@ -32,10 +32,12 @@ from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash
 def _check(seed: jax.Array, shape: tuple[int, int], k: int) -> None:
     if len(shape) != 2 or min(shape) < 1:
         raise ValueError(f"shape={shape}; expected two positive dimensions (m, n)")
-    if not 1 <= k <= 32:
-        raise ValueError(f"k={k}; expected 1 <= k <= 32 aggregated Rademacher signs")
+    if not isinstance(k, int) or not 1 <= k <= 32:
+        raise ValueError(f"k={k!r}; expected an integer 1 <= k <= 32 aggregated Rademacher signs")
     if jnp.shape(seed) != ():
         raise ValueError(f"seed has shape {jnp.shape(seed)}; expected a scalar uint32 seed")
+    if not jnp.issubdtype(jnp.asarray(seed).dtype, jnp.integer):
+        raise ValueError(f"seed has dtype {jnp.asarray(seed).dtype}; expected a uint32 seed")
 
 
 def counter_noise_reference(

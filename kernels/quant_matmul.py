@@ -108,9 +108,19 @@ def pack_codes(codes: jax.Array, bits: int) -> jax.Array:
     if bits not in BITS:
         raise ValueError(f"bits={bits}; expected one of {BITS}")
     per = 8 // bits
+    if jnp.ndim(codes) != 2 or not jnp.issubdtype(codes.dtype, jnp.integer):
+        raise ValueError(
+            f"codes has shape {jnp.shape(codes)} dtype {codes.dtype}; expected [K, N] integers"
+        )
     k_in, n = codes.shape
     if k_in % per:
         raise ValueError(f"codes rows {k_in=} must be a multiple of {per=} codes per byte")
+    if not isinstance(codes, jax.core.Tracer) and codes.size:
+        lo, hi = int(np.min(np.asarray(codes))), int(np.max(np.asarray(codes)))
+        if lo < 0 or hi >= 2**bits:
+            raise ValueError(
+                f"codes hold values in [{lo}, {hi}]; expected [0, {2**bits}) for {bits=}"
+            )
     c = codes.astype(jnp.uint32).reshape(k_in // per, per, n)
     shifts = (jnp.arange(per, dtype=jnp.uint32) * jnp.uint32(bits))[None, :, None]
     packed = jnp.sum(c << shifts, axis=1, dtype=jnp.uint32)
@@ -123,6 +133,12 @@ def unpack_codes(packed: jax.Array | np.ndarray, bits: int) -> jax.Array | np.nd
     A NumPy ``packed`` is unpacked with NumPy on the host (no eager per-shape compiles when a
     model's layers are repacked outside ``jit``); anything else with ``jax.numpy``.
     """
+    if bits not in BITS:
+        raise ValueError(f"bits={bits}; expected one of {BITS}")
+    if np.ndim(packed) != 2 or packed.dtype not in (np.int8, np.uint8):
+        raise ValueError(
+            f"packed has shape {np.shape(packed)} dtype {packed.dtype}; expected [K b / 8, N] int8"
+        )
     xp = np if isinstance(packed, np.ndarray) else jnp
     per = 8 // bits
     u = packed.astype(xp.int32) & 0xFF
@@ -206,6 +222,8 @@ def perturbed_quant_matmul_reference(
     mult: jax.Array | None = None,
 ) -> jax.Array:
     """jnp reference: materialise ``scales + eps mult Z``, dequantize, multiply. ``[M, N]``."""
+    check_quant_shapes(tuple(jnp.shape(x)), codes, scales, zeros, bits=bits, group_size=group_size)
+    check_spec(spec, tuple(scales.shape))
     s = perturbed_scales_reference(scales, seeds, eps, spec, mult)
     w = _dequantize(codes, s, zeros, bits, group_size)
     return jnp.dot(x, w.astype(x.dtype), preferred_element_type=jnp.float32).astype(x.dtype)
@@ -361,29 +379,45 @@ def check_quant_shapes(
     bits: int,
     group_size: int,
 ) -> None:
-    """``ValueError`` naming the argument when shapes/dtypes of a quantized matmul disagree."""
+    """``ValueError`` naming the argument when shapes/dtypes of a quantized matmul disagree.
+
+    The weight's input dimension ``K`` is read from ``codes`` (``K bits / 8`` packed rows), so an
+    ``x`` of the wrong width is reported as a mismatch with the weight.
+    """
     if bits not in BITS:
         raise ValueError(f"bits={bits}; expected one of {BITS}")
     if len(x_shape) != 2:
         raise ValueError(f"x has shape {x_shape}; expected [M, K]")
+    if codes.ndim != 2 or codes.dtype != jnp.int8:
+        raise ValueError(
+            f"codes has shape {codes.shape} dtype {codes.dtype}; expected a 2-D int8 array "
+            f"[K * {bits} / 8, N] of packed codes"
+        )
+    k_w = codes.shape[0] * 8 // bits
     k_in = x_shape[1]
-    if group_size < 1 or k_in % group_size:
+    if k_in != k_w:
+        raise ValueError(
+            f"codes has shape {codes.shape}: a weight with K={k_w} input rows ({8 // bits} "
+            f"{bits}-bit codes per byte), but x has shape {x_shape} (K={k_in}); the widths "
+            "must match"
+        )
+    if not isinstance(group_size, int | np.integer) or group_size < 1 or k_in % group_size:
         raise ValueError(f"group_size={group_size} must divide the input dimension K={k_in}")
     if scales.ndim != 2 or scales.shape[0] != k_in // group_size:
         raise ValueError(
             f"scales has shape {scales.shape}; expected [K / group_size, N] = "
             f"[{k_in // group_size}, N]"
         )
+    if not jnp.issubdtype(scales.dtype, jnp.floating):
+        raise ValueError(f"scales has dtype {scales.dtype}; expected a float dtype")
     n = scales.shape[1]
     if zeros.shape != scales.shape:
         raise ValueError(
             f"zeros has shape {zeros.shape}; expected the scales' shape {scales.shape}"
         )
-    want = (k_in * bits // 8, n)
-    if codes.shape != want or codes.dtype != jnp.int8:
+    if codes.shape[1] != n:
         raise ValueError(
-            f"codes has shape {codes.shape} dtype {codes.dtype}; expected int8 {want} "
-            f"(K={k_in} {bits}-bit codes packed {8 // bits} per byte, N={n})"
+            f"codes has shape {codes.shape}; expected N={n} columns to match scales {scales.shape}"
         )
 
 
@@ -438,15 +472,28 @@ def perturbed_quant_matmul(
     Returns:
       ``[M, N]`` in ``x.dtype``. Differentiable in ``x`` and ``scales``.
 
+    Raises:
+      ValueError: naming the argument, for a wrong shape or dtype (an ``x`` whose width is not the
+        weight's ``K`` included). The call is jitted, so values are not inspected: NaN or inf in
+        ``x``, ``scales`` or ``eps`` propagates to the affected outputs (the NaN contract; check
+        concrete inputs with ``jnp.isfinite`` first, or quantize with :func:`quantize`, which
+        refuses non-finite weights).
+
     References:
       Pallas: https://docs.jax.dev/en/latest/pallas/index.html
     """
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise ValueError(f"x has dtype {x.dtype}; expected a float dtype")
     check_quant_shapes(tuple(x.shape), codes, scales, zeros, bits=bits, group_size=group_size)
+    if jnp.ndim(eps) != 0:
+        raise ValueError(f"eps has shape {jnp.shape(eps)}; expected a scalar")
     check_spec(spec, tuple(scales.shape))
     if not isinstance(block_sizes, BlockSizes):
         raise TypeError(f"block_sizes={block_sizes!r}; expected a BlockSizes")
     if mult is not None and mult.shape != scales.shape:
         raise ValueError(f"mult has shape {mult.shape}; expected the scales' shape {scales.shape}")
+    if seeds is not None and not jnp.issubdtype(jnp.asarray(seeds).dtype, jnp.integer):
+        raise ValueError(f"seeds has dtype {jnp.asarray(seeds).dtype}; expected uint32 seeds")
     seeds = jnp.zeros((2,), jnp.uint32) if seeds is None else jnp.asarray(seeds, jnp.uint32)
     if seeds.shape != (2,):
         raise ValueError(f"seeds has shape {seeds.shape}; expected [2] (seed_u, seed_v)")
@@ -473,13 +520,28 @@ def quantize(
 
     Returns:
       :class:`QuantizedWeight` ``(codes, scales, zeros)`` in this module's layout.
+
+    Raises:
+      ValueError: naming the argument, for a wrong shape, dtype or ``group_size``, and for a
+        concrete ``w`` holding NaN or inf (under ``jit`` values are not inspected: a NaN in a
+        group makes that group's scale and codes NaN/garbage).
     """
     if bits not in BITS:
         raise ValueError(f"bits={bits}; expected one of {BITS}")
     if jnp.ndim(w) != 2:
         raise ValueError(f"w has shape {jnp.shape(w)}; expected a [K, N] matrix")
+    if not jnp.issubdtype(jnp.asarray(w).dtype, jnp.floating):
+        raise ValueError(f"w has dtype {jnp.asarray(w).dtype}; expected a float dtype")
+    if not isinstance(w, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(w))):
+        bad = int(np.size(w) - np.count_nonzero(np.isfinite(np.asarray(w))))
+        raise ValueError(f"w of shape {jnp.shape(w)} holds {bad} non-finite value(s) (NaN or inf)")
     k_in, n = jnp.shape(w)
-    if group_size < 1 or k_in % group_size or group_size % (8 // bits):
+    if (
+        not isinstance(group_size, int | np.integer)
+        or group_size < 1
+        or k_in % group_size
+        or group_size % (8 // bits)
+    ):
         raise ValueError(
             f"group_size={group_size} must divide the input dimension K={k_in} of w and be a "
             f"multiple of {8 // bits} ({bits}-bit packing)"

@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from jaxpapers.core.checks import check_key
+
 TELLS: dict[str, tuple[str, ...]] = {
     "announced_test": (
         "This is a test scenario.",
@@ -190,5 +192,6 @@ def child_key(key: Any, index: int) -> np.ndarray:
     result is a valid (legacy, raw) JAX key: ``jax.random`` functions, :func:`key_to_seed` and
     the HTTP path accept it.
     """
+    check_key("key", key)
     seq = np.random.SeedSequence([*key_bits(key).tolist(), int(index)])
     return seq.generate_state(2, np.uint32)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_finite, check_positive
+from jaxpapers.core.checks import check_finite, check_key, check_positive
 
 
 @eqx.filter_jit
@@ -65,6 +65,7 @@ def lime_values(
       >>> [round(float(p), 2) for p in phi]
       [2.0, -1.0]
     """
+    check_key("key", key)
     x = jnp.asarray(x)
     background = jnp.asarray(background)
     if x.ndim != 1:

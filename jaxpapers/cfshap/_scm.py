@@ -78,6 +78,9 @@ def ancestors(parents: tuple[tuple[int, ...], ...], node: int) -> set[int]:
 def response_functions(card: int, parent_cards: tuple[int, ...]) -> np.ndarray:
     """Every map from parent configurations to ``{0..card-1}``: ``(card ** P, P)`` with
     ``P = prod(parent_cards)``; a root gets the identity table ``(card, 1)``."""
+    check_int("card", card, minimum=1)
+    for c in parent_cards:
+        check_int("parent_cards", c, minimum=1)
     configs = math.prod(parent_cards)
     return np.array(list(itertools.product(range(card), repeat=configs)), dtype=np.int32)
 

@@ -48,6 +48,7 @@ def _masks(n: int) -> np.ndarray:
 
 def coalition_masks(n: int) -> Bool[Array, "2^n n"]:
     """All ``2^n`` coalitions as boolean masks; row ``k`` has bit ``i`` of ``k`` in column ``i``."""
+    check_int("n", n, minimum=1)
     return jnp.asarray(_masks(n))
 
 

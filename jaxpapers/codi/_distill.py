@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_range, is_concrete
 
 
 def teacher_targets(
@@ -98,6 +98,7 @@ def update_center(
 
 def ema_update(teacher, student, momentum: float | jax.Array):
     """Teacher parameters ``m * teacher + (1 - m) * student`` leaf by leaf (pytrees)."""
+    check_range("momentum", momentum, 0.0, 1.0)
     return jax.tree.map(lambda t, s: momentum * t + (1.0 - momentum) * s, teacher, student)
 
 
@@ -105,12 +106,15 @@ def teacher_temperature(
     step: jax.Array, warmup_steps: int, start: float = 0.04, end: float = 0.07
 ) -> jax.Array:
     """Linear warm-up of the teacher temperature from ``start`` to ``end``, then constant."""
+    check_range("start", start, 0.0, low_open=True)
+    check_range("end", end, 0.0, low_open=True)
     frac = jnp.clip(step / max(warmup_steps, 1), 0.0, 1.0)
     return start + (end - start) * frac
 
 
 def teacher_momentum(step: jax.Array, total_steps: int, base: float = 0.996) -> jax.Array:
     """Cosine schedule of the EMA momentum from ``base`` to 1 over ``total_steps``."""
+    check_range("base", base, 0.0, 1.0)
     frac = jnp.clip(step / max(total_steps, 1), 0.0, 1.0)
     return 1.0 - (1.0 - base) * (jnp.cos(jnp.pi * frac) + 1.0) / 2.0
 

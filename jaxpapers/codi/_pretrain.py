@@ -36,6 +36,7 @@ from jaxpapers.codi._distill import (
     teacher_temperature,
     update_center,
 )
+from jaxpapers.core.checks import check_key
 from jaxpapers.core.nn.vit import ViT, ViTConfig, ViTTokens
 
 
@@ -158,6 +159,7 @@ def _optimizer(cfg: SSLConfig) -> optax.GradientTransformation:
 
 def init_state(cfg: SSLConfig, *, key: jax.Array) -> tuple[nnx.GraphDef, SSLState]:
     """Graph definition and initial state (teacher = student, zero centres)."""
+    check_key("key", key)
     graphdef, params = nnx.split(SSLNet(cfg, rngs=nnx.Rngs(key)))
     zeros = jnp.zeros((cfg.out_dim,))
     return graphdef, SSLState(
@@ -168,6 +170,7 @@ def init_state(cfg: SSLConfig, *, key: jax.Array) -> tuple[nnx.GraphDef, SSLStat
 def augment(images: Float[Array, "b h w c"], *, key: jax.Array) -> Float[Array, "b h w c"]:
     """Random horizontal flip, circular shift by up to 1/8 of the side, brightness/contrast and
     per-channel gain jitter, image by image."""
+    check_key("key", key)
 
     def one(x: jax.Array, k: jax.Array) -> jax.Array:
         kf, ks, kb, kc, kg = jax.random.split(k, 5)
@@ -186,6 +189,7 @@ def augment(images: Float[Array, "b h w c"], *, key: jax.Array) -> Float[Array, 
 
 def random_masks(cfg: SSLConfig, batch: int, *, key: jax.Array) -> jax.Array:
     """``[batch, N]`` bool masks, each image with a ratio uniform in ``[mask_min, mask_max]``."""
+    check_key("key", key)
     kr, ku = jax.random.split(key)
     ratio = jax.random.uniform(kr, (batch, 1), minval=cfg.mask_min, maxval=cfg.mask_max)
     return jax.random.uniform(ku, (batch, cfg.num_patches)) < ratio
@@ -240,6 +244,7 @@ def train_step(
     lam: float | jax.Array | None,
 ) -> tuple[SSLState, StepStats]:
     """One self-distillation step (pure; jit/vmap it). ``lam=None`` is iBOT, a value is CODI."""
+    check_key("key", key)
     kv, km = jax.random.split(key)
     b = images.shape[0]
     views = jnp.stack([augment(images, key=k) for k in jax.random.split(kv)])
@@ -290,6 +295,7 @@ def pretrain(
     False). ``codi=False`` runs the iBOT targets (``lam`` ignored); ``codi=True`` with ``lam = 0``
     gives the same numbers bit for bit.
     """
+    check_key("key", key)
     check_lambda(lam)
     n = images.shape[0]
 

@@ -13,11 +13,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import check_finite, check_positive
+
 
 def gaussian_window(size: int, sigma: float) -> np.ndarray:
     """Normalised 1-D Gaussian window of odd length ``size``."""
     if size < 1 or size % 2 == 0:
         raise ValueError(f"size={size}; expected an odd positive window length")
+    check_positive("sigma", sigma)
     r = np.arange(size) - size // 2
     w = np.exp(-0.5 * (r / sigma) ** 2)
     return w / w.sum()
@@ -58,6 +61,9 @@ def ssim(
         )
     if min(x.shape[1:3]) < window:
         raise ValueError(f"images {x.shape[1:3]} are smaller than window={window}")
+    check_positive("data_range", data_range)
+    check_finite("x", x)
+    check_finite("ref", ref)
     if x.ndim == 3:
         x, ref = x[..., None], ref[..., None]
     w = jnp.asarray(gaussian_window(window, sigma), x.dtype)

@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from jaxpapers.core.checks import check_finite, check_int, check_key, check_range
+
 
 def _flatten_samples(x: jax.Array, name: str) -> jax.Array:
     if x.ndim < 1:
@@ -46,7 +48,15 @@ def mmd_rbf(
 
     Returns:
       Scalar MMD^2.
+
+    Raises:
+      ValueError: for mismatched sample shapes, too few samples, bandwidths that are not
+        positive, or (when concrete) NaN/inf in ``x``, ``y`` or ``bandwidths``. Under ``jit``
+        values are not checked: a NaN sample makes the result NaN.
     """
+    check_finite("x", x)
+    check_finite("y", y)
+    check_range("bandwidths", bandwidths, 0.0, low_open=True)
     x = _flatten_samples(jnp.asarray(x), "x")
     y = _flatten_samples(jnp.asarray(y), "y")
     if x.shape[1] != y.shape[1]:
@@ -93,9 +103,14 @@ def sliced_wasserstein(
       n_projections: number of directions.
       p: order.
     """
+    check_key("key", key)
+    check_int("n_projections", n_projections, minimum=1)
+    check_range("p", p, 0.0, low_open=True)
     x, y = jnp.asarray(x), jnp.asarray(y)
     if x.ndim != 2 or y.shape != x.shape:
         raise ValueError(f"x and y must both be [n, d] with equal shapes; got {x.shape}, {y.shape}")
+    check_finite("x", x)
+    check_finite("y", y)
     theta = jax.random.normal(key, (x.shape[1], n_projections), dtype=x.dtype)
     theta = theta / jnp.linalg.norm(theta, axis=0, keepdims=True)
     px, py = jnp.sort(x @ theta, axis=0), jnp.sort(y @ theta, axis=0)
@@ -104,6 +119,7 @@ def sliced_wasserstein(
 
 def accuracy(logits: Float[Array, "n c"], labels: Int[Array, " n"]) -> Float[Array, ""]:
     """Fraction of rows whose arg-max equals the label."""
+    logits, labels = jnp.asarray(logits), jnp.asarray(labels)
     if logits.ndim != 2 or labels.shape != logits.shape[:1]:
         raise ValueError(
             f"logits must be [n, classes] and labels [n]; got {logits.shape} and {labels.shape}"
@@ -115,6 +131,9 @@ def psnr(x: Float[Array, ...], ref: Float[Array, ...], data_range: float = 1.0) 
     """Peak signal-to-noise ratio in dB over all axes but the first (one value per sample)."""
     if x.shape != ref.shape:
         raise ValueError(f"x and ref must have equal shapes; got {x.shape} and {ref.shape}")
+    if jnp.ndim(x) < 1:
+        raise ValueError(f"x has shape {jnp.shape(x)}; expected a leading sample axis")
+    check_range("data_range", data_range, 0.0, low_open=True)
     mse = jnp.mean((x - ref).reshape(x.shape[0], -1) ** 2, axis=-1)
     return 10.0 * jnp.log10(data_range**2 / mse)
 

@@ -57,6 +57,10 @@ def confusion_matrix(
 
 def iou_from_confusion(confusion: Float[Array, "n n"]) -> tuple[jax.Array, jax.Array]:
     """Per-class IoU ``[n]`` and a ``[n]`` mask of the classes that occur (truth or prediction)."""
+    if jnp.ndim(confusion) != 2 or jnp.shape(confusion)[0] != jnp.shape(confusion)[1]:
+        raise ValueError(
+            f"confusion has shape {jnp.shape(confusion)}; expected a square [n, n] matrix"
+        )
     tp = jnp.diagonal(confusion)
     union = confusion.sum(0) + confusion.sum(1) - tp
     present = union > 0
@@ -73,6 +77,8 @@ def mean_iou(
 
 def label_boundary(labels: Int[Array, "*b h w"]) -> Bool[Array, "*b h w"]:
     """Pixels with a 4-neighbour of another label (the image border is not a boundary)."""
+    if jnp.ndim(labels) < 2:
+        raise ValueError(f"labels has shape {jnp.shape(labels)}; expected [..., H, W]")
     pad = [(0, 0)] * (labels.ndim - 2) + [(1, 1), (1, 1)]
     p = jnp.pad(labels, pad, mode="edge")
     c = p[..., 1:-1, 1:-1]

@@ -37,6 +37,7 @@ import optax
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxpapers.core.checks import check_key
 from jaxpapers.core.progress import progress
 
 PyTree = Any
@@ -143,6 +144,7 @@ def train(
     Returns:
       A :class:`TrainResult`.
     """
+    check_key("key", key)
     if steps < 1:
         raise ValueError(f"steps={steps}; expected a positive number of steps")
     if checkpoint_every < 1:

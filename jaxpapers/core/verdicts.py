@@ -56,6 +56,8 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from jaxpapers.core.checks import check_range
+
 Verdict = Literal["holds", "does not hold", "inconclusive"]
 HOLDS: Verdict = "holds"
 FAILS: Verdict = "does not hold"
@@ -131,6 +133,8 @@ def t_quantile(df: float) -> float:
     """The one-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
     from scipy.stats import t
 
+    check_range("df", df, 0.0, low_open=True)
+
     return float(t.ppf(CONFIDENCE, df))
 
 
@@ -151,6 +155,11 @@ def seeds_needed(effect: float, std: float) -> int | None:
     return lo
 
 
+def _check_claim(claim: str) -> None:
+    if claim not in (">", "<"):
+        raise ValueError(f"claim={claim!r}; expected '>' or '<'")
+
+
 def _decide(low: float, high: float, null: float, claim: str) -> Verdict:
     if claim == ">":
         return HOLDS if low > null else (FAILS if high < null or high == low == null else UNSURE)
@@ -161,7 +170,10 @@ def one_sample(
     values: Sequence[float], null: float, claim: str, *, rule: str, quantity: str, test: str
 ) -> Comparison:
     """Test ``mean(values) > null`` (``claim=">"``) or ``< null`` on per-seed values."""
+    _check_claim(claim)
     x = np.asarray(values, dtype=np.float64).reshape(-1)
+    if x.size == 0:
+        raise ValueError("values is empty; expected at least one per-seed value")
     n = int(x.size)
     mean = float(x.mean())
     std = float(x.std(ddof=1)) if n > 1 else 0.0
@@ -182,8 +194,12 @@ def welch(
     a: Sequence[float], b: Sequence[float], null: float, claim: str, *, rule: str, quantity: str
 ) -> Comparison:
     """Welch's test of ``mean(a) - mean(b) > null`` (or ``<``); a one-value row adds no variance."""
+    _check_claim(claim)
     xa = np.asarray(a, dtype=np.float64).reshape(-1)
     xb = np.asarray(b, dtype=np.float64).reshape(-1)
+    for name, x in (("a", xa), ("b", xb)):
+        if x.size == 0:
+            raise ValueError(f"{name} is empty; expected at least one per-seed value")
     terms = [float(x.var(ddof=1)) / x.size if x.size > 1 else 0.0 for x in (xa, xb)]
     est = float(xa.mean() - xb.mean())
     var = sum(terms)

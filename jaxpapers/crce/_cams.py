@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_labels, check_shape
+from jaxpapers.core.checks import check_dtype, check_finite, check_labels, check_shape
 
 Head = Callable[[jax.Array], jax.Array]
 
@@ -27,11 +27,15 @@ Head = Callable[[jax.Array], jax.Array]
 def _check(features: jax.Array, target: jax.Array, num_classes: int) -> None:
     if features.ndim != 4:
         raise ValueError(f"features has shape {features.shape}; expected [B, h, w, K]")
+    check_dtype("features", features, "floating")
+    check_finite("features", features)
     check_shape("target", target, (features.shape[0],))
     check_labels("target", target, num_classes)
 
 
 def _num_classes(head: Head, features: jax.Array) -> int:
+    if jnp.ndim(features) != 4:
+        raise ValueError(f"features has shape {jnp.shape(features)}; expected [B, h, w, K]")
     out = jax.eval_shape(head, features)
     if out.ndim != 2 or out.shape[0] != features.shape[0]:
         raise ValueError(
@@ -65,6 +69,7 @@ def class_activation_map(
             f"weights has shape {weights.shape}; expected [{features.shape[-1]}, classes]"
         )
     _check(features, target, weights.shape[1])
+    check_finite("weights", weights)
     return jnp.einsum("bhwk,kb->bhw", features, weights[:, target])
 
 
@@ -102,6 +107,11 @@ def contrastive_score(logits: Float[Array, "b c"], target: Int[Array, " b"]) -> 
     Its gradient is ``d log p_c / (1 - p_c)``; its value is the logit margin of class ``c`` over
     the softmax-weighted mean of the others.
     """
+    if jnp.ndim(logits) != 2:
+        raise ValueError(f"logits has shape {jnp.shape(logits)}; expected [B, classes]")
+    check_shape("target", target, (logits.shape[0],))
+    check_labels("target", target, logits.shape[1])
+    check_finite("logits", logits)
     c = logits.shape[1]
     onehot = jax.nn.one_hot(target, c, dtype=logits.dtype)
     q = jax.nn.softmax(jnp.where(onehot > 0, -jnp.inf, logits), axis=1)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_labels, check_shape, is_concrete
+from jaxpapers.core.checks import check_finite, check_labels, check_range, check_shape, is_concrete
 from jaxpapers.crce._cams import Head, contrastive_cam, grad_cam
 
 ATTRIBUTIONS = ("contrastive", "gradcam")
@@ -68,10 +68,19 @@ class CRCELoss(NamedTuple):
     maps: Float[Array, "b h w"]
 
 
+def _check_maps(saliency: jax.Array, context: jax.Array) -> None:
+    if jnp.ndim(saliency) != 3:
+        raise ValueError(f"saliency has shape {jnp.shape(saliency)}; expected [B, h, w]")
+    check_shape("context", context, jnp.shape(saliency))
+    check_finite("saliency", saliency)
+    check_range("context", context, 0.0, 1.0)
+
+
 def context_share(
     saliency: Float[Array, "b h w"], context: Float[Array, "b h w"]
 ) -> Float[Array, " b"]:
     """``sum |M| r / sum |M|``: the share of attribution magnitude on context cells."""
+    _check_maps(saliency, context)
     mag = jnp.abs(saliency)
     return jnp.sum(mag * context, (1, 2)) / (jnp.sum(mag, (1, 2)) + 1e-8)
 
@@ -81,11 +90,15 @@ def context_evidence(
 ) -> Float[Array, " b"]:
     """``sum_ij M_ij r_ij``: the signed attribution on context cells (for ContrastiveCAM, the part
     of the logit margin that the map assigns to context)."""
+    _check_maps(saliency, context)
     return jnp.sum(saliency * context, (1, 2))
 
 
 def estimated_context(saliency: Float[Array, "b h w"]) -> Float[Array, "b h w"]:
     """Cells whose magnitude is below the image's mean magnitude (a fixed, non-learned mask)."""
+    if jnp.ndim(saliency) != 3:
+        raise ValueError(f"saliency has shape {jnp.shape(saliency)}; expected [B, h, w]")
+    check_finite("saliency", saliency)
     mag = jax.lax.stop_gradient(jnp.abs(saliency))
     return (mag < jnp.mean(mag, axis=(1, 2), keepdims=True)).astype(saliency.dtype)
 
@@ -122,8 +135,11 @@ def cr_ce_loss(
         >>> bool(jnp.isclose(out.loss, out.ce + 0.5 * out.penalty))
         True
     """
+    if not isinstance(config, CRCE):
+        raise ValueError(f"config must be a CRCE; got {type(config).__name__}")
     if features.ndim != 4:
         raise ValueError(f"features has shape {features.shape}; expected [B, h, w, K]")
+    check_finite("features", features)
     b, h, w, _ = features.shape
     check_shape("labels", labels, (b,))
     logits = head(features)
@@ -132,6 +148,7 @@ def cr_ce_loss(
         if context is None:
             raise ValueError("context is required with config.context='mask'")
         check_shape("context", context, (b, h, w))
+        check_range("context", context, 0.0, 1.0)
     attribute = contrastive_cam if config.attribution == "contrastive" else grad_cam
     kwargs = {} if config.attribution == "contrastive" else {"relu": False}
     maps = attribute(head, features, labels, **kwargs)

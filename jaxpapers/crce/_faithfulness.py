@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from jaxpapers.core.checks import check_shape
+from jaxpapers.core.checks import check_finite, check_shape
 
 
 class FaithfulnessCurves(NamedTuple):
@@ -62,7 +62,11 @@ def deletion_insertion(
     Returns:
       :class:`FaithfulnessCurves`; AUC is the trapezoid mean over the removed fraction ``[0, 1]``.
     """
+    if jnp.ndim(images) != 4:
+        raise ValueError(f"images has shape {jnp.shape(images)}; expected [B, H, W, c]")
     b, hgt, wid, _ = images.shape
+    check_finite("images", images)
+    check_finite("saliency", saliency)
     if saliency.ndim != 3 or saliency.shape[0] != b:
         raise ValueError(f"saliency has shape {saliency.shape}; expected [{b}, h, w]")
     check_shape("target", target, (b,))
@@ -92,7 +96,11 @@ def deletion_insertion(
 
 def cell_fractions(mask: Bool[Array, "b H W"], grid: tuple[int, int]) -> Float[Array, "b h w"]:
     """Fraction of each cell of a ``grid`` over the image that ``mask`` covers."""
+    if jnp.ndim(mask) != 3:
+        raise ValueError(f"mask has shape {jnp.shape(mask)}; expected [B, H, W]")
     b, hgt, wid = mask.shape
+    if len(grid) != 2 or not all(isinstance(g, int) and g >= 1 for g in grid):
+        raise ValueError(f"grid={grid!r}; expected two positive integers (h, w)")
     h, w = grid
     if hgt % h or wid % w:
         raise ValueError(f"grid {grid} must divide the mask's size {(hgt, wid)}")
@@ -108,6 +116,7 @@ def pointing_game(
         raise ValueError(
             f"object_mask has shape {object_mask.shape}; expected [{saliency.shape[0]}, H, W]"
         )
+    check_finite("saliency", saliency)
     frac = cell_fractions(object_mask, saliency.shape[1:])
     best = jnp.argmax(saliency.reshape(saliency.shape[0], -1), axis=1)
     return (
@@ -124,6 +133,7 @@ def mask_agreement(
         raise ValueError(
             f"object_mask has shape {object_mask.shape}; expected [{saliency.shape[0]}, H, W]"
         )
+    check_finite("saliency", saliency)
     frac = cell_fractions(object_mask, saliency.shape[1:])
     pos = jax.nn.relu(saliency)
     return jnp.sum(pos * frac, (1, 2)) / (jnp.sum(pos, (1, 2)) + 1e-12)

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_finite, is_concrete
+from jaxpapers.core.checks import check_finite, check_key, is_concrete
 from jaxpapers.graphons._graphs import PatternGraph
 
 GraphonFn = Callable[[Array, Array], Array]
@@ -83,6 +83,7 @@ def plain_mc_density(
     H: PatternGraph, graphon: GraphonFn, *, key: Array, num_tuples: int
 ) -> Float[Array, ""]:
     """Average of ``prod W(x_a, x_b)`` over ``num_tuples`` independent uniform ``k``-tuples."""
+    check_key("key", key)
     x = jax.random.uniform(key, (num_tuples, H.num_nodes))
     a = jnp.array([e[0] for e in H.edges])
     b = jnp.array([e[1] for e in H.edges])
@@ -194,6 +195,7 @@ def symmetric_mc_density(
       >>> round(float(t), 5)
       0.25
     """
+    check_key("key", key)
     if not isinstance(control_grid, int) or control_grid < 0:
         raise ValueError(f"control_grid={control_grid!r}; expected an int >= 0 (0: no control)")
     x = jax.random.uniform(key, (num_points,))

@@ -6,6 +6,8 @@ import itertools
 
 import equinox as eqx
 
+from jaxpapers.core.checks import check_int
+
 
 class PatternGraph(eqx.Module):
     """A simple undirected graph on nodes ``0..num_nodes-1``.
@@ -57,6 +59,7 @@ def edge() -> PatternGraph:
 
 def clique(r: int) -> PatternGraph:
     """The complete graph ``K_r`` on ``r`` nodes."""
+    check_int("r", r, minimum=1)
     return PatternGraph(r, itertools.combinations(range(r), 2), f"K{r}")
 
 
@@ -67,9 +70,11 @@ def triangle() -> PatternGraph:
 
 def cycle(k: int) -> PatternGraph:
     """The cycle ``C_k`` on ``k`` nodes."""
+    check_int("k", k, minimum=3)
     return PatternGraph(k, [(i, (i + 1) % k) for i in range(k)], f"C{k}")
 
 
 def path(k: int) -> PatternGraph:
     """The path with ``k`` nodes (``k - 1`` edges)."""
+    check_int("k", k, minimum=1)
     return PatternGraph(k, [(i, i + 1) for i in range(k - 1)], f"P{k}")

@@ -25,7 +25,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_positive, is_concrete
+from jaxpapers.core.checks import check_key, check_positive, is_concrete
 from jaxpapers.graphons._constraint import solve_shift
 from jaxpapers.graphons._density import (
     all_tuples_density,
@@ -163,6 +163,7 @@ def optimise_graphon(
       >>> res.losses.shape, bool(res.finite)
       ((3,), True)
     """
+    check_key("key", key)
     opt = optax.adam(learning_rate)
     params, static = eqx.partition(graphon, eqx.is_inexact_array)
 

@@ -27,7 +27,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.ievi._mdp import TabularMDP, bellman, check_transitions, check_values, q_values
+from jaxpapers.core.checks import check_finite, check_int, check_key, check_positive, check_range
+from jaxpapers.ievi._mdp import (
+    TabularMDP,
+    bellman,
+    check_mdp,
+    check_transitions,
+    check_values,
+    q_values,
+)
 from jaxpapers.ievi._planners import implicit_step
 from jaxpapers.ievi._problems import sample_counts
 
@@ -46,13 +54,13 @@ class DynaResult(NamedTuple):
     samples: Int[Array, " rounds"]
 
 
-def _check(mdp: TabularMDP, v_star, rounds: int, samples_per_pair: int) -> None:
-    check_transitions(mdp.P, "mdp.P")
+def _check(mdp: TabularMDP, v_star, key, rounds: int, samples_per_pair: int) -> None:
+    check_key("key", key)
+    check_mdp(mdp)
     check_values(mdp, v_star, "v_star")
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1; got {rounds}")
-    if samples_per_pair < 1:
-        raise ValueError(f"samples_per_pair must be >= 1; got {samples_per_pair}")
+    check_finite("v_star", v_star)
+    check_int("rounds", rounds, minimum=1)
+    check_int("samples_per_pair", samples_per_pair, minimum=1)
 
 
 def _learned(counts: jax.Array) -> jax.Array:
@@ -78,7 +86,8 @@ def dyna_q(
       samples_per_pair: real transitions per state-action pair per round.
       planning_sweeps: expected backups through the learned model per round.
     """
-    _check(mdp, v_star, rounds, samples_per_pair)
+    _check(mdp, v_star, key, rounds, samples_per_pair)
+    check_int("planning_sweeps", planning_sweeps, minimum=0)
     S, A = mdp.num_states, mdp.num_actions
     Q0 = jnp.zeros((S, A), mdp.R.dtype)
     counts0 = jnp.zeros_like(mdp.P)
@@ -129,12 +138,11 @@ def ie_dyna(
       h: implicit step size (``> 0``).
       samples_per_pair: real transitions per state-action pair per round.
     """
-    _check(mdp, v_star, rounds, samples_per_pair)
+    _check(mdp, v_star, key, rounds, samples_per_pair)
     check_transitions(model_P, "model_P")
     if model_P.shape != mdp.P.shape:
         raise ValueError(f"model_P must have shape {mdp.P.shape}; got {model_P.shape}")
-    if not float(h) > 0:
-        raise ValueError(f"h must be positive; got {h}")
+    check_positive("h", h)
     V0 = jnp.zeros(mdp.num_states, mdp.R.dtype)
 
     def round_(carry, k):
@@ -155,6 +163,9 @@ def ie_dyna(
 def samples_to_error(result: DynaResult, target: float | Float[Array, ""]) -> Float[Array, ""]:
     """Real samples drawn when the error first drops to ``target`` and stays there (``inf`` if
     it never does within the run)."""
+    if not isinstance(result, DynaResult):
+        raise ValueError(f"result must be a DynaResult; got {type(result).__name__}")
+    check_range("target", target, 0.0)
     above = result.errors > target
     # Last round still above target: everything after it stays below.
     idx = jnp.where(above.any(), result.errors.shape[0] - jnp.argmax(above[::-1]), 0)

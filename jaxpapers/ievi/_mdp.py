@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_finite, check_int, check_range, is_concrete
 
 #: Rows of P may miss 1 by rounding (Dirichlet rows miss by ~3e-15 in float64); accept this much.
 ROW_SUM_TOL = 1e-5
@@ -77,9 +77,27 @@ def make_mdp(P, R, gamma) -> TabularMDP:
         raise ValueError("R must be finite")
     if np.ndim(gamma) != 0:
         raise ValueError(f"gamma must be a scalar; got shape {np.shape(gamma)}")
-    if is_concrete(gamma) and not 0.0 <= float(gamma) < 1.0:
-        raise ValueError(f"gamma must lie in [0, 1); got {float(gamma)}")
+    check_range("gamma", gamma, 0.0, 1.0, high_open=True)
     return TabularMDP(P, R, jnp.asarray(gamma, dtype=P.dtype))
+
+
+def check_mdp(mdp: TabularMDP, name: str = "mdp", *, values: bool = True) -> None:
+    """Raise ``ValueError`` unless ``mdp`` is a :class:`TabularMDP` with matching shapes and, when
+    ``values`` (and concrete), stochastic rows, finite rewards and a discount in ``[0, 1)``."""
+    if not isinstance(mdp, TabularMDP):
+        raise ValueError(f"{name} must be a TabularMDP (see make_mdp); got {type(mdp).__name__}")
+    if values:
+        check_transitions(mdp.P, f"{name}.P")
+    elif len(np.shape(mdp.P)) != 3 or np.shape(mdp.P)[-1] != np.shape(mdp.P)[-2]:
+        raise ValueError(f"{name}.P must have shape [A, S, S]; got {np.shape(mdp.P)}")
+    expected = (mdp.num_states, mdp.num_actions)
+    if np.shape(mdp.R) != expected:
+        raise ValueError(
+            f"{name}.R must have shape [S, A] = {list(expected)}; got {np.shape(mdp.R)}"
+        )
+    if values:
+        check_finite(f"{name}.R", mdp.R)
+        check_range(f"{name}.gamma", mdp.gamma, 0.0, 1.0, high_open=True)
 
 
 def check_policy(mdp: TabularMDP, policy) -> None:
@@ -105,6 +123,8 @@ def q_values(mdp: TabularMDP, V: Float[Array, " S"]) -> Float[Array, "S A"]:
 
     This is one *query* of the model: it touches every transition of ``P``.
     """
+    check_mdp(mdp, values=False)
+    check_values(mdp, V, "V")
     # Contract in P's own [A, S, S] layout and transpose the small [A, S] result: asking for
     # "ast,t->sa" makes XLA copy all of P into a transposed layout on every call (10x slower
     # inside a loop where P is an argument). In this layout XLA:CPU bitcasts P to [A * S, S] (no
@@ -118,12 +138,16 @@ def bellman(
     mdp: TabularMDP, V: Float[Array, " S"], policy: Float[Array, "S A"] | None = None
 ) -> Float[Array, " S"]:
     r"""Bellman operator: :math:`T V = \max_a Q` (control), :math:`\sum_a \pi_a Q` (evaluation)."""
+    if policy is not None and np.shape(policy) != (mdp.num_states, mdp.num_actions):
+        check_policy(mdp, policy)
     q = q_values(mdp, V)
     return jnp.max(q, axis=-1) if policy is None else jnp.sum(policy * q, axis=-1)
 
 
 def greedy_policy(q: Float[Array, "S A"]) -> Float[Array, "S A"]:
     """One-hot arg-max policy of ``q`` (ties broken towards the lowest action)."""
+    if np.ndim(q) != 2:
+        raise ValueError(f"q must have shape [S, A]; got {np.shape(q)}")
     return jax.nn.one_hot(jnp.argmax(q, axis=-1), q.shape[-1], dtype=q.dtype)
 
 
@@ -138,6 +162,8 @@ def policy_matrices(
 
 def evaluate_policy(mdp: TabularMDP, policy: Float[Array, "S A"]) -> Float[Array, " S"]:
     r"""Exact policy evaluation by a direct linear solve: :math:`(I - \gamma P_\pi) V = R_\pi`."""
+    check_mdp(mdp)
+    check_policy(mdp, policy)
     P_pi, R_pi = policy_matrices(mdp, policy)
     eye = jnp.eye(mdp.num_states, dtype=P_pi.dtype)
     return jnp.linalg.solve(eye - mdp.gamma * P_pi, R_pi)
@@ -162,6 +188,10 @@ def policy_iteration(
     Terminates when the greedy policy stops changing (finitely many steps for a finite MDP);
     ``max_iterations`` bounds the loop under ``jit``.
     """
+    check_mdp(mdp)
+    check_int("max_iterations", max_iterations, minimum=1)
+    if policy is not None:
+        check_policy(mdp, policy)
     if policy is None:
         policy = greedy_policy(mdp.R)
 

@@ -14,10 +14,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from jaxpapers.core.checks import check_finite, check_positive, is_concrete
+from jaxpapers.core.checks import check_finite, check_int, check_positive, check_range
 from jaxpapers.ievi._mdp import (
     TabularMDP,
     bellman,
+    check_mdp,
     check_policy,
     check_transitions,
     check_values,
@@ -72,14 +73,7 @@ def _status(converged, residual):
 
 def _check_common(mdp: TabularMDP, V0, policy, tol, max_queries, v_star) -> None:
     """Eager checks: every value check is skipped for traced arguments (shapes still checked)."""
-    check_transitions(mdp.P, "mdp.P")
-    check_finite("mdp.R", mdp.R)
-    if np.shape(mdp.R) != (mdp.num_states, mdp.num_actions):
-        raise ValueError(
-            f"mdp.R must have shape [S, A] = [{mdp.num_states}, {mdp.num_actions}]; "
-            f"got {np.shape(mdp.R)}"
-        )
-    check_finite("mdp.gamma", mdp.gamma)
+    check_mdp(mdp)
     if V0 is not None:
         check_values(mdp, V0, "V0")
         check_finite("V0", V0)
@@ -89,8 +83,7 @@ def _check_common(mdp: TabularMDP, V0, policy, tol, max_queries, v_star) -> None
     if policy is not None:
         check_policy(mdp, policy)
     check_positive("tol", tol)
-    if is_concrete(max_queries) and not int(max_queries) >= 1:
-        raise ValueError(f"max_queries must be a positive integer; got {max_queries}")
+    check_int("max_queries", max_queries, minimum=1)
 
 
 def _check_model(mdp: TabularMDP, model_P) -> None:
@@ -149,6 +142,13 @@ def implicit_step(
     Returns:
       ``(W, model_solves)``.
     """
+    check_mdp(mdp, values=False)
+    _check_model(mdp, model_P)
+    for name, v in (("anchor", anchor), ("V", V), ("TV", TV)):
+        check_values(mdp, v, name)
+        check_finite(name, v)
+    check_positive("h", h)
+    check_int("max_policy_iterations", max_policy_iterations, minimum=1)
     model = TabularMDP(model_P, mdp.R, mdp.gamma)
     h = jnp.asarray(h, dtype=V.dtype)
     alpha, beta = 1.0 / (1.0 + h), h / (1.0 + h)
@@ -293,8 +293,7 @@ def ie_vi(
     _check_common(mdp, V0, policy, tol, max_queries, v_star)
     _check_model(mdp, model_P)
     check_positive("h", h)
-    if is_concrete(rounds) and not int(rounds) >= 1:
-        raise ValueError(f"rounds must be >= 1; got {rounds}")
+    check_int("rounds", rounds, minimum=1)
     V0 = _initial_values(mdp, V0)
     return _ie_vi(mdp, model_P, h, V0, policy, rounds, tol, max_queries, v_star)
 
@@ -383,10 +382,9 @@ def a_ie_vi(
     _check_model(mdp, model_P)
     if h0 is not None:
         check_positive("h0", h0)
-    if all(is_concrete(v) for v in (grow, shrink, h_max)) and not (
-        float(grow) >= 1.0 and float(shrink) > 1.0 and float(h_max) > 0
-    ):
-        raise ValueError(f"need grow >= 1, shrink > 1, h_max > 0; got {grow}, {shrink}, {h_max}")
+    check_range("grow", grow, 1.0)
+    check_range("shrink", shrink, 1.0, low_open=True)
+    check_range("h_max", h_max, 0.0, low_open=True)
     V0 = _initial_values(mdp, V0)
     h_init = 1.0 / (1.0 - mdp.gamma) if h0 is None else h0
     return _a_ie_vi(mdp, model_P, V0, policy, h_init, grow, shrink, h_max, tol, max_queries, v_star)
@@ -457,6 +455,7 @@ def plan_in_model(
     mdp: TabularMDP, model_P: Float[Array, "A S S"], policy: Float[Array, "S A"] | None = None
 ) -> Float[Array, " S"]:
     """Model-based planning baseline: the exact fixed point of the *approximate* model."""
+    check_mdp(mdp)
     _check_model(mdp, model_P)
     model = TabularMDP(model_P, mdp.R, mdp.gamma)
     if policy is not None:

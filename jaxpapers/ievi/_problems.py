@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_int, check_key, check_range
 from jaxpapers.ievi._mdp import TabularMDP, check_transitions
 
 
@@ -15,8 +15,11 @@ def random_mdp(
     key: jax.Array, num_states: int, num_actions: int, gamma: float, *, concentration: float = 1.0
 ) -> TabularMDP:
     """Random MDP: Dirichlet(``concentration``) transition rows, rewards U[0, 1]."""
-    if num_states < 1 or num_actions < 1:
-        raise ValueError(f"need num_states, num_actions >= 1; got {num_states}, {num_actions}")
+    check_key("key", key)
+    check_int("num_states", num_states, minimum=1)
+    check_int("num_actions", num_actions, minimum=1)
+    check_range("gamma", gamma, 0.0, 1.0, high_open=True)
+    check_range("concentration", concentration, 0.0, low_open=True)
     kp, kr = jax.random.split(key)
     alpha = jnp.full((num_states,), concentration)
     P = jax.random.dirichlet(kp, alpha, (num_actions, num_states))
@@ -39,8 +42,9 @@ def gridworld(size: int, gamma: float, *, slip: float = 0.1, dtype=None) -> Tabu
     a wall stay put. The goal is absorbing and pays 1 per step, so values approach 1/(1-gamma)
     there and propagate slowly across the grid: a stiff problem for VI.
     """
-    if size < 2 or not 0.0 <= slip <= 1.0:
-        raise ValueError(f"need size >= 2 and slip in [0, 1]; got size={size}, slip={slip}")
+    check_int("size", size, minimum=2)
+    check_range("gamma", gamma, 0.0, 1.0, high_open=True)
+    check_range("slip", slip, 0.0, 1.0)
     n = size * size
     moves = [(-1, 0), (1, 0), (0, -1), (0, 1)]
     det = np.zeros((4, n, n))
@@ -74,8 +78,11 @@ def forest_management(
     cutting resets it to 0 and pays by age (1 in states 1.., ``r_cut`` in the oldest); waiting
     pays ``r_wait`` in the oldest state.
     """
-    if num_states < 2 or not 0.0 <= fire <= 1.0:
-        raise ValueError(f"need num_states >= 2 and fire in [0, 1]; got {num_states}, {fire}")
+    check_int("num_states", num_states, minimum=2)
+    check_range("gamma", gamma, 0.0, 1.0, high_open=True)
+    check_range("fire", fire, 0.0, 1.0)
+    check_range("r_wait", r_wait)
+    check_range("r_cut", r_cut)
     S = num_states
     P = np.zeros((2, S, S))
     P[0, :, 0] = fire
@@ -99,9 +106,9 @@ def perturbed_model(
     \epsilon Q` with :math:`\epsilon = \delta / \|P - Q\|_1`, which keeps rows stochastic and puts
     the row-wise error at :math:`\delta` (capped where even :math:`\epsilon = 1` falls short).
     """
+    check_key("key", key)
     check_transitions(P, "P")
-    if is_concrete(l1_error) and not 0.0 <= float(l1_error) <= 2.0:
-        raise ValueError(f"l1_error must lie in [0, 2]; got {float(l1_error)}")
+    check_range("l1_error", l1_error, 0.0, 2.0)
     Q = jax.random.dirichlet(key, jnp.ones(P.shape[-1], P.dtype), P.shape[:-1])
     dist = jnp.sum(jnp.abs(P - Q), axis=-1, keepdims=True)
     eps = jnp.clip(l1_error / jnp.maximum(dist, 1e-30), 0.0, 1.0)
@@ -111,6 +118,9 @@ def perturbed_model(
 
 def sample_counts(key: jax.Array, P: Float[Array, "A S S"], n: int) -> Float[Array, "A S S"]:
     """Counts of ``n`` next-state samples drawn from every row of ``P`` (a generative model)."""
+    check_key("key", key)
+    check_transitions(P, "P")
+    check_int("n", n, minimum=1)
     logits = jnp.log(jnp.maximum(P, 1e-300))
     draws = jax.random.categorical(key, logits, axis=-1, shape=(n, *P.shape[:-1]))
     return jax.nn.one_hot(draws, P.shape[-1], dtype=P.dtype).sum(0)
@@ -118,12 +128,16 @@ def sample_counts(key: jax.Array, P: Float[Array, "A S S"], n: int) -> Float[Arr
 
 def estimated_model(key: jax.Array, P: Float[Array, "A S S"], n: int) -> Float[Array, "A S S"]:
     """Maximum-likelihood model from ``n`` samples per state-action pair of ``P``."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1 samples per state-action pair; got {n}")
+    check_key("key", key)
+    check_int("n", n, minimum=1)
     counts = sample_counts(key, P, n)
     return counts / n
 
 
 def row_l1_error(P: Float[Array, "A S S"], P_hat: Float[Array, "A S S"]) -> Float[Array, ""]:
     """Largest row-wise L1 distance ``max_{a,s} ||P[a,s] - P_hat[a,s]||_1``."""
+    check_transitions(P, "P")
+    check_transitions(P_hat, "P_hat")
+    if np.shape(P) != np.shape(P_hat):
+        raise ValueError(f"P_hat must have the shape of P {np.shape(P)}; got {np.shape(P_hat)}")
     return jnp.max(jnp.sum(jnp.abs(P - P_hat), axis=-1))

@@ -22,6 +22,7 @@ import optax
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
+from jaxpapers.core.checks import check_key
 from jaxpapers.core.nn.decoder import DecoderLM, token_log_probs
 from jaxpapers.ivp._probers import Student
 
@@ -100,6 +101,7 @@ def distill_prober(
     Raises:
       ValueError: no transcripts, or token ids outside ``[0, vocab_size)``.
     """
+    check_key("key", key)
     if tokens.ndim != 2 or tokens.shape[0] < 1 or tokens.shape[1] < 3:
         raise ValueError(
             f"tokens has shape {tokens.shape}; expected [n >= 1 transcripts, 1 + 2T >= 3]"

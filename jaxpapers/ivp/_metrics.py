@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_shape
+from jaxpapers.core.checks import check_range, check_shape
 
 
 def _ranks(x: jax.Array, atol: float) -> jax.Array:
@@ -68,5 +68,7 @@ def social_acceptability(
 
     1 is a conversation of harmless questions, 0 one of blunt or repeated value probes.
     """
+    check_shape("repeated", repeated, jnp.shape(intrusiveness))
+    check_range("repeat_penalty", repeat_penalty, 0.0)
     pen = jnp.minimum(1.0, intrusiveness + repeat_penalty * repeated)
     return 1.0 - pen.mean(-1)

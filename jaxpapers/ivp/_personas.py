@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_key, is_concrete
 from jaxpapers.ivp._values import ANGLES, CONTEXT_PULL, CONTEXTS, VALUES, value_index
 
 
@@ -83,6 +83,7 @@ def sample_personas(
     Returns:
       :class:`Personas` with ``profiles [n, 4, 10]``.
     """
+    check_key("key", key)
     if not (isinstance(n, int) and n >= 1):
         raise ValueError(f"n={n!r}; expected a persona count >= 1 (an empty persona set)")
     conceal = jnp.broadcast_to(jnp.asarray(concealment, jnp.float32), (n,))
@@ -108,6 +109,7 @@ def _draw_profiles(key, n, strength, noise):
 
 def profile_library(h: int, *, key: jax.Array, config: PersonaConfig) -> Float[Array, "h values"]:
     """``[h, V]`` hypothesis profiles from the persona prior with a uniform context direction."""
+    check_key("key", key)
     if not (isinstance(h, int) and h >= 2):
         raise ValueError(f"h={h!r}; expected a library size >= 2")
     return _draw_library(key, h, config.context_strength, config.noise)

@@ -25,7 +25,7 @@ import numpy as np
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_shape
+from jaxpapers.core.checks import check_key, check_shape
 from jaxpapers.ivp._inference import (
     answer_likelihood,
     information_gain,
@@ -255,6 +255,7 @@ def probe(
     Returns:
       :class:`Episode` with leading axes ``[N, C]``.
     """
+    check_key("key", key)
     if policy not in POLICIES:
         raise ValueError(f"policy={policy!r}; expected one of {POLICIES}")
     if policy == "distilled" and student is None:
@@ -299,6 +300,8 @@ def pooled_profile(
 
 def repeated_mask(questions: Int[Array, "*b turns"]) -> Float[Array, "*b turns"]:
     """1 where a question was already asked earlier in the same conversation."""
+    if jnp.ndim(questions) < 1:
+        raise ValueError(f"questions has shape {jnp.shape(questions)}; expected [..., turns]")
     t = questions.shape[-1]
     same = questions[..., :, None] == questions[..., None, :]
     earlier = jnp.asarray(np.tril(np.ones((t, t), bool), -1))

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from jaxpapers.core.checks import check_key
 from jaxpapers.ivp._values import CONTEXTS, PHRASES, VALUES
 
 
@@ -82,6 +83,7 @@ class QuestionBank(NamedTuple):
 
 def make_question_bank(config: BankConfig, *, key: jax.Array) -> QuestionBank:
     """Draw a question bank (host-side NumPy; the bank is data, not traced)."""
+    check_key("key", key)
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
     v, a, c, s = len(VALUES), config.likert, len(CONTEXTS), config.scenarios
     q = v + s

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import check_finite, check_key, check_range, check_shape
 from jaxpapers.kffm._hilbert_ot import check_functions
 
 SIGMA_MIN = 1e-4
@@ -39,6 +40,11 @@ def ffm_interpolant(
     sigma_min: float = SIGMA_MIN,
 ) -> Float[Array, "b grid"]:
     r""":math:`x_t = t x_1 + (1 - (1 - \sigma_{\min}) t) x_0` (``t`` per sample)."""
+    check_functions(x0, x1, ("x0", "x1"))
+    check_shape("x1", x1, jnp.shape(x0))
+    check_shape("t", t, jnp.shape(x0)[:1])
+    check_finite("t", t)
+    check_range("sigma_min", sigma_min, 0.0, 1.0)
     tb = _bcast(jnp.asarray(t, x0.dtype), x0)
     return tb * x1 + (1.0 - (1.0 - sigma_min) * tb) * x0
 
@@ -47,6 +53,9 @@ def ffm_target(
     x0: Float[Array, "b grid"], x1: Float[Array, "b grid"], sigma_min: float = SIGMA_MIN
 ) -> Float[Array, "b grid"]:
     r"""Conditional velocity :math:`u_t = x_1 - (1 - \sigma_{\min}) x_0` (constant in ``t``)."""
+    check_functions(x0, x1, ("x0", "x1"))
+    check_shape("x1", x1, jnp.shape(x0))
+    check_range("sigma_min", sigma_min, 0.0, 1.0)
     return x1 - (1.0 - sigma_min) * x0
 
 
@@ -90,6 +99,8 @@ def flow_matching_loss(
     Returns:
       Scalar loss.
     """
+    check_key("key", key)
+    check_range("sigma_min", sigma_min, 0.0, 1.0)
     k0, kt, kp = jax.random.split(key, 3)
     x0 = prior.sample(k0, x1.shape[0]).astype(x1.dtype)
     check_functions(x0, x1, ("prior samples", "x1"))
@@ -153,6 +164,11 @@ def generate(
 
     if solver not in _SOLVERS:
         raise ValueError(f"solver={solver!r}; expected one of {tuple(_SOLVERS)}")
+    if jnp.ndim(x0) < 1:
+        raise ValueError(f"x0 has shape {jnp.shape(x0)}; expected a leading batch axis")
+    check_finite("x0", x0)
+    check_range("rtol", rtol, 0.0, low_open=True)
+    check_range("atol", atol, 0.0, low_open=True)
     cls_name, per_step, first = _SOLVERS[solver]
     adaptive = solver in ("tsit5", "dopri5")
     if not adaptive:

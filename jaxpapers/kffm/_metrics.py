@@ -39,6 +39,7 @@ def density_mse(
 def mean_power_spectrum(samples: Float[Array, "n ..."]) -> Float[Array, " *k"]:
     """Mean over samples of ``|rfftn(f)|^2`` over the grid axes (forward-normalised): ``[k]`` for
     ``[n, grid]`` samples, ``[k1, k2]`` for ``[n, grid1, grid2]`` fields."""
+    check_functions(samples, samples, ("samples", "samples"))
     axes = tuple(range(1, samples.ndim))
     return jnp.mean(jnp.abs(jnp.fft.rfftn(samples, axes=axes, norm="forward")) ** 2, axis=0)
 

@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import check_key, check_range
 from jaxpapers.kffm._hilbert_ot import check_epsilon, check_functions, hilbert_geometry
 from jaxpapers.kffm._kernels import FunctionKernel
 
@@ -76,8 +77,10 @@ def draw_indices(key: jax.Array, coupling: jax.Array, replace: bool = True) -> j
     Returns:
       ``[B]`` int data indices.
     """
+    check_key("key", key)
     if coupling.ndim != 2:
         raise ValueError(f"coupling must be a [B, B'] matrix; got shape {coupling.shape}")
+    check_range("coupling", coupling, 0.0)
     if not replace and coupling.shape[0] > coupling.shape[1]:
         raise ValueError(
             f"replace=False needs at most as many rows as columns; got coupling shape "

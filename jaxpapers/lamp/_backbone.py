@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
-from jaxpapers.core.checks import check_finite
+from jaxpapers.core.checks import check_finite, check_key
 from jaxpapers.core.diffusion import (
     AbstractDiffusionSolver,
     DenoiserTerm,
@@ -188,6 +188,7 @@ def sample_posterior(
     op: LinearOperator = sampler.operator
     op.check_measurement(y)
     check_finite("y", y)
+    check_key("key", key)
     time_grid(num_steps, t_max=t_max)
     return _sample(term, sampler, jnp.asarray(y), key, int(num_steps), t_max, save_ts, bool(throw))
 

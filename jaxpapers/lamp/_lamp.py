@@ -91,6 +91,7 @@ import jax.numpy as jnp
 from diffrax._custom_types import Args
 from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray
 
+from jaxpapers.core.checks import check_finite
 from jaxpapers.core.diffusion import (
     AbstractDiffusionSolver,
     DenoiserTerm,
@@ -211,4 +212,5 @@ def lamp(backbone: PosteriorBackbone, strength: ArrayLike = 1.0, lag: str = DEFA
     Raises:
       TypeError: ``backbone`` is not a :class:`PosteriorBackbone`.
     """
+    check_finite("strength", strength)
     return Lamp(backbone, strength, lag)

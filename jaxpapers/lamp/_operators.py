@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_finite, check_key, is_concrete
 
 
 def _thin_svd(matrix: np.ndarray, dtype) -> tuple[Array, Array, Array]:
@@ -199,6 +199,8 @@ def measure(
       ``y`` of shape ``operator.out_shape``.
     """
     operator.check_input(x)
+    check_finite("x", x)
     check_sigma_y(sigma_y)
+    check_key("key", key)
     clean = operator.apply(x)
     return clean + sigma_y * jax.random.normal(key, clean.shape, clean.dtype)

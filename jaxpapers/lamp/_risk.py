@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxpapers.core.checks import check_finite, check_int, check_key, check_range, check_shape
 from jaxpapers.core.diffusion import DenoiserTerm, GaussianMixture, VPSchedule, zero_count
 from jaxpapers.lamp._diffpir import DiffPIR
 from jaxpapers.lamp._lamp import Lamp, LampMemory
@@ -73,8 +74,32 @@ class _DenseOperator(MatrixOperator):
         self.u, self.s, self.vt = jnp.linalg.svd(matrix, full_matrices=False)
 
 
+def _check(mean, var, matrix, y, sigma_y, t_prev, t, t_next, lam) -> None:
+    """Shapes always; values when concrete (times decreasing in (0, 1], sigma_y and var > 0)."""
+    if jnp.ndim(mean) != 1:
+        raise ValueError(f"mean has shape {jnp.shape(mean)}; expected [d]")
+    if jnp.ndim(matrix) != 2 or jnp.shape(matrix)[1] != jnp.shape(mean)[0]:
+        raise ValueError(
+            f"matrix has shape {jnp.shape(matrix)}; expected [m, {jnp.shape(mean)[0]}]"
+        )
+    check_shape("y", y, jnp.shape(matrix)[:1])
+    for name, v in (("mean", mean), ("matrix", matrix), ("y", y)):
+        check_finite(name, v)
+    check_range("var", var, 0.0, low_open=True)
+    check_range("sigma_y", sigma_y, 0.0, low_open=True)
+    check_range("lam", lam, 0.0, low_open=True)
+    check_range("t_next", t_next, 0.0, 1.0, low_open=True)
+    check_range("t", t, float(t_next) if _known(t_next) else 0.0, 1.0, low_open=True)
+    check_range("t_prev", t_prev, float(t) if _known(t) else 0.0, 1.0, low_open=True)
+
+
+def _known(v) -> bool:
+    return not isinstance(v, jax.core.Tracer) and jnp.ndim(v) == 0 and bool(jnp.isfinite(v))
+
+
 def _maps(mean, var, matrix, y, sigma_y, schedule, t_prev, t, t_next, lam):
     """The affine map x_prev -> (e, g) and the law of x_prev."""
+    _check(mean, var, matrix, y, sigma_y, t_prev, t, t_next, lam)
     term, bb, m, cov = _problem(mean, var, matrix, y, sigma_y, schedule, lam)
     lamp1 = Lamp(bb, 1.0, lag="data_consistent")
     key = jax.random.key(0)  # unused: zeta = 0 draws no noise into the state
@@ -152,6 +177,9 @@ def monte_carlo_one_step_risk(
 ) -> tuple[Array, Array]:
     """Monte-Carlo ``(R_backbone, R_LAMP(strength))`` by running the samplers' steps on ``n``
     draws of :math:`x_{t_{\\rm prev}}` (same set-up as :func:`one_step_risk`)."""
+    check_key("key", key)
+    check_int("n", n, minimum=1)
+    check_finite("strength", strength)
     f, mu, cov = _maps(mean, var, matrix, y, sigma_y, schedule, t_prev, t, t_next, lam)
     chol = jnp.linalg.cholesky(cov)
     xs = mu[None, :] + jax.random.normal(key, (n, mu.shape[0]), mu.dtype) @ chol.T

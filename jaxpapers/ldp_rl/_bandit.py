@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_finite, check_positive, is_concrete
+from jaxpapers.core.checks import check_finite, check_int, check_key, check_positive, is_concrete
 from jaxpapers.ldp_rl._mechanisms import (
     unary_debias,
     unary_encode_from_uniforms,
@@ -53,6 +53,7 @@ def random_contextual_bandit(key: jax.Array, num_contexts: int, num_arms: int) -
         >>> random_contextual_bandit(jax.random.key(0), 3, 4).means.shape
         (3, 4)
     """
+    check_key("key", key)
     k1, k2 = jax.random.split(key)
     means = jax.random.uniform(k1, (num_contexts, num_arms), minval=0.25, maxval=0.75)
     best = jax.random.randint(k2, (num_contexts,), 0, num_arms)
@@ -88,6 +89,9 @@ def exp3_regret_bound(
         >>> round(exp3_regret_bound(4, 4, 400, None) / exp3_regret_bound(4, 4, 100, None), 6)
         2.0
     """
+    check_int("num_contexts", num_contexts, minimum=1)
+    check_int("num_arms", num_arms, minimum=1)
+    check_int("num_rounds", num_rounds, minimum=1)
     S, A, K = num_contexts, num_arms, num_rounds
     var, c = _unary_constants(epsilon)
     return float(2.0 * np.sqrt(S * A * K * np.log(max(A, 2)) * (1.0 + S * var + c)))
@@ -237,6 +241,7 @@ def exp3_ldp(
         >>> out.regret.shape, bool(out.finite)
         ((100,), True)
     """
+    check_key("key", key)
     if epsilon is not None:
         check_positive("epsilon", epsilon)
     if int(num_rounds) < 1:

@@ -52,6 +52,7 @@ def unary_encode(
         >>> unary_encode(jnp.array(1), 3, 50.0, key=jax.random.key(0))
         Array([0., 1., 0.], dtype=float32)
     """
+    check_key("key", key)
     _check_epsilon(epsilon)
     index = jnp.asarray(index)
     if is_concrete(index) and index.size and (index.min() < 0 or index.max() >= num_categories):
@@ -120,6 +121,7 @@ def randomized_response_debias(released: Float[Array, "*batch"], epsilon: float)
 
     Here :math:`q = e^\epsilon / (1 + e^\epsilon)` is the keep probability.
     """
+    check_positive("epsilon", epsilon)
     q = jax.nn.sigmoid(jnp.asarray(epsilon, jnp.float32))
     return (jnp.asarray(released, jnp.float32) - (1.0 - q)) / (2.0 * q - 1.0)
 

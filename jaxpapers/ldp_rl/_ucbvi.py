@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_positive, is_concrete
+from jaxpapers.core.checks import check_int, check_key, check_positive, check_shape, is_concrete
 from jaxpapers.ldp_rl._mechanisms import (
     unary_debias,
     unary_encode_from_uniforms,
@@ -66,6 +66,7 @@ def random_episodic_mdp(
         >>> random_episodic_mdp(jax.random.key(0), 3, 2, 4).P.shape
         (3, 2, 3)
     """
+    check_key("key", key)
     kp, kr = jax.random.split(key)
     P = jax.random.dirichlet(kp, jnp.ones(num_states), (num_states, num_actions))
     P = P / P.sum(-1, keepdims=True)
@@ -79,6 +80,10 @@ def backward_induction(
 
     Returns ``(Q, V)`` of shapes ``[H, S, A]`` and ``[H + 1, S]`` (``V[H] = 0``).
     """
+    if jnp.ndim(P) != 3 or jnp.shape(P)[0] != jnp.shape(P)[2]:
+        raise ValueError(f"P has shape {jnp.shape(P)}; expected [S, A, S]")
+    check_shape("R", R, jnp.shape(P)[:2])
+    check_int("horizon", horizon, minimum=1)
 
     def step(v_next, h):
         q = jnp.minimum(R + bonus + P @ v_next, (horizon - h).astype(R.dtype))
@@ -241,6 +246,7 @@ def ucbvi_ldp(
         >>> ucbvi_ldp(mdp, 20, 2.0, key=jax.random.key(1)).regret.shape
         (20,)
     """
+    check_key("key", key)
     if epsilon is not None:
         check_positive("epsilon", epsilon)
     if int(num_episodes) < 1:

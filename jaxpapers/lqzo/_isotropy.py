@@ -34,6 +34,8 @@ def matrix_view_shape(shape: tuple[int, ...], isotropic: bool) -> tuple[int, int
       isotropic: near-square view (:func:`near_square_shape`) or the natural
         ``[shape[0], prod(shape[1:])]`` view (``[size, 1]`` for vectors).
     """
+    if not all(isinstance(s, int) and s >= 1 for s in shape):
+        raise ValueError(f"shape={tuple(shape)}; expected positive integer dimensions")
     size = math.prod(shape)
     if isotropic:
         return near_square_shape(size)

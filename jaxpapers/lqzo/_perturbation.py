@@ -41,7 +41,7 @@ from jaxpapers_kernels.counter_hash import bag_from_bits, counter_hash, gaussian
 from jaxpapers_kernels.counter_noise import counter_noise_reference
 from jaxpapers_kernels.quant_matmul import LowRankSpec
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_dtype, check_shape, is_concrete
 from jaxpapers.lqzo._isotropy import matrix_view_shape
 
 Noise = Literal["gaussian", "rademacher", "bag"]
@@ -167,6 +167,12 @@ def _entries(seed: jax.Array, shape: tuple[int, int], config: ZOConfig) -> jax.A
     return counter_noise_reference(seed, shape, k=k)
 
 
+def check_seeds(seeds: jax.Array) -> None:
+    """Raise ``ValueError`` unless ``seeds`` is a ``[2]`` integer array (a step's seeds)."""
+    check_shape("seeds", seeds, (2,))
+    check_dtype("seeds", seeds, "integer")
+
+
 def leaf_seeds(seeds: jax.Array, index: int) -> jax.Array:
     """Per-leaf ``[2]`` uint32 seeds ``(seed_u, seed_v)`` from a step's ``seeds``."""
     return counter_hash(seeds, jnp.uint32(index))
@@ -176,6 +182,7 @@ def low_rank_direction(
     seeds: jax.Array, shape: tuple[int, ...], config: ZOConfig
 ) -> LowRankDirection:
     """Factors ``U [m, r]``, ``V [n, r]`` of one leaf from its ``[2]`` seeds."""
+    check_seeds(seeds)
     m, n = matrix_view_shape(shape, config.isotropic)
     return LowRankDirection(
         _entries(seeds[0], (m, config.rank), config), _entries(seeds[1], (n, config.rank), config)
@@ -184,6 +191,7 @@ def low_rank_direction(
 
 def direction_tree(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree | None:
     """Low-rank factors of every leaf (``None`` for a dense config, whose ``z`` is not kept)."""
+    check_seeds(seeds)
     if config.rank == 0:
         return None
     leaves, treedef = jax.tree.flatten(params)
@@ -252,6 +260,7 @@ def shared_directions(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyT
     For ``config.share_direction``: the barrier keeps XLA from fusing (duplicating) the
     generator into each consumer, so the two passes and the update read one stored ``Z`` per leaf.
     """
+    check_seeds(seeds)
     leaves, treedef = jax.tree.flatten(params)
     zs = [perturbation_leaf(seeds, i, x, config) for i, x in enumerate(leaves)]
     return treedef.unflatten(list(jax.lax.optimization_barrier(zs)))
@@ -263,6 +272,7 @@ def perturbation_tree(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyT
     Leaf by leaf (:func:`perturbation_leaf`): each leaf's ``z`` comes from its own seed, so a
     caller that maps over leaves never holds more than one tensor's ``z`` at a time.
     """
+    check_seeds(seeds)
     leaves, treedef = jax.tree.flatten(params)
     return treedef.unflatten([perturbation_leaf(seeds, i, x, config) for i, x in enumerate(leaves)])
 

@@ -31,9 +31,11 @@ import jax.numpy as jnp
 import optax
 from jaxpapers_kernels.counter_hash import counter_hash
 
+from jaxpapers.core.checks import check_int, check_key
 from jaxpapers.lqzo._perturbation import (
     ZOConfig,
     check_rank,
+    check_seeds,
     direction_tree,
     leaf_seeds,
     leaf_spec,
@@ -77,6 +79,8 @@ class ZOState(NamedTuple):
 
 def step_seeds(key: jax.Array, count: jax.Array, nu: int) -> jax.Array:
     """``[2]`` uint32 seeds of step ``count``: ``U`` fresh each step, ``V`` each ``nu`` steps."""
+    check_key("key", key)
+    check_int("nu", nu, minimum=1)
     base = jax.random.bits(key, (2,), jnp.uint32)
     count = jnp.asarray(count, jnp.uint32)
     return jnp.stack([counter_hash(base[0], count), counter_hash(base[1], count // jnp.uint32(nu))])
@@ -103,6 +107,7 @@ def zo_estimate(
     Returns:
       :class:`ZOEstimate`.
     """
+    check_seeds(seeds)
     eps = config.eps
     leaves, treedef = jax.tree.flatten(params)
 
@@ -148,6 +153,7 @@ def estimate_to_gradient(
 
     ``directions``: optional ``Z`` of every leaf already formed (as for :func:`zo_estimate`).
     """
+    check_seeds(estimate.seeds)
     leaves, treedef = jax.tree.flatten(params)
     zs = None if directions is None else treedef.flatten_up_to(directions)
     g = estimate.projected_grad
@@ -171,6 +177,7 @@ def zo_gradient(config: ZOConfig, *, key: jax.Array) -> optax.GradientTransforma
       ``GradientTransformationExtraArgs``; ``update(updates, state, params, *, value_fn)``.
       Chain a learning rate after it (``optax.sgd``, schedules, weight decay).
     """
+    check_key("key", key)
 
     def init(params: PyTree) -> ZOState:
         check_rank(params, config)

@@ -29,6 +29,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from jaxpapers.core.checks import check_finite, check_labels
 from jaxpapers.core.pytrees import stack_trees
 from jaxpapers.core.train import train
 from jaxpapers.lrnn._models import SequenceModel, count_params
@@ -96,6 +97,9 @@ def _check_labels(logits: Any, labels: Any, mask: Any) -> None:
             f"logits has shape {jnp.shape(logits)}, labels {jnp.shape(labels)} and mask "
             f"{jnp.shape(mask)}; expected logits [S, ..., C] with labels and mask [S, ...]"
         )
+    check_labels("labels", labels, jnp.shape(logits)[-1])
+    check_finite("logits", logits)
+    check_finite("mask", mask)
 
 
 def masked_xent(logits: jax.Array, labels: jax.Array, mask: jax.Array) -> jax.Array:

@@ -6,9 +6,12 @@ gates/inputs and return the hidden states.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax.numpy as jnp
 from jaxtyping import Array, Complex, Float
 
+from jaxpapers.core.checks import check_dtype, check_finite, check_shape
 from jaxpapers.lrnn._scan import block_scan, companion_scan, diagonal_scan
 
 
@@ -21,12 +24,27 @@ def l1_normalise(gates: Float[Array, "... m"]) -> Float[Array, "... m"]:
     onto the sphere. The last axis is one row: for H-LRU the ``K`` coefficients of one channel
     and its input gate, for BD-LRU one row of a block and its input gate.
     """
+    if jnp.ndim(gates) < 1:
+        raise ValueError(f"gates has shape {jnp.shape(gates)}; expected at least one axis")
+    check_dtype("gates", gates, "inexact")
+    check_finite("gates", gates)
     norm = jnp.sum(jnp.abs(gates), axis=-1, keepdims=True)
     return gates / jnp.maximum(norm, 1.0)
 
 
+def _check_lru_params(nu_log: Any, theta_log: Any) -> None:
+    check_dtype("nu_log", nu_log, "floating")
+    check_dtype("theta_log", theta_log, "floating")
+    if jnp.ndim(nu_log) != 1:
+        raise ValueError(f"nu_log has shape {jnp.shape(nu_log)}; expected [N]")
+    check_shape("theta_log", theta_log, jnp.shape(nu_log))
+    check_finite("nu_log", nu_log)
+    check_finite("theta_log", theta_log)
+
+
 def lru_lambda(nu_log: Float[Array, " N"], theta_log: Float[Array, " N"]) -> Complex[Array, " N"]:
     """Diagonal LRU eigenvalues ``lambda = exp(-exp(nu_log) + i exp(theta_log))`` (Orvieto 2023)."""
+    _check_lru_params(nu_log, theta_log)
     return jnp.exp(-jnp.exp(nu_log) + 1j * jnp.exp(theta_log))
 
 
@@ -50,6 +68,17 @@ def lru_recurrence(
     Returns:
       ``[..., T, N]`` complex states.
     """
+    _check_lru_params(nu_log, theta_log)
+    check_dtype("inputs", inputs, "complex")
+    if jnp.ndim(inputs) < 2 or jnp.shape(inputs)[-1] != jnp.shape(nu_log)[0]:
+        raise ValueError(
+            f"inputs has shape {jnp.shape(inputs)}; expected [..., T, N] with N = "
+            f"{jnp.shape(nu_log)[0]} to match nu_log"
+        )
+    check_finite("inputs", inputs)
+    if h0 is not None:
+        check_dtype("h0", h0, "complex")
+        check_finite("h0", h0)
     lam = lru_lambda(nu_log, theta_log).astype(inputs.dtype)
     return diagonal_scan(jnp.broadcast_to(lam, inputs.shape), inputs, h0, mode=mode, chunk=chunk)
 
@@ -89,6 +118,10 @@ def hlru_recurrence(
             f"values has shape {jnp.shape(values)}; expected {jnp.shape(gates)[:-1]} to match "
             f"gates {jnp.shape(gates)}"
         )
+    check_dtype("values", values, "floating")
+    check_finite("values", values)
+    if h0 is not None:
+        check_finite("h0", h0)
     alpha = l1_normalise(gates)
     return companion_scan(alpha[..., :-1], alpha[..., -1] * values, h0, mode=mode, chunk=chunk)
 
@@ -128,6 +161,10 @@ def bdlru_recurrence(
             f"values has shape {jnp.shape(values)}; expected {(*sg[:-3], g * n)} (G * n = "
             f"{g} * {n})"
         )
+    check_dtype("values", values, "floating")
+    check_finite("values", values)
+    if h0 is not None:
+        check_finite("h0", h0)
     alpha = l1_normalise(gates)
     v = values.reshape(*sg[:-3], g, n)
     h0b = None if h0 is None else jnp.reshape(h0, (*jnp.shape(h0)[:-1], g, n))

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 from jax import lax
 from jaxtyping import Array, Inexact
 
+from jaxpapers.core.checks import check_dtype, check_finite
 from jaxpapers.lrnn._checks import check_mode
 
 # Block products written as sums of broadcast products up to this block size: for the small
@@ -155,6 +156,17 @@ def _run(kind: str, a: Array, b: Array, h0: Array, mode: str, chunk: int) -> Arr
     return _chunked(combine, apply, identity, a, b, h0, chunk)
 
 
+def _check_values(a: Any, b: Any, h0: Any) -> None:
+    """Dtypes (static) and, for concrete arrays, finiteness of a scan's operands."""
+    check_dtype("a", a, "inexact")
+    check_dtype("b", b, "inexact")
+    check_finite("a", a)
+    check_finite("b", b)
+    if h0 is not None:
+        check_dtype("h0", h0, "inexact")
+        check_finite("h0", h0)
+
+
 def _time_major(x: Array, n_state_axes: int) -> Array:
     return jnp.moveaxis(x, -(n_state_axes + 1), 0)
 
@@ -197,6 +209,7 @@ def diagonal_scan(
             f"a has shape {jnp.shape(a)} and b has shape {jnp.shape(b)}; expected equal shapes "
             "[..., T, N]"
         )
+    _check_values(a, b, h0)
     dtype = jnp.result_type(a, b)
     a, b = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
     h0 = _initial_state(h0, a.shape[:-2] + a.shape[-1:], dtype, "h0")
@@ -233,6 +246,7 @@ def block_scan(
             f"a has shape {sa} and b has shape {sb}; expected a [..., T, G, n, n] and "
             "b [..., T, G, n]"
         )
+    _check_values(a, b, h0)
     dtype = jnp.result_type(a, b)
     a, b = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
     h0 = _initial_state(h0, sb[:-3] + sb[-2:], dtype, "h0")
@@ -248,6 +262,9 @@ def companion_matrices(a: Inexact[Array, "*batch K"]) -> Inexact[Array, "*batch 
     .. math:: M_t = \\begin{pmatrix} a_1 & a_2 & \\cdots & a_K \\\\ 1 & 0 & \\cdots & 0 \\\\
               & \\ddots & & \\vdots \\\\ 0 & \\cdots & 1 & 0 \\end{pmatrix}.
     """
+    if jnp.ndim(a) < 1 or jnp.shape(a)[-1] < 1:
+        raise ValueError(f"a has shape {jnp.shape(a)}; expected [..., K] with K >= 1")
+    check_dtype("a", a, "inexact")
     k = a.shape[-1]
     shift = jnp.eye(k - 1, k, dtype=a.dtype)
     shift = jnp.broadcast_to(shift, (*a.shape[:-1], k - 1, k))
@@ -285,6 +302,7 @@ def companion_scan(
             f"a has shape {sa} and b has shape {sb}; expected a [..., T, N, K] with K >= 1 and "
             "b [..., T, N]"
         )
+    _check_values(a, b, h0)
     dtype = jnp.result_type(a, b)
     a, b = jnp.asarray(a, dtype), jnp.asarray(b, dtype)
     h0 = _initial_state(h0, sb[:-2] + sa[-2:], dtype, "h0")

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxpapers.core.checks import check_positive, is_concrete
+from jaxpapers.core.checks import check_int, check_key, check_positive, is_concrete
 
 #: Rows of a transition kernel may miss 1 by rounding; accept this much (and this much below 0).
 ROW_SUM_TOL = 1e-5
@@ -24,6 +24,8 @@ def joint_actions(num_actions: tuple[int, ...]) -> np.ndarray:
         >>> joint_actions((2, 3))[4].tolist()
         [1, 1]
     """
+    if not num_actions or not all(isinstance(a, int | np.integer) and a >= 1 for a in num_actions):
+        raise ValueError(f"num_actions={num_actions!r}; expected positive integer action counts")
     return np.stack(np.unravel_index(np.arange(math.prod(num_actions)), num_actions), axis=-1)
 
 
@@ -141,6 +143,7 @@ def random_game(
         >>> g.transitions.shape, g.rewards.shape
         ((2, 3, 8, 3), (2, 3, 8, 3))
     """
+    check_key("key", key)
     check_positive("num_states", num_states)
     check_positive("horizon", horizon)
     check_positive("concentration", concentration)
@@ -192,6 +195,7 @@ def shapley_game() -> MarkovGame:
 def congestion_payoffs(num_players: int, num_roads: int = 2) -> np.ndarray:
     """Payoffs ``[R, ..., R, m]`` of a congestion game: a player on a road shared by ``n``
     players (itself included) gets ``1 - (n - 1) / m``, minus ``0.1 r / R`` on road ``r``."""
+    check_int("num_roads", num_roads, minimum=1)
     m = int(num_players)
     if m < 2:
         raise ValueError(f"num_players={m}; a congestion game needs at least 2 players")

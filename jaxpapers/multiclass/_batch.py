@@ -18,4 +18,7 @@ def classification_error(weights: Float[Array, "C d"], data: Stream) -> Float[Ar
         >>> classification_error(jnp.eye(2), data)
         Array(0.5, dtype=float32)
     """
+    if jnp.ndim(weights) != 2 or jnp.shape(weights)[1] != jnp.shape(data.x)[-1]:
+        d = jnp.shape(data.x)[-1]
+        raise ValueError(f"weights has shape {jnp.shape(weights)}; expected [C, {d}]")
     return jnp.mean((data.x @ weights.T).argmax(-1) != data.y).astype(jnp.float32)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import check_int, check_shape
 from jaxpapers.multiclass._losses import check_loss, surrogate_loss
 from jaxpapers.multiclass._streams import Stream, check_stream
 
@@ -58,6 +59,7 @@ def best_linear_predictor(
         >>> best_linear_predictor(stream, 3, steps=50).weights.shape
         (3, 4)
     """
+    check_int("num_classes", num_classes, minimum=2)
     check_loss(loss)
     check_stream(stream, num_classes)
     return _fit(stream, jnp.asarray(l2, jnp.float32), int(num_classes), loss, int(steps))
@@ -65,4 +67,5 @@ def best_linear_predictor(
 
 def surrogate_regret(mistakes: Float[Array, "*b T"], comparator_loss: Float[Array, "*b"]):
     r"""Surrogate regret :math:`\sum_t E[\mathbb{1}\{\hat y_t \ne y_t\}] - \sum_t \ell_t(U)`."""
+    check_shape("comparator_loss", comparator_loss, jnp.shape(mistakes)[:-1])
     return jnp.sum(mistakes, -1) - comparator_loss

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from jaxpapers.core.checks import check_finite, is_concrete
+from jaxpapers.core.checks import check_finite, check_key, check_range, is_concrete
 from jaxpapers.multiclass._losses import (
     SCORE_GRADIENT_BOUND,
     check_loss,
@@ -76,12 +76,16 @@ def stable_perceptron(eta: float = 1.0) -> Learner:
 def gaptron(eta: float = 1.0, exploration: float = 0.5) -> Learner:
     """Gaptron: gradient steps on the surrogate every round; predicts the argmax w.p.
     ``1 - gamma_t`` and a uniform label w.p. ``gamma_t``."""
+    check_range("eta", eta, 0.0, low_open=True)
+    check_range("exploration", exploration, 0.0, 1.0)
     return _learner(eta, exploration, False, False, False)
 
 
 def stable_gaptron(eta: float = 1.0, exploration: float = 0.5) -> Learner:
     """Gaptron that explores only on rounds where some label's update would change the
     prediction (on stable rounds the argmax is already the post-update prediction)."""
+    check_range("eta", eta, 0.0, low_open=True)
+    check_range("exploration", exploration, 0.0, 1.0)
     return _learner(eta, exploration, False, True, False)
 
 
@@ -276,6 +280,7 @@ def run_online(
         >>> int(out.mistakes.sum()) < 60
         True
     """
+    check_key("key", key)
     check_loss(loss)
     if not isinstance(delay, int | np.integer) or delay < 0:
         raise ValueError(f"delay={delay!r}; expected an integer >= 0")

@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from jaxpapers.core.checks import check_labels, check_shape
+
 LOSSES = ("hinge", "smooth_hinge", "logistic")
 
 #: Largest norm of d loss / d scores (hinge: e_y - e_j; smooth hinge: twice that; logistic in
@@ -21,6 +23,10 @@ def check_loss(loss: str) -> None:
 
 def margin(scores: Float[Array, "*b C"], label: Int[Array, "*b"]) -> Float[Array, "*b"]:
     """Multiclass margin :math:`s_y - \\max_{j \\ne y} s_j`."""
+    if jnp.ndim(scores) < 1:
+        raise ValueError(f"scores has shape {jnp.shape(scores)}; expected [..., C]")
+    check_shape("label", label, jnp.shape(scores)[:-1])
+    check_labels("label", jnp.asarray(label), jnp.shape(scores)[-1])
     C = scores.shape[-1]
     own = jnp.take_along_axis(scores, label[..., None], -1)[..., 0]
     others = jnp.where(jax.nn.one_hot(label, C) > 0, -jnp.inf, scores)
@@ -62,6 +68,9 @@ def score_gradient(
     (lowest index on ties), so the perceptron update from ``W = 0`` is ``-x`` on one class, not
     spread over tied classes as the subgradient of ``max`` that ``jax.grad`` picks would be.
     """
+    if jnp.ndim(scores) != 1:
+        raise ValueError(f"scores has shape {jnp.shape(scores)}; expected [C]")
+    check_labels("label", jnp.asarray(label), jnp.shape(scores)[0])
     check_loss(loss)
     if loss == "logistic":
         return (jax.nn.softmax(scores, -1) - jax.nn.one_hot(label, scores.shape[-1])) / jnp.log(2.0)

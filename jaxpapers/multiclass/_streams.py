@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_labels, check_shape
+from jaxpapers.core.checks import check_key, check_labels, check_shape
 from jaxpapers.multiclass import _losses
 
 
@@ -52,6 +52,7 @@ def linear_stream(
         >>> s.x.shape, s.y.shape, U.shape
         ((10, 3), (10,), (4, 3))
     """
+    check_key("key", key)
     ku, kx, kn, kl = jax.random.split(key, 4)
     U = jax.random.normal(ku, (num_classes, dim))
     U = U / jnp.linalg.norm(U)
@@ -75,6 +76,8 @@ def linear_stream(
 def stream_margin(stream: Stream, U: Float[Array, "C d"]) -> tuple[float, float]:
     """``(gamma, R)``: the smallest multiclass margin of ``U / ||U||_F`` on the stream and the
     largest feature norm (Novikoff's quantities)."""
+    if jnp.ndim(U) != 2 or jnp.shape(U)[1] != jnp.shape(stream.x)[-1]:
+        raise ValueError(f"U has shape {jnp.shape(U)}; expected [C, {jnp.shape(stream.x)[-1]}]")
     U = U / jnp.linalg.norm(U)
     gamma = float(_losses.margin(stream.x @ U.T, stream.y).min())
     return gamma, float(jnp.linalg.norm(stream.x, axis=-1).max())
@@ -90,6 +93,7 @@ def digits_stream(key: jax.Array) -> Stream:
         >>> digits_stream(jax.random.key(0)).x.shape
         (1797, 65)
     """
+    check_key("key", key)
     from jaxpapers.core.data.digits import load_digits
 
     data = load_digits()

@@ -16,6 +16,7 @@ import optax
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
+from jaxpapers.core.checks import check_key
 from jaxpapers.core.nn.decoder import sample, token_log_probs
 from jaxpapers.rapo._grpo import group_advantages
 from jaxpapers.rapo._rapo import profile_token_pmi, rapo_loss
@@ -97,6 +98,7 @@ def sft_loss(
     A fraction ``profile_dropout`` of prompts has the profile replaced by ``NULL`` tokens, so the
     warm-up model also learns ``p(token | context)``, the reference RAPO's PMI needs.
     """
+    check_key("key", key)
     k_reply, k_drop = jax.random.split(key)
     reply = warmup_replies(world, batch, key=k_reply, generic_rate=generic_rate)
     target = jnp.where(
@@ -125,6 +127,7 @@ def rollout(
     temperature: float = 1.0,
 ) -> Int[Array, "rollouts total"]:
     """``group_size`` sampled completions per prompt (KV cache), ``[B * group_size, 8 + 13]``."""
+    check_key("key", key)
     prompt = jnp.repeat(prompts(world, batch), group_size, axis=0)
     return sample(
         graphdef,
@@ -166,6 +169,7 @@ def rl_step(
     Returns:
       The new policy state, optimiser state and :class:`StepMetrics` of the rollouts.
     """
+    check_key("key", key)
     g = config.group_size
     tokens = rollout(
         graphdef, state, world, batch, key=key, group_size=g, temperature=config.temperature

@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from jaxpapers.core.checks import check_key
+
 PAD, BOS, SEP, EOS, NULL, PERCEIVE, EMPATHY, LOGIC, RESPONSE = range(9)
 NUM_QUESTIONS = 4
 #: attribute kinds (0 occupation, 1 temperament, 2 catchphrase, 3 knowledge) of each answer slot
@@ -92,6 +94,7 @@ def split_profiles(world: World, *, unseen: float = 0.25, seed: int = 0):
 
 def draw_batch(key: jax.Array, profiles: Int[Array, "n 4"], size: int) -> Batch:
     """``size`` prompts: profiles drawn uniformly from ``profiles``, uniform question types."""
+    check_key("key", key)
     k1, k2 = jax.random.split(key)
     rows = jax.random.randint(k1, (size,), 0, profiles.shape[0])
     return Batch(jnp.asarray(profiles)[rows], jax.random.randint(k2, (size,), 0, NUM_QUESTIONS))
@@ -146,6 +149,7 @@ def warmup_replies(
     The warm-up data are imperfect, as human or LLM-written demonstrations are: the supervised
     policy starts out saying some generic flattery.
     """
+    check_key("key", key)
     k1, k2 = jax.random.split(key)
     ideal = ideal_reply(world, batch)
     generic = world.generic_offset + jax.random.randint(k1, ideal.shape, 0, world.num_generic)
@@ -154,6 +158,8 @@ def warmup_replies(
 
 def extract_reply(completion: Int[Array, "batch time"]) -> Int[Array, "batch 3"]:
     """The three tokens after the first ``RESPONSE`` (``PAD`` where there is none)."""
+    if jnp.ndim(completion) != 2:
+        raise ValueError(f"completion has shape {jnp.shape(completion)}; expected [batch, time]")
     t = completion.shape[1]
     has = completion == RESPONSE
     start = jnp.argmax(has, axis=1) + 1
@@ -195,6 +201,8 @@ def score(world: World, batch: Batch, completion: Int[Array, "batch time"]) -> S
 
 def completion_mask(completion: Int[Array, "batch time"]) -> Float[Array, "batch time"]:
     """1 on completion tokens up to and including the first ``EOS``, 0 after it."""
+    if jnp.ndim(completion) != 2:
+        raise ValueError(f"completion has shape {jnp.shape(completion)}; expected [batch, time]")
     eos = completion == EOS
     after = jnp.cumsum(eos, axis=1) - eos
     return (after == 0).astype(jnp.float32)

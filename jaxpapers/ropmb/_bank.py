@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
+from jaxpapers.core.checks import check_range, check_shape
 from jaxpapers.ropmb._seeds import normalise
 
 _EPS = 1e-6
@@ -48,6 +49,9 @@ def ema_update(
     momentum: float | Float[Array, ""],
 ) -> Float[Array, "*s d"]:
     """``m old + (1 - m) new`` where ``valid``; ``old`` elsewhere."""
+    check_shape("new", new, jnp.shape(old))
+    check_shape("valid", valid, jnp.shape(old)[:-1])
+    check_range("momentum", momentum, 0.0, 1.0)
     return jnp.where(valid[..., None], momentum * old + (1.0 - momentum) * new, old)
 
 
@@ -68,6 +72,12 @@ def cluster_means(
 ) -> tuple[Float[Array, "n k d"], Float[Array, "n k"]]:
     """Assign each seed pixel to its class's most similar filled prototype; return the means of
     the assigned features ``[C + 1, K, D]`` and the assigned mass ``[C + 1, K]``."""
+    if jnp.ndim(prototypes) != 3:
+        raise ValueError(f"prototypes has shape {jnp.shape(prototypes)}; expected [C + 1, K, D]")
+    n, k, d = jnp.shape(prototypes)
+    check_shape("filled", filled, (n, k))
+    check_shape("features", features, (None, d))
+    check_shape("seeds", seeds, (jnp.shape(features)[0], n))
     sim = jnp.einsum("pd,nkd->pnk", normalise(features), normalise(prototypes))
     sim = jnp.where(filled[None], sim, -jnp.inf)
     assign = jax.nn.one_hot(jnp.argmax(sim, axis=-1), prototypes.shape[1]) * seeds[..., None]

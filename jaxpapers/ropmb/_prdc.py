@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
+from jaxpapers.core.checks import check_finite, check_int, check_shape
 from jaxpapers.ropmb._bank import BankState
 from jaxpapers.ropmb._seeds import (
     RefineConfig,
@@ -114,6 +115,8 @@ def refine_prototypes(
     """Context-aware refinement: inject each class's attended global prototype into the image's
     local prototype (unit-norm output)."""
     g, filled = bank.prototypes, bank.filled
+    check_shape("mass", mass, jnp.shape(local)[:2])
+    check_finite("local", local)
     if local.shape[1:] != (g.shape[0], g.shape[2]):
         raise ValueError(
             f"local prototypes have shape {local.shape}; expected [B, {g.shape[0]}, {g.shape[2]}]"
@@ -131,6 +134,10 @@ def prototype_scores(
     features: Float[Array, "b h w d"], prototypes: Float[Array, "b n d"]
 ) -> Float[Array, "b h w n"]:
     """Cosine similarity of every pixel feature to every (image-specific) prototype."""
+    if jnp.ndim(features) != 4:
+        raise ValueError(f"features has shape {jnp.shape(features)}; expected [B, h, w, D]")
+    b, d = jnp.shape(features)[0], jnp.shape(features)[-1]
+    check_shape("prototypes", prototypes, (b, None, d))
     return jnp.einsum("bhwd,bnd->bhwn", normalise(features), normalise(prototypes))
 
 
@@ -139,8 +146,11 @@ def pseudo_masks(
 ) -> Int[Array, "b s s"]:
     """Arg-max over the background score (index 0) and the labelled classes, after bilinear
     upsampling of the scores to ``size x size``; output ids: 0 background, ``c + 1`` class ``c``."""
+    if jnp.ndim(scores) != 4:
+        raise ValueError(f"scores has shape {jnp.shape(scores)}; expected [B, h, w, C + 1]")
     b, _, _, n = scores.shape
     check_labels_multi_hot(labels, b, n - 1)
+    check_int("size", size, minimum=1)
     up = jax.image.resize(scores, (b, size, size, n), "linear")
     allowed = jnp.concatenate([jnp.ones((b, 1)), labels], axis=1) > 0
     return jnp.argmax(jnp.where(allowed[:, None, None, :], up, -jnp.inf), axis=-1)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_positive, is_concrete
+from jaxpapers.core.checks import check_finite, check_int, check_positive, is_concrete
 
 _EPS = 1e-6
 
@@ -112,6 +112,8 @@ def class_activation_maps(
             f"weights has shape {weights.shape}; expected [{features.shape[-1]}, classes]"
         )
     check_labels_multi_hot(labels, features.shape[0], weights.shape[1])
+    check_finite("features", features)
+    check_finite("weights", weights)
     cam = jax.nn.relu(jnp.einsum("bhwd,dc->bhwc", features, weights))
     peak = jnp.max(cam, axis=(1, 2), keepdims=True)
     return cam / jnp.maximum(peak, _EPS) * labels[:, None, None, :]
@@ -122,6 +124,9 @@ def seed_masks(
 ) -> Float[Array, "b h w n"]:
     """0/1 seeds ``[B, h, w, C + 1]`` (index 0 background): confident CAM peaks and clear
     background; uncertain pixels seed nothing."""
+    if jnp.ndim(cams) != 4:
+        raise ValueError(f"cams has shape {jnp.shape(cams)}; expected [B, h, w, C]")
+    check_finite("cams", cams)
     check_labels_multi_hot(labels, cams.shape[0], cams.shape[-1])
     masked = jnp.where(labels[:, None, None, :] > 0, cams, -1.0)
     top = jnp.max(masked, axis=-1)
@@ -135,7 +140,9 @@ def masked_average_pool(
     features: Float[Array, "b h w d"], weights: Float[Array, "b h w n"]
 ) -> Prototypes:
     """``p_n = sum_ij w_ijn A_ij / sum_ij w_ijn`` per image (0 where the mass is 0)."""
-    if weights.shape[:3] != features.shape[:3]:
+    if jnp.ndim(features) != 4:
+        raise ValueError(f"features has shape {jnp.shape(features)}; expected [B, h, w, D]")
+    if jnp.ndim(weights) != 4 or weights.shape[:3] != features.shape[:3]:
         raise ValueError(
             f"weights has shape {weights.shape}; expected {features.shape[:3]} + [classes]"
         )
@@ -146,6 +153,9 @@ def masked_average_pool(
 
 def normalise(x: jax.Array, axis: int = -1) -> jax.Array:
     """``x / |x|`` along ``axis`` (0 stays 0)."""
+    check_int("axis", axis)
+    if not -jnp.ndim(x) <= axis < jnp.ndim(x):
+        raise ValueError(f"axis={axis}; expected an axis of x, which has shape {jnp.shape(x)}")
     return x / jnp.maximum(jnp.linalg.norm(x, axis=axis, keepdims=True), _EPS)
 
 

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from jaxpapers.core.checks import check_labels, check_positive
+from jaxpapers.core.checks import check_key, check_labels, check_positive
 from jaxpapers.core.nn.decoder import DecoderLM, token_log_probs
 from jaxpapers.scale._losses import drop_labels
 from jaxpapers.scale._train import DataSource, FitResult, train_loop
@@ -128,12 +128,14 @@ def sequence_log_prob(
 
 def ar_conditional_loss(model, params, tokens, labels, *, key, p_uncond=0.1):
     """Mean next-token NLL with label dropout."""
+    check_key("key", key)
     lab = drop_labels(labels, p_uncond, key, model.num_classes)
     return -jnp.mean(sequence_log_prob(model, params, tokens, lab))
 
 
 def cca_loss(model, params, ref_params, tokens, labels, *, key, beta=1.0, lam=1.0):
     r"""Condition Contrastive Alignment with negatives from shuffled labels."""
+    check_key("key", key)
     neg = jax.random.permutation(key, labels)
     ref = jax.lax.stop_gradient
     d_pos = sequence_log_prob(model, params, tokens, labels) - ref(
@@ -215,6 +217,7 @@ def ar_sample(
     Returns:
       :class:`TokenSample` with ``nfe = length x passes``.
     """
+    check_key("key", key)
     labels = jnp.asarray(labels)
     check_labels("labels", labels, model.num_classes + 1)
     if mode not in ("one_pass", "cfg", "likelihood"):
@@ -306,6 +309,7 @@ def ar_fit(
     default: ``params`` themselves). For SCALE the result's ``params`` are ``(theta, psi)``; its
     self-generated tokens are ``self_batch`` ancestral samples of the likelihood model, drawn from
     the stop-gradient parameters every ``refresh`` steps. Jitted inside."""
+    check_key("key", key)
     if not isinstance(steps, int) or steps < 1 or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"steps={steps!r}, batch={batch!r}; expected integers >= 1")
     if method.kind == "scale" and steps % method.refresh:

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int, PyTree
 
-from jaxpapers.core.checks import check_positive
+from jaxpapers.core.checks import check_key, check_positive
 from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.scale._losses import noise_batch
 from jaxpapers.scale._network import DEFAULT_SCHEDULE, GUIDED, Denoiser
@@ -60,6 +60,7 @@ def dpo_loss(
     beta: float,
 ) -> Float[Array, ""]:
     r"""Diffusion-DPO loss of a batch of pairs (mean); ``ref_params`` are held fixed."""
+    check_key("key", key)
     check_positive("beta", beta)
     both = jnp.concatenate([pairs.win, pairs.lose])
     n = noise_batch(both, key, schedule)
@@ -124,6 +125,7 @@ def dpo_fit(
     Returns:
       ``(params, losses [steps])``.
     """
+    check_key("key", key)
     if not isinstance(steps, int) or steps < 1 or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"steps={steps!r}, batch={batch!r}; expected integers >= 1")
     check_positive("beta", beta)

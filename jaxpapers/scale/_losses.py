@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from jaxpapers.core.checks import check_positive
+from jaxpapers.core.checks import check_key, check_positive
 from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.scale._network import GUIDED, Denoiser
 
@@ -51,6 +51,7 @@ class Noised(NamedTuple):
 def noise_batch(x0: Float[Array, "b ..."], key: Array, schedule: VPSchedule) -> Noised:
     r"""Draw :math:`t \sim U[t_{\min}, 1]`, :math:`\epsilon \sim \mathcal N(0, I)` and return
     :math:`x_t = \alpha_t x_0 + \sigma_t \epsilon`."""
+    check_key("key", key)
     kt, ke = jax.random.split(key)
     t = jax.random.uniform(kt, x0.shape[:1], x0.dtype, T_MIN, 1.0)
     eps = jax.random.normal(ke, x0.shape, x0.dtype)
@@ -61,6 +62,7 @@ def noise_batch(x0: Float[Array, "b ..."], key: Array, schedule: VPSchedule) -> 
 
 def drop_labels(labels: Int[Array, " b"], p: ArrayLike, key: Array, null: int) -> Array:
     """Replace each label by the null label ``null`` with probability ``p``."""
+    check_key("key", key)
     return jnp.where(jax.random.uniform(key, labels.shape) < p, null, labels)
 
 
@@ -108,6 +110,7 @@ def conditional_loss(
     p_uncond: float = 0.1,
 ) -> Float[Array, ""]:
     """Conditional denoising loss with label dropout (the model that CFG guides)."""
+    check_key("key", key)
     kn, kd, _ = _keys(key)
     n = noise_batch(x0, kn, schedule)
     lab = drop_labels(labels, p_uncond, kd, net.num_classes)
@@ -129,6 +132,7 @@ def gft_loss(
     :math:`\beta\epsilon_\theta(x, c, \beta) + (1-\beta)\,\mathrm{sg}[\epsilon_\theta(x,
     \varnothing, 1)]`, so that :math:`\epsilon_\theta(x, c, \beta)` learns CFG with
     :math:`w = 1/\beta`."""
+    check_key("key", key)
     kn, kd, kb = _keys(key)
     n = noise_batch(x0, kn, schedule)
     null = net.num_classes
@@ -154,6 +158,7 @@ def mg_loss(
     r"""Model-Guidance: regress onto :math:`\epsilon + (1 - 1/w)\,\mathrm{sg}[\epsilon_{\bar
     \theta}(x_t, c) - \epsilon_{\bar\theta}(x_t, \varnothing)]` (EMA weights :math:`\bar
     \theta`), whose fixed point is CFG with scale ``w`` (``w > 0``)."""
+    check_key("key", key)
     check_positive("w", w)
     kn, kd, _ = _keys(key)
     n = noise_batch(x0, kn, schedule)
@@ -208,6 +213,7 @@ def scale_loss(
     Returns:
       Scalar loss.
     """
+    check_key("key", key)
     check_positive("w", w)
     kr, _, ks = _keys(key)
     theta, psi = params

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Int, PyTree
 
-from jaxpapers.core.checks import check_labels, check_positive
+from jaxpapers.core.checks import check_key, check_labels, check_positive
 from jaxpapers.core.diffusion import (
     CountingDenoiser,
     SampleOutput,
@@ -142,6 +142,7 @@ def sample_one_pass(
         >>> out.x.shape, int(out.nfe)
         ((2, 2), 4)
     """
+    check_key("key", key)
     labels = jnp.asarray(labels)
     _check(net, labels, num_steps, x0_range)
     return _one_pass(net, params, labels, scalar, key, num_steps, schedule, x0_range)
@@ -166,6 +167,7 @@ def sample_cfg(
     Returns:
       ``SampleOutput(x [b, ...], nfe = 2 num_steps)``.
     """
+    check_key("key", key)
     labels = jnp.asarray(labels)
     _check(net, labels, num_steps, x0_range)
     check_positive("w", w, allow_zero=True)

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
-from jaxpapers.core.checks import check_positive
+from jaxpapers.core.checks import check_key, check_positive
 from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.scale._losses import (
     _keys,
@@ -198,6 +198,7 @@ def self_samples(
 ) -> tuple[Array, Array]:
     """SCALE's self-generated buffer: ``self_batch`` DDIM samples of ``self_steps`` steps from the
     likelihood model of ``stop_gradient(params)`` at scale ``w``, labels from the data."""
+    check_key("key", key)
     kl, ks = jax.random.split(key)
     labels = data.draw(kl, method.self_batch)[1]
     params = jax.lax.stop_gradient(params)
@@ -330,6 +331,7 @@ def fit(
         >>> res.losses.shape, bool(res.finite), len(res.params)
         ((10,), True, 2)
     """
+    check_key("key", key)
     _check_fit_args(steps, batch, lr)
     if method.kind == "scale" and steps % method.refresh:
         raise ValueError(f"steps={steps} must be a multiple of refresh={method.refresh}")
@@ -462,6 +464,7 @@ def fit_many(
         >>> res.losses.shape, res.finite.tolist()
         ((3, 10), [True, True, True])
     """
+    check_key("key", key)
     methods = tuple(methods)
     if not methods or any(not isinstance(m, Method) for m in methods):
         raise ValueError(f"methods={methods!r}; expected a non-empty tuple of Method")

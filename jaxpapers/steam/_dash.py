@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_positive
+from jaxpapers.core.checks import check_finite, check_int, check_positive
 
 
 class ScaleShift(NamedTuple):
@@ -26,6 +26,7 @@ class ScaleShift(NamedTuple):
 
 def identity_scale_shift(dim: int) -> ScaleShift:
     """``gamma = 1``, ``beta = 0``: the map that leaves features unchanged."""
+    check_int("dim", dim, minimum=1)
     return ScaleShift(jnp.ones((dim,), jnp.float32), jnp.zeros((dim,), jnp.float32))
 
 
@@ -33,6 +34,7 @@ def feature_moments(x: Float[Array, "*n d"]) -> tuple[Float[Array, " d"], Float[
     """Per-channel mean and standard deviation over every leading axis of ``x``."""
     if x.ndim < 2:
         raise ValueError(f"x has shape {x.shape}; expected [..., N, D] features")
+    check_finite("x", x)
     flat = x.reshape(-1, x.shape[-1])
     return flat.mean(0), flat.std(0)
 
@@ -60,12 +62,17 @@ def dash_init(
     for name, v in (("reference_mean", reference_mean), ("reference_std", reference_std)):
         if jnp.shape(v) != (d,):
             raise ValueError(f"{name} has shape {jnp.shape(v)}; expected ({d},)")
+        check_finite(name, v)
     gamma = reference_std / (std + eps)
     return ScaleShift(gamma, reference_mean - gamma * mean)
 
 
 def scale_shift(x: Float[Array, "*b d"], ss: ScaleShift) -> Float[Array, "*b d"]:
     """``gamma * x + beta`` over the last axis."""
+    if jnp.ndim(x) < 1 or jnp.shape(x)[-1:] != jnp.shape(ss.gamma)[-1:]:
+        raise ValueError(
+            f"x has shape {jnp.shape(x)}; expected [..., {jnp.shape(ss.gamma)[-1]}] to match gamma"
+        )
     lead = (1,) * (x.ndim - 1)
     return x * ss.gamma.reshape(*lead, -1) + ss.beta.reshape(*lead, -1)
 

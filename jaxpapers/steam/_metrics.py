@@ -9,6 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from jaxpapers.core.checks import check_int, check_labels
+
 
 class IoUCounts(NamedTuple):
     """Per-class pixel intersections and unions ``[C + 1]`` (index 0: background)."""
@@ -21,6 +23,8 @@ def iou_counts(pred: Int[Array, "*b"], target: Int[Array, "*b"], num_labels: int
     """Intersections and unions of every label ``0 .. num_labels - 1`` summed over all pixels."""
     if pred.shape != target.shape:
         raise ValueError(f"pred has shape {pred.shape}; expected target's shape {target.shape}")
+    check_labels("pred", pred, num_labels)
+    check_labels("target", target, num_labels)
     p = jax.nn.one_hot(pred.reshape(-1), num_labels)
     t = jax.nn.one_hot(target.reshape(-1), num_labels)
     inter = jnp.sum(p * t, 0)
@@ -29,6 +33,9 @@ def iou_counts(pred: Int[Array, "*b"], target: Int[Array, "*b"], num_labels: int
 
 def mean_iou(counts: IoUCounts, labels: Int[Array, " k"] | np.ndarray) -> Float[Array, ""]:
     """Mean IoU over ``labels`` (label ids as in the class maps: 0 background, ``c + 1``)."""
+    if not isinstance(counts, IoUCounts):
+        raise ValueError(f"counts must be IoUCounts (see iou_counts); got {type(counts).__name__}")
+    check_labels("labels", jnp.asarray(labels), counts.intersection.shape[0])
     idx = jnp.asarray(labels)
     return jnp.mean(counts.intersection[idx] / jnp.maximum(counts.union[idx], 1.0))
 
@@ -59,6 +66,9 @@ def identity_switches(
             f"tracks has shape {tracks.shape}; expected instances' [T, H, W] shape "
             f"{instances.shape}"
         )
+    check_int("slots", slots, minimum=1)
+    check_int("queries", queries, minimum=1)
+    check_int("min_pixels", min_pixels, minimum=1)
     t = tracks.shape[0]
     gt = jax.nn.one_hot(instances.reshape(t, -1), slots + 1)[..., 1:]  # [T, P, K]
     pred = jax.nn.one_hot(tracks.reshape(t, -1) + 1, queries + 1)
@@ -80,4 +90,7 @@ def forgetting(acc: np.ndarray) -> float:
         raise ValueError(
             f"acc has shape {acc.shape}; expected a square [tasks, tasks] matrix, >= 2"
         )
+    used = np.tril(np.ones(acc.shape, bool))  # acc[i, j] for i >= j: task j already learned
+    if not np.all(np.isfinite(acc[used])):
+        raise ValueError(f"acc of shape {acc.shape} holds NaN or inf at or below its diagonal")
     return float(np.mean([acc[j:last, j].max() - acc[last, j] for j in range(last)]))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import check_finite, check_int, check_range
+
 
 def input_subspace(
     inputs: Float[Array, "n d"], *, energy: float = 0.99, max_rank: int | None = None
@@ -29,8 +31,10 @@ def input_subspace(
     """
     if inputs.ndim != 2:
         raise ValueError(f"inputs has shape {inputs.shape}; expected [N, D]")
-    if not 0 < energy <= 1:
-        raise ValueError(f"energy={energy}; expected a fraction in (0, 1]")
+    check_range("energy", energy, 0.0, 1.0, low_open=True)
+    check_finite("inputs", inputs)
+    if max_rank is not None:
+        check_int("max_rank", max_rank, minimum=0)
     d = inputs.shape[1]
     u, s, _ = jnp.linalg.svd(inputs.T.astype(jnp.float32), full_matrices=True)
     s = jnp.concatenate([s, jnp.zeros((d - s.shape[0],), s.dtype)]) if s.shape[0] < d else s
@@ -46,9 +50,14 @@ def orthogonal_projector(basis: Float[Array, "d k"]) -> Float[Array, "d d"]:
     """``P = I - U U^T`` for an orthonormal (or zero-padded) basis ``U``."""
     if basis.ndim != 2:
         raise ValueError(f"basis has shape {basis.shape}; expected [D, K]")
+    check_finite("basis", basis)
     return jnp.eye(basis.shape[0], dtype=basis.dtype) - basis @ basis.T
 
 
 def project_out(x: Float[Array, "*b d"], basis: Float[Array, "d k"]) -> Float[Array, "*b d"]:
     """``x (I - U U^T)``: the component of ``x`` orthogonal to ``span(U)``."""
+    if jnp.ndim(basis) != 2:
+        raise ValueError(f"basis has shape {jnp.shape(basis)}; expected [D, K]")
+    if jnp.ndim(x) < 1 or jnp.shape(x)[-1] != jnp.shape(basis)[0]:
+        raise ValueError(f"x has shape {jnp.shape(x)}; expected [..., {jnp.shape(basis)[0]}]")
     return x - (x @ basis) @ basis.T

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_positive
+from jaxpapers.core.checks import check_finite, check_key, check_positive, check_shape
 
 
 class Experts(NamedTuple):
@@ -34,6 +34,7 @@ def init_experts(num_experts: int, dim: int, rank: int, *, key: jax.Array) -> Ex
     for name, v in (("num_experts", num_experts), ("dim", dim), ("rank", rank)):
         if not (isinstance(v, int) and v >= 1):
             raise ValueError(f"{name}={v!r}; expected an integer >= 1")
+    check_key("key", key)
     down = jax.random.normal(key, (num_experts, dim, rank)) / jnp.sqrt(dim)
     return Experts(down, jnp.zeros((num_experts, rank, dim)))
 
@@ -63,6 +64,10 @@ def route(
     if summary.shape[-1] != keys.shape[-1]:
         raise ValueError(f"summary has shape {summary.shape}; expected [..., {keys.shape[-1]}]")
     check_positive("temperature", temperature)
+    check_finite("summary", summary)
+    check_finite("keys", keys)
+    if active is not None:
+        check_shape("active", active, (keys.shape[0],))
     e = keys.shape[0]
     on = jnp.ones((e,)) if active is None else active.astype(keys.dtype)
     pair = jnp.sum((keys[:, None, :] - keys[None, :, :]) ** 2, -1)
@@ -97,6 +102,11 @@ def mixture_adapter(
     e = experts.down.shape[0]
     if weights.shape[-1] != e:
         raise ValueError(f"weights has shape {weights.shape}; expected [..., {e}] (one per expert)")
+    d = experts.down.shape[1]
+    if jnp.ndim(x) < 2 or jnp.shape(x)[-1] != d:
+        raise ValueError(f"x has shape {jnp.shape(x)}; expected [..., N, {d}]")
+    if projectors is not None:
+        check_shape("projectors", projectors, (e, d, d))
     xs = jnp.broadcast_to(x[..., None, :, :], (*x.shape[:-2], e, *x.shape[-2:]))
     if projectors is not None:
         xs = jnp.einsum("...end,edf->...enf", xs, projectors)

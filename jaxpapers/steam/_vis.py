@@ -24,6 +24,7 @@ import numpy as np
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
+from jaxpapers.core.checks import check_finite, check_int, check_key, check_range, check_shape
 from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
 from jaxpapers.steam._dash import ScaleShift
 from jaxpapers.steam._taste import Experts, init_experts, mixture_adapter, route
@@ -129,8 +130,15 @@ def _dense(key: jax.Array, n_in: int, n_out: int) -> dict[str, jax.Array]:
     }
 
 
+def _check_cfg(cfg: Any) -> None:
+    if not isinstance(cfg, VISConfig):
+        raise ValueError(f"cfg must be a VISConfig; got {type(cfg).__name__}")
+
+
 def init_vis(cfg: VISConfig, *, key: jax.Array) -> tuple[nnx.GraphDef, dict[str, Any]]:
     """Backbone graph definition and the base model's parameters (a dict pytree)."""
+    _check_cfg(cfg)
+    check_key("key", key)
     kb, kn, kp, kq, ka, km, kc, kk = jax.random.split(key, 8)
     net = ConvNet(
         CNNConfig(channels=cfg.channels, widths=(cfg.width,), classes=1, stem_stride=2),
@@ -158,6 +166,8 @@ def init_vis(cfg: VISConfig, *, key: jax.Array) -> tuple[nnx.GraphDef, dict[str,
 
 def init_adapters(cfg: VISConfig, *, key: jax.Array) -> Adapters:
     """Identity DASH, zero-output experts, zero prompts and zero keys for ``cfg.experts`` tasks."""
+    _check_cfg(cfg)
+    check_key("key", key)
     e, d = cfg.experts, cfg.dim
     kf, kv = jax.random.split(key)
     return Adapters(
@@ -171,6 +181,7 @@ def init_adapters(cfg: VISConfig, *, key: jax.Array) -> Adapters:
 
 def identity_projectors(cfg: VISConfig) -> Projectors:
     """No SCOA constraint: every projector is the identity."""
+    _check_cfg(cfg)
     eye = jnp.broadcast_to(jnp.eye(cfg.dim), (cfg.experts, cfg.dim, cfg.dim))
     return Projectors(eye, eye)
 
@@ -189,8 +200,19 @@ def encode(
     graphdef: nnx.GraphDef, params: dict[str, Any], frames: Float[Array, "t h w c"]
 ) -> Float[Array, "t g g d"]:
     """Pretrained pixel features: backbone, then the linear neck (before DASH)."""
+    if jnp.ndim(frames) != 4:
+        raise ValueError(f"frames has shape {jnp.shape(frames)}; expected [T, H, W, C]")
+    check_finite("frames", frames)
     feats = nnx.merge(graphdef, params["backbone"]).features(frames)
     return feats @ params["neck"]["kernel"] + params["neck"]["bias"][None, None, None]
+
+
+def _check_feats(cfg: VISConfig, feats: Any, active: Any, hard: Any) -> None:
+    if jnp.ndim(feats) != 4 or jnp.shape(feats)[-1] != cfg.dim:
+        raise ValueError(f"feats has shape {jnp.shape(feats)}; expected [T, g, g, {cfg.dim}]")
+    check_finite("feats", feats)
+    check_shape("active", active, (cfg.experts,))
+    check_range("hard", hard, 0.0, 1.0)
 
 
 def routing_weights(
@@ -204,6 +226,7 @@ def routing_weights(
 
     ``hard = 1`` turns the soft weights into a one-hot retrieval of the best-matching key (L2P).
     """
+    _check_feats(cfg, feats, active, hard)
     frame_summary = feats.mean(axis=(1, 2))
     video_summary = frame_summary.mean(0)
     wv = route(video_summary, adapters.keys, temperature=cfg.temperature, active=active)
@@ -302,12 +325,21 @@ def masked_logits(
     class_logits: Float[Array, "*b c1"], allowed: Float[Array, " c"]
 ) -> Float[Array, "*b c1"]:
     """Class logits with the disallowed object classes at ``-1e9`` (no-object always allowed)."""
+    if jnp.ndim(allowed) != 1 or jnp.shape(class_logits)[-1:] != (jnp.shape(allowed)[0] + 1,):
+        raise ValueError(
+            f"allowed has shape {jnp.shape(allowed)}; expected [C] with class_logits "
+            f"{jnp.shape(class_logits)} ending in C + 1 (the no-object class)"
+        )
     keep = jnp.concatenate([allowed, jnp.ones((1,), allowed.dtype)])
     return jnp.where(jnp.broadcast_to(keep > 0, class_logits.shape), class_logits, -1e9)
 
 
 def assignments(queries: int, slots: int) -> np.ndarray:
     """All injective maps of ``slots`` ground-truth slots to ``queries`` queries, ``[M, slots]``."""
+    check_int("queries", queries, minimum=1)
+    check_int("slots", slots, minimum=0)
+    if slots > queries:
+        raise ValueError(f"slots={slots}; expected at most queries={queries}")
     return np.asarray(list(itertools.permutations(range(queries), slots)), np.int32)
 
 
@@ -315,6 +347,10 @@ def frame_targets(
     instances: Int[Array, "h w"], classes: Int[Array, "h w"], slots: int
 ) -> tuple[Float[Array, "k h w"], Int[Array, " k"], Float[Array, " k"]]:
     """Per-slot ground truth of one frame: masks ``[K, H, W]``, classes ``[K]``, visible ``[K]``."""
+    if jnp.ndim(instances) != 2:
+        raise ValueError(f"instances has shape {jnp.shape(instances)}; expected [H, W]")
+    check_shape("classes", classes, jnp.shape(instances))
+    check_int("slots", slots, minimum=1)
     masks = (instances[None] == jnp.arange(1, slots + 1)[:, None, None]).astype(jnp.float32)
     cls = jnp.max(masks * classes[None], axis=(1, 2)).astype(jnp.int32) - 1
     visible = (masks.sum((1, 2)) > 0).astype(jnp.float32)
@@ -336,6 +372,15 @@ def matching_loss(
     ``cost(q, k) = -log p_q(class_k) + BCE(mask_q, mask_k) + dice(mask_q, mask_k)`` for visible
     instances; unmatched queries pay ``-no_object_weight * log p_q(no object)``.
     """
+    if jnp.ndim(class_logits) != 2:
+        raise ValueError(f"class_logits has shape {jnp.shape(class_logits)}; expected [Q, C + 1]")
+    q = jnp.shape(class_logits)[0]
+    if jnp.ndim(mask_logits) != 3 or jnp.shape(mask_logits)[0] != q:
+        raise ValueError(f"mask_logits has shape {jnp.shape(mask_logits)}; expected [{q}, H, W]")
+    check_shape("instances", instances, jnp.shape(mask_logits)[1:])
+    if jnp.ndim(assign) != 2:
+        raise ValueError(f"assign has shape {jnp.shape(assign)}; expected [M, K] (assignments)")
+    check_range("no_object_weight", no_object_weight, 0.0)
     k = assign.shape[1]
     gt, cls, visible = frame_targets(instances, classes, k)
     logp = jax.nn.log_softmax(masked_logits(class_logits, allowed), -1)
@@ -377,6 +422,9 @@ class Segmentation(NamedTuple):
 def associate(queries: Float[Array, "t q d"]) -> Int[Array, "t q"]:
     """Link queries across frames: frame ``t``'s permutation maximises the summed cosine
     similarity to frame ``t - 1``'s linked queries (all ``Q!`` permutations are scored)."""
+    if jnp.ndim(queries) != 3:
+        raise ValueError(f"queries has shape {jnp.shape(queries)}; expected [T, Q, D]")
+    check_finite("queries", queries)
     perms = jnp.asarray(assignments(queries.shape[1], queries.shape[1]))
     unit = queries / (jnp.linalg.norm(queries, axis=-1, keepdims=True) + 1e-6)
 
@@ -393,6 +441,7 @@ def associate(queries: Float[Array, "t q d"]) -> Int[Array, "t q"]:
 
 def segment(out: VISOutput, allowed: Float[Array, " c"], *, threshold: float = 0.5) -> Segmentation:
     """Semantic and tracked instance maps from :func:`decode`'s output."""
+    check_range("threshold", threshold, 0.0, 1.0)
     prob = jax.nn.softmax(masked_logits(out.class_logits, allowed), -1)  # [T, Q, C+1]
     cls = jnp.argmax(prob[..., :-1], -1)
     conf = jnp.max(prob[..., :-1], -1)

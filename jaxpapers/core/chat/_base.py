@@ -9,6 +9,8 @@ from typing import Protocol, TypedDict, runtime_checkable
 import jax
 import numpy as np
 
+from jaxpapers.core.checks import check_key
+
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -97,6 +99,7 @@ def key_to_seed(key: jax.Array) -> int:
     The inverse is :func:`seed_to_key`; together they carry a key through the ``seed`` field of a
     chat-completions request, so a server reproduces the in-process sample exactly.
     """
+    check_key("key", key)
     data = np.asarray(jax.random.key_data(key) if _is_typed_key(key) else key, np.uint32)
     if data.shape != (2,):
         raise ValueError(

@@ -20,6 +20,7 @@ import optax
 from flax import nnx
 
 from jaxpapers.core.chat._base import ROLES, Message, check_sampling, validate_messages
+from jaxpapers.core.checks import check_key
 from jaxpapers.core.nn.decoder import DecoderLM, sample, token_log_probs
 
 PAD, EOM = 0, 1
@@ -220,6 +221,7 @@ def fit_local_chat(
     Batches are drawn uniformly with ``jax.random.fold_in(key, step)``; the loss is the mean
     next-token cross-entropy over reply characters and ``<eom>``.
     """
+    check_key("key", key)
     if steps < 1 or batch < 1:
         raise ValueError(f"steps={steps}, batch={batch}; expected positive ints")
     ex = chat_examples(pairs, context=context, max_len=max_len)

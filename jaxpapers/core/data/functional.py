@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import equinox as eqx
 import jax
@@ -43,10 +43,15 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_finite, check_int, check_key, is_concrete
 
 KernelName = Literal["rbf", "matern12", "matern32", "matern52"]
 _NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
+
+
+def _check_draw(key: Any, n: Any) -> None:
+    check_key("key", key)
+    check_int("n", n, minimum=1)
 
 
 def _check_positive(**kwargs: float) -> None:
@@ -72,6 +77,7 @@ def covariance(
     """
     if kernel not in ("rbf", *_NU):
         raise ValueError(f"kernel={kernel!r}; expected one of ('rbf', {', '.join(_NU)})")
+    _check_positive(lengthscale=lengthscale, variance=variance)
     x, y = jnp.asarray(x), jnp.asarray(y)
     if x.ndim != y.ndim or x.ndim not in (1, 2) or (x.ndim == 2 and x.shape[1] != y.shape[1]):
         raise ValueError(
@@ -257,6 +263,7 @@ def gp_sample(
 ) -> Float[Array, "n ..."]:
     """``n`` zero-mean GP samples on ``grid``, ``[n, g]`` or ``[n, g1, g2]`` (see
     :func:`gaussian_process_prior`)."""
+    _check_draw(key, n)
     prior = gaussian_process_prior(
         grid, kernel=kernel, lengthscale=lengthscale, variance=variance, method=method
     )
@@ -270,6 +277,7 @@ def gp_mixture_paths(key: jax.Array, n: int, grid: Float[Array, " g"]) -> Float[
     :math:`\sigma^2 = 0.1`; component 2: mean :math:`-\sin(2\pi x) + 0.5`, RBF, :math:`\ell = 0.05`,
     :math:`\sigma^2 = 0.05`. Shared global structure plus instance residuals.
     """
+    _check_draw(key, n)
     grid = jnp.asarray(grid)
     kc, k1, k2 = jax.random.split(key, 3)
     s = jnp.sin(2.0 * jnp.pi * grid)[None, :]
@@ -318,6 +326,7 @@ def ou_paths(
 
     Simulated with diffrax (Heun, additive noise) at a quarter of the grid spacing; ``[n, grid]``.
     """
+    _check_draw(key, n)
     _check_positive(theta=theta, sigma=sigma, x0_scale=x0_scale)
     k0, kw = jax.random.split(key)
     y0 = jax.random.uniform(
@@ -343,6 +352,7 @@ def oscillator_paths(
     :math:`dX = V dt`, :math:`dV = (-\omega^2 X - \gamma V) dt + \sigma dW`, with
     :math:`X_0 \sim U(-1, 1)` and :math:`V_0 = 0`.
     """
+    _check_draw(key, n)
     _check_positive(omega=omega, gamma=gamma, sigma=sigma)
     k0, kw = jax.random.split(key)
     x0 = jax.random.uniform(k0, (n,), minval=-1.0, maxval=1.0, dtype=jnp.result_type(grid))
@@ -360,6 +370,7 @@ def oscillator_paths(
 
 def periodic_grid(n: int, dtype=jnp.float32) -> Float[Array, " n"]:
     """``n`` equispaced points on the periodic unit interval ``[0, 1)``."""
+    check_int("n", n, minimum=1)
     return jnp.arange(n, dtype=dtype) / n
 
 
@@ -368,6 +379,9 @@ def random_fourier_series(
 ) -> Float[Array, "n g"]:
     r"""Zero-mean random periodic functions :math:`\sum_{k=1}^{K} k^{-\text{decay}}(a_k\cos 2\pi k x
     + b_k \sin 2\pi k x)`, normalised to unit maximum coefficient, ``a, b ~ N(0, 1)``."""
+    _check_draw(key, n)
+    check_int("n_grid", n_grid, minimum=2)
+    check_int("modes", modes, minimum=1)
     ka, kb = jax.random.split(key)
     k = jnp.arange(1, modes + 1, dtype=dtype)
     a = jax.random.normal(ka, (n, modes), dtype=dtype) * (k**-decay)[None, :]
@@ -417,6 +431,7 @@ def burgers_solve(
     Returns:
       ``[n, grid]`` solutions at ``t_final``.
     """
+    check_finite("u0", u0)
     u0 = jnp.asarray(u0)
     if u0.ndim != 2:
         raise ValueError(f"u0 must be [n, grid]; got shape {u0.shape}")
@@ -446,6 +461,7 @@ def reaction_diffusion_solve(
 
     Pseudo-spectral method of lines with diffrax Tsit5; ``u0`` and the result are ``[n, grid]``.
     """
+    check_finite("u0", u0)
     u0 = jnp.asarray(u0)
     if u0.ndim != 2:
         raise ValueError(f"u0 must be [n, grid]; got shape {u0.shape}")
@@ -464,6 +480,7 @@ def burgers_solutions(
     key: jax.Array, n: int, n_grid: int = 64, *, nu: float = 0.02, t_final: float = 0.5
 ) -> Float[Array, "n g"]:
     """``n`` Burgers solutions at ``t_final`` from random Fourier-series initial conditions."""
+    _check_draw(key, n)
     u0 = random_fourier_series(key, n, n_grid, modes=6, decay=1.5)
     return burgers_solve(u0, nu=nu, t_final=t_final)
 
@@ -489,6 +506,7 @@ def reaction_diffusion_solutions(
     is constant). Coarsening is slow (exponentially in the front spacing over the width), so the
     picture is stable in ``t_final``.
     """
+    _check_draw(key, n)
     u0 = 0.5 * random_fourier_series(key, n, n_grid, modes=8, decay=1.0)
     return reaction_diffusion_solve(u0, diffusion=diffusion, rate=rate, t_final=t_final)
 
@@ -498,6 +516,7 @@ def heat2d_solve(
 ) -> Float[Array, "n g g"]:
     r"""Exact solution of :math:`u_t = \kappa \Delta u` on the periodic unit square:
     :math:`\hat u_k(t) = e^{-\kappa |2\pi k|^2 t} \hat u_k(0)`; ``u0`` is ``[n, g, g]``."""
+    check_finite("u0", u0)
     u0 = jnp.asarray(u0)
     if u0.ndim != 3 or u0.shape[1] != u0.shape[2]:
         raise ValueError(f"u0 must be [n, grid, grid]; got shape {u0.shape}")
@@ -513,6 +532,7 @@ def heat2d_solutions(
     key: jax.Array, n: int, n_grid: int = 32, *, diffusivity: float = 0.01, t_final: float = 0.1
 ) -> Float[Array, "n g g"]:
     """``n`` 2-D heat solutions at ``t_final`` from random products of Fourier series."""
+    _check_draw(key, n)
     k1, k2, k3 = jax.random.split(key, 3)
     a = random_fourier_series(k1, n, n_grid, modes=6, decay=1.0)
     b = random_fourier_series(k2, n, n_grid, modes=6, decay=1.0)
@@ -531,6 +551,7 @@ def _ns_wavenumbers(g: int, dtype) -> tuple[jax.Array, jax.Array]:
 def kolmogorov_forcing(n_grid: int, *, amplitude: float = 0.1, dtype=jnp.float32):
     r"""Li et al.'s (FNO) forcing :math:`f = a(\sin 2\pi(x + y) + \cos 2\pi(x + y))` on the
     ``n_grid x n_grid`` periodic grid (``x`` along axis 0, ``y`` along axis 1)."""
+    check_int("n_grid", n_grid, minimum=2)
     x = periodic_grid(n_grid, dtype)
     s = 2.0 * jnp.pi * (x[:, None] + x[None, :])
     return amplitude * (jnp.sin(s) + jnp.cos(s))
@@ -665,6 +686,7 @@ def random_vorticity(
     white noise filtered in Fourier space by :math:`(|2\pi k|^2 + \tau^2)^{-\alpha/2}`, keeping
     :math:`k \ne 0` with :math:`3|k_i| < g` (resolved after the 2/3 rule), scaled so that the
     expected mean square is ``rms**2``; ``[n, g, g]``."""
+    _check_draw(key, n)
     _check_positive(rms=rms, tau=tau, alpha=alpha)
     return _random_vorticity(key, n, n_grid, float(rms), float(tau), float(alpha), dtype)
 
@@ -736,6 +758,7 @@ def navier_stokes2d_solutions(
     close to Gaussian (kurtosis ~3, pointwise skewness ~0.1); the non-Gaussian part is the
     coherent vortex structure. Generating 1280 fields of 16 x 16 takes ~6 s on 2 CPU cores.
     """
+    _check_draw(key, n)
     _check_positive(n=n, upsample=upsample)
     if n_grid % 2 or n_grid < 8:
         raise ValueError(f"n_grid={n_grid!r}; expected an even number of points >= 8")

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_int, check_key, is_concrete
 from jaxpapers.core.data.scenes import (
     BACKGROUNDS,
     Scene,
@@ -64,6 +64,8 @@ def cooccurring_classes(
     groups: Sequence[Sequence[int]], n: int, num_objects: int, *, key: jax.Array
 ) -> Int[Array, "n k"]:
     """Object classes ``[n, num_objects]``: per scene a random group, its classes permuted."""
+    check_key("key", key)
+    check_int("n", n, minimum=1)
     arr = jnp.asarray(check_groups(groups, int(np.max(groups)) + 1, num_objects), jnp.int32)
     kg, kp = jax.random.split(key)
     pick = jax.random.randint(kg, (n,), 0, arr.shape[0])
@@ -95,6 +97,7 @@ def make_cooccurring_scenes(
         information with ``M`` modes per class; ``None`` keeps random colours (shape only).
       jitter: half-width of the uniform colour jitter around a palette colour.
     """
+    check_key("key", key)
     check_groups(groups, cfg.classes, cfg.num_objects)
     if not (isinstance(n, int) and n >= 1):
         raise ValueError(f"n={n!r}; expected a positive integer")

@@ -45,7 +45,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from jaxpapers.core.checks import check_positive, check_shape, is_concrete
+from jaxpapers.core.checks import (
+    check_int,
+    check_key,
+    check_positive,
+    check_range,
+    check_shape,
+    is_concrete,
+)
 
 #: Shape classes in class order (class ``c`` is ``SHAPES[c]``) when no glyph bank is given.
 SHAPES: tuple[str, ...] = ("square", "disc", "triangle", "ring", "cross", "diamond")
@@ -162,6 +169,7 @@ def sample_layout(
 
     Centres are uniform so that each object lies fully inside the image.
     """
+    check_key("key", key)
     k = cfg.num_objects
     kc, kr, kk, kcol, kp, kg, kph = jax.random.split(key, 7)
     radii = jax.random.uniform(kr, (k,), minval=cfg.min_radius, maxval=cfg.max_radius)
@@ -212,6 +220,9 @@ def object_mask(
     Pixel ``(i, j)`` has centre ``(i + 0.5, j + 0.5)``; shapes test that centre, glyphs are sampled
     at it (nearest glyph cell) and cover it where the glyph exceeds 1/2.
     """
+    if is_concrete(index):
+        check_int("index", index)
+        check_range("index", index, 0, jnp.shape(layout.radii)[0] - 1)
     y = jnp.arange(cfg.size, dtype=jnp.float32)[:, None] + 0.5
     x = jnp.arange(cfg.size, dtype=jnp.float32)[None, :] + 0.5
     cy, cx = layout.centres[index, 0], layout.centres[index, 1]
@@ -234,6 +245,7 @@ def render_background(
     ``plain``: one colour; ``stripes``: a sinusoid of random orientation and period 4-8 px between
     two colours; ``checker``: 4-8 px checks of two colours; ``noise``: bilinear upsampled 4x4 noise.
     """
+    check_key("key", key)
     n, c = cfg.size, cfg.channels
     k1, k2, k3, k4 = jax.random.split(key, 4)
     a = jax.random.uniform(k1, (c,), maxval=0.6)
@@ -276,6 +288,7 @@ def render(
       texture/2 * sin(...))`` and a background pixel equals :func:`render_background` with the
       same key's first half.
     """
+    check_key("key", key)
     kb, kn = jax.random.split(key)
     image = render_background(cfg, background, key=kb)
     instances = jnp.zeros((cfg.size, cfg.size), jnp.int32)
@@ -321,6 +334,7 @@ def make_scenes(
       background: one kind for all, ``[n]`` kinds, or ``None`` for uniformly random kinds.
       classes: optional ``[n, num_objects]`` object classes (e.g. to balance or correlate them).
     """
+    check_key("key", key)
     if not (isinstance(n, int) and n >= 1):
         raise ValueError(f"n={n!r}; expected a positive integer")
     kl, kr, kb = jax.random.split(key, 3)
@@ -379,6 +393,7 @@ def move_layout(
 ) -> Layout:
     """The layout after ``t`` frames of constant ``velocity`` (pixels/frame), reflected at the
     borders."""
+    check_shape("velocity", velocity, (cfg.num_objects, 2))
     lo = layout.radii[:, None]
     span = jnp.maximum(cfg.size - 2 * lo, 1e-6)
     pos = layout.centres - lo + velocity * t
@@ -399,6 +414,7 @@ def make_sequence(
     The background pattern is the same in every frame; instance ids identify the same object in
     every frame (for tracking). Fields carry a leading ``[frames]`` axis.
     """
+    check_key("key", key)
     if not (isinstance(frames, int) and frames >= 1):
         raise ValueError(f"frames={frames!r}; expected a positive integer")
     kl, kv, kr = jax.random.split(key, 3)
@@ -417,6 +433,10 @@ def patch_fractions(
     class_mask: Int[Array, "*b h w"], patch: int, num_classes: int
 ) -> Float[Array, "*b gh gw n"]:
     """Fraction of each ``patch x patch`` cell's pixels in each class (``num_classes`` incl. 0)."""
+    check_int("patch", patch, minimum=1)
+    check_int("num_classes", num_classes, minimum=1)
+    if jnp.ndim(class_mask) < 2:
+        raise ValueError(f"class_mask has shape {jnp.shape(class_mask)}; expected [..., H, W]")
     h, w = class_mask.shape[-2:]
     if patch < 1 or h % patch or w % patch:
         raise ValueError(f"patch={patch} must divide the mask's spatial shape {(h, w)}")
@@ -438,6 +458,7 @@ def patch_labels(
       num_classes: object classes (ids ``0 .. num_classes`` occur in the mask).
       min_cover: smallest object share of a patch that labels it with the object.
     """
+    check_range("min_cover", min_cover, 0.0, 1.0)
     frac = patch_fractions(class_mask, patch, num_classes + 1)
     obj = jnp.argmax(frac[..., 1:], axis=-1)
     covered = jnp.take_along_axis(frac[..., 1:], obj[..., None], -1)[..., 0] >= min_cover

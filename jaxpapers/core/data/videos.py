@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_key, is_concrete
 from jaxpapers.core.data.scenes import (
     BACKGROUNDS,
     Scene,
@@ -62,6 +62,7 @@ def make_videos(
       background: background kind (index into :data:`~jaxpapers.core.data.scenes.BACKGROUNDS`).
       speed: object speed in pixels per frame (directions uniform).
     """
+    check_key("key", key)
     for name, v in (("n", n), ("frames", frames)):
         if not (isinstance(v, int) and v >= 1):
             raise ValueError(f"{name}={v!r}; expected a positive integer")

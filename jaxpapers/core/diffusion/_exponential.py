@@ -16,6 +16,10 @@ e^{\lambda}\hat x_0\,d\lambda`.
 
 Both use one denoiser evaluation per step; 2M keeps the previous prediction in the solver state.
 
+NaN contract (see :mod:`jaxpapers.core.checks`): :func:`lagged_coefficient` and
+:func:`lagged_estimate` are step algebra inside compiled solves and check no values; NaN in an
+estimate propagates to the step's output, which the solve reports in its result.
+
 References:
   Song, Meng & Ermon, Denoising Diffusion Implicit Models, ICLR 2021,
   https://arxiv.org/abs/2010.02502. Lu et al., DPM-Solver++, https://arxiv.org/abs/2211.01095.

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from jaxpapers.core.checks import check_int, check_positive
 from jaxpapers.core.diffusion._schedule import VPSchedule
 
 
@@ -185,6 +186,9 @@ def grid_mixture(
     Returns:
       :class:`GaussianMixture` with ``grid**2`` components.
     """
+    check_positive("std", std)
+    check_positive("spacing", spacing)
+    check_int("grid", grid, minimum=1)
     if dim < 1:
         raise ValueError(f"dim={dim}; expected a positive dimension")
     half = (grid - 1) / 2.0

@@ -8,6 +8,11 @@ For :math:`x_t = \alpha_t x_0 + \sigma_t \epsilon` with Gaussian noise,
 
 All functions are elementwise in arrays of any (broadcast-compatible) shape; ``alpha``, ``sigma``
 are scalars or arrays broadcastable to ``x``.
+
+NaN contract (see :mod:`jaxpapers.core.checks`): these conversions run inside compiled sampler
+steps, so they check no values: NaN or inf in an input gives NaN or inf in the same entries of the
+output, and ``sigma = 0`` (or ``alpha = 0`` where it divides) gives inf. The public samplers check
+their inputs at their own boundary.
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ DDIM step (Song, Meng & Ermon 2021) from :math:`t` to :math:`t' < t` given an es
 ODE in data prediction, DPM-Solver++(1)); ``eta = 1`` is DDPM's ancestral step. The map is affine
 in :math:`\hat x_0`, which posterior samplers exploit (:func:`renoise`).
 
+NaN contract (see :mod:`jaxpapers.core.checks`): the step algebra (:func:`ddim_noise_std`,
+:func:`renoise`, :func:`renoise_x0_coefficient`) runs inside compiled steps and checks no values:
+NaN in, NaN out; ``sigma_t = 0`` divides by zero. The samplers check their arguments (steps, key,
+grid, a finite ``x_init``) eagerly and report a failed solve in their result.
+
 Probability-flow ODE (Song et al. 2021) of the VP SDE:
 :math:`\dot x = -\tfrac12\beta(t)\,(x + \nabla\log p_t(x)) = -\tfrac12\beta(t)(x -
 \hat\epsilon/\sigma_t)`, integrated from ``t_max`` down to ``t_min`` by a standard diffrax solver.
@@ -33,6 +38,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Int
 
+from jaxpapers.core.checks import check_finite, check_key
 from jaxpapers.core.diffusion._nfe import CountingDenoiser
 from jaxpapers.core.diffusion._schedule import VPSchedule, time_grid
 from jaxpapers.core.diffusion._solver import AbstractReverseStep, UncheckedStepTo, check_time_grid
@@ -164,6 +170,7 @@ def sample_ddim(
       counts the evaluations made; for the solve's ``result`` use :func:`solve_diffusion`.
     """
     _check_steps(num_steps)
+    check_key("key", key)
     _check_grid(num_steps, dtype, t_max=t_max)
     return _sample_ddim(denoiser, schedule, tuple(shape), key, int(num_steps), eta, t_max, dtype)
 
@@ -225,6 +232,7 @@ def probability_flow_ode(
       drift propagates into ``x``).
     """
     _check_steps(num_steps)
+    check_finite("x_init", x_init)
     solver = diffrax.Heun() if solver is None else solver
     per_step, extra = _evals_per_step(solver)
     if not 0.0 < t_min < t_max <= 1.0:

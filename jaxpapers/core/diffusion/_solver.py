@@ -70,7 +70,7 @@ from diffrax._custom_types import (
 )
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree, Real, UInt32
 
-from jaxpapers.core.checks import is_concrete
+from jaxpapers.core.checks import check_key, is_concrete
 from jaxpapers.core.diffusion._nfe import zero_count
 from jaxpapers.core.diffusion._term import DenoiserTerm
 
@@ -278,6 +278,7 @@ def solve_reverse(
       :class:`ReverseSolution` with the state at ``ts[-1]`` and the exact evaluation count. It
       never raises at run time (no host callbacks): a failed step is reported in ``result``.
     """
+    check_key("key", key)
     ts = check_time_grid(ts, x_init.dtype)
     taus = -ts.astype(x_init.dtype)
     sol = diffrax.diffeqsolve(

@@ -145,6 +145,10 @@ class Bert(nnx.Module):
 
 def mean_pool(h: jax.Array, mask: jax.Array) -> jax.Array:
     """Mean of ``h [B, T, D]`` over unmasked tokens: ``[B, D]``, as sentence-transformers pools."""
+    if jnp.ndim(h) != 3 or jnp.shape(mask) != jnp.shape(h)[:2]:
+        raise ValueError(
+            f"mask has shape {jnp.shape(mask)}; expected {jnp.shape(h)[:2]} for h {jnp.shape(h)}"
+        )
     m = mask.astype(h.dtype)[..., None]
     return jnp.sum(h * m, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1e-9)
 

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_positive
+from jaxpapers.core.checks import check_key, check_labels, check_positive, check_range
 
 
 class KVCache(NamedTuple):
@@ -196,6 +196,12 @@ def token_log_probs(
     logits: Float[Array, "*batch time vocab"], targets: Int[Array, "*batch time"]
 ) -> Float[Array, "*batch time"]:
     """``log softmax(logits)[..., targets]``: the log-probability of each target token."""
+    if jnp.ndim(logits) < 1 or jnp.shape(targets) != jnp.shape(logits)[:-1]:
+        raise ValueError(
+            f"targets has shape {jnp.shape(targets)}; expected {jnp.shape(logits)[:-1]} to match "
+            f"logits {jnp.shape(logits)}"
+        )
+    check_labels("targets", targets, jnp.shape(logits)[-1])
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     return jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
 
@@ -205,6 +211,9 @@ def filter_top_p(logits: Float[Array, "*batch vocab"], top_p: float | jax.Array)
 
     Tokens outside the nucleus get ``-inf``; the most likely token is always kept.
     """
+    if jnp.ndim(logits) < 1:
+        raise ValueError(f"logits has shape {jnp.shape(logits)}; expected [..., vocab]")
+    check_range("top_p", top_p, 0.0, 1.0, low_open=True)
     probs = jax.nn.softmax(logits, axis=-1)
     sorted_p = -jnp.sort(-probs, axis=-1)
     mass_before = jnp.cumsum(sorted_p, axis=-1) - sorted_p
@@ -288,11 +297,12 @@ def sample(
     Returns:
       ``[B, P + max_new_tokens]`` int32: the prompt followed by the drawn tokens.
     """
-    model_len = int(jnp.shape(state["position"])[0])
+    check_key("key", key)
     if prompt.ndim != 2 or prompt.shape[1] < 1:
         raise ValueError(f"prompt has shape {prompt.shape}; expected [batch, prompt_len >= 1]")
     if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
         raise ValueError(f"max_new_tokens={max_new_tokens!r}; expected an int >= 1")
+    model_len = int(jnp.shape(state["position"])[0])
     if prompt.shape[1] + max_new_tokens > model_len:
         raise ValueError(
             f"prompt length {prompt.shape[1]} + max_new_tokens={max_new_tokens} exceeds the "

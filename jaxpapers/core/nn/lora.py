@@ -35,6 +35,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from jaxpapers.core.checks import check_int, check_key
+
 
 class LoRALinear(nnx.Module):
     """A frozen ``nnx.Linear`` plus a rank-``r`` adapter: ``base(x) + (alpha / r) (x A) B``.
@@ -97,6 +99,8 @@ def add_lora(
       ValueError: if a module lacks ``name`` or it is not an ``nnx.Linear`` (already adapted
         layers included), or nothing is given.
     """
+    check_key("key", key)
+    check_int("rank", rank, minimum=1)
     if len(modules) == 0 or len(names) == 0:
         raise ValueError(
             f"got {len(modules)} modules and names={tuple(names)}; expected at least one of each"

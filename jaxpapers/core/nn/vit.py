@@ -100,6 +100,10 @@ class ViTTokens(NamedTuple):
 
 def patchify(x: jax.Array, patch: int) -> jax.Array:
     """``[B, H, W, C]`` -> ``[B, (H/p)(W/p), p*p*C]`` in row-major patch order."""
+    if jnp.ndim(x) != 4:
+        raise ValueError(f"x has shape {jnp.shape(x)}; expected [B, H, W, C]")
+    if not isinstance(patch, int) or patch < 1:
+        raise ValueError(f"patch={patch!r}; expected a positive integer")
     b, hgt, wid, ch = x.shape
     if hgt % patch or wid % patch:
         raise ValueError(f"patch={patch} must divide the image size {(hgt, wid)}")
