@@ -36,7 +36,7 @@ def test_python_dash_m_entry_point():
         (["reproduce", "P99"], "valid choices: P01"),
         (["reproduce", "P17", "--bogus"], "unrecognized arguments"),
         (["reproduce", "P17", "--seeds", "0"], "--seeds must be a positive"),
-        (["reproduce", "P17", "--experiments", "nope"], "valid choices: queries_random"),
+        (["reproduce", "P17", "--experiments", "nope"], "valid choices: model_error_matters"),
         (["reproduce", "P17", "--num-processes", "2"], "need --distributed"),
         (
             ["reproduce", "P17", "--distributed", "--coordinator", "127.0.0.1:1"],

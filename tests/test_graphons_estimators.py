@@ -198,3 +198,16 @@ def test_symmetric_estimators_are_unbiased_and_the_control_variate_exact_when_al
         if name == "aligned":
             # float32 rounding of sums of <= 12^5 products of unit-scale numbers
             np.testing.assert_allclose(cv, exact, rtol=1e-4, atol=1e-6)
+
+
+def test_matrix_density_under_jit_past_int32_counts():
+    # (m)_4 passes 2**31 at m = 217: the count must not be passed to jit as a Python int.
+    import jax
+    import jax.numpy as jnp
+
+    from jaxpapers.graphons import clique, matrix_density
+
+    m = 220
+    A = jnp.full((m, m), 0.5, jnp.float32)
+    got = jax.jit(lambda a: matrix_density(clique(4), a))(A)
+    assert abs(float(got) - 0.5**6) < 1e-5

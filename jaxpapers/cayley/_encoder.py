@@ -22,7 +22,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxpapers.cayley._graph import LayerGraph
-from jaxpapers.core.checks import check_shape
+from jaxpapers.core.checks import check_dtype, check_ndim, check_shape
 
 
 def message_passing(
@@ -48,6 +48,13 @@ def message_passing(
                [4.],
                [3.]], dtype=float32)
     """
+    check_ndim("h", h, 2)
+    check_ndim("senders", senders, 1)
+    check_dtype("senders", senders, "integer")
+    check_shape("receivers", receivers, senders.shape)
+    check_dtype("receivers", receivers, "integer")
+    if edge_mask is not None:
+        check_shape("edge_mask", edge_mask, senders.shape)
     n = h.shape[0]
     messages, ones = h[senders], jnp.ones_like(receivers, h.dtype)
     if edge_mask is not None:

@@ -12,7 +12,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_positive, check_shape
+from jaxpapers.core.checks import check_dtype, check_ndim, check_positive, check_shape
 
 
 class FitResult(NamedTuple):
@@ -91,9 +91,18 @@ def fit_head(
     return _fit(head, x, y, w, steps, learning_rate, weight_decay)
 
 
+def _check_xy(x, y) -> None:
+    """Static checks (shapes and dtypes, run at trace time) of features ``x`` and labels ``y``."""
+    check_ndim("x", x, 3)
+    check_dtype("x", x, "floating")
+    check_shape("y", y, (x.shape[0],))
+    check_dtype("y", y, "integer")
+
+
 @eqx.filter_jit
 def accuracy(head: Any, x: Float[Array, "batch layers features"], y: Int[Array, " batch"]):
     """Fraction of ``x`` whose argmax logit equals ``y``."""
+    _check_xy(x, y)
     return jnp.mean(jnp.argmax(jax.vmap(head)(x), -1) == y)
 
 
@@ -110,6 +119,7 @@ def layer_attribution(
 
     Returns ``[L]``: ``acc(x) - acc(x with layer l set to its batch mean)``.
     """
+    _check_xy(x, y)
     base = accuracy(head, x, y)
     mean = jnp.mean(x, axis=0)
 

@@ -66,7 +66,7 @@ from jaxpapers.cfshap._games import (
 from jaxpapers.cfshap._lime import lime_values
 from jaxpapers.cfshap._scm import DiscreteSCM, ancestors, response_functions
 from jaxpapers.cfshap._shapley import asymmetric_shapley_values, shapley_values
-from jaxpapers.core.checks import check_key
+from jaxpapers.core.checks import check_key, check_range
 
 DESIDERATA = ("efficiency", "noncause_null", "counterfactual_credit", "counterfactual_null")
 METHODS = (
@@ -261,6 +261,7 @@ def check_desiderata(phi, scm: DiscreteSCM, model, x, *, tol: float = 0.03) -> d
     n = scm.num_features
     if phi.shape != (n,):
         raise ValueError(f"phi has shape {phi.shape}; expected ({n},)")
+    check_range("tol", tol, 0.0)
     cf = _Counterfactuals(scm, model, x)
     inputs = model_inputs(scm, model)
     relevant = inputs | {a for i in inputs for a in ancestors(scm.parents, i)}

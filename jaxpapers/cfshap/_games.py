@@ -25,7 +25,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from jaxpapers.cfshap._scm import DiscreteSCM, LinearGaussianSCM, Worlds
-from jaxpapers.core.checks import check_finite
+from jaxpapers.core.checks import check_finite, check_int, check_shape
 
 SCM = DiscreteSCM | LinearGaussianSCM
 
@@ -207,6 +207,7 @@ def natural_total_effect(
       ...                            background=jnp.zeros((1, 2))))
       6.0
     """
+    check_shape("subset", subset, (scm.num_features,))
     game = counterfactual_game(scm, model, x, background=background)
     return game(jnp.asarray(subset, bool))
 
@@ -222,6 +223,19 @@ def mediation_effects(
     ``TE = NDE + NIE``.
     """
     n = scm.num_features
+    for name, node in (("treatment", treatment), ("mediator", mediator), ("outcome", outcome)):
+        if check_int(name, node, minimum=0) >= n:
+            raise ValueError(f"{name}={node}; expected a node in 0..{n - 1}")
+    if len({treatment, mediator, outcome}) != 3:
+        raise ValueError(
+            f"treatment={treatment}, mediator={mediator}, outcome={outcome}; expected three "
+            "different nodes"
+        )
+    check_finite("t0", t0)
+    check_finite("t1", t1)
+    if background is not None:
+        check_shape("background", background, (None, n))
+        check_finite("background", background)
     if isinstance(scm, DiscreteSCM):
         worlds = scm.reference_worlds()
     else:

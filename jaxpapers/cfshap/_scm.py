@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from jaxpapers.core.checks import check_finite, check_int, check_key, is_concrete
+from jaxpapers.core.checks import check_finite, check_int, check_key, check_ndim, is_concrete
 
 
 class Worlds(NamedTuple):
@@ -87,6 +87,15 @@ def response_functions(card: int, parent_cards: tuple[int, ...]) -> np.ndarray:
 
 def monotone_mask(table: np.ndarray, parent_cards: tuple[int, ...]) -> np.ndarray:
     """Which rows of a response-function table are non-decreasing in every parent."""
+    check_ndim("table", table, 2)
+    for c in parent_cards:
+        check_int("parent_cards", c, minimum=1)
+    if np.shape(table)[1] != math.prod(parent_cards):
+        raise ValueError(
+            f"table has shape {np.shape(table)}; expected {math.prod(parent_cards)} columns "
+            f"(the parent configurations of parent_cards={tuple(parent_cards)})"
+        )
+    table = np.asarray(table)
     keep = np.ones(table.shape[0], bool)
     if not parent_cards:
         return keep

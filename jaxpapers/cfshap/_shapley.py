@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
-from jaxpapers.cfshap._scm import ancestors
+from jaxpapers.cfshap._scm import ancestors, topological_order
 from jaxpapers.core.checks import check_int, check_key
 
 MAX_EXACT_FEATURES = 20
@@ -82,6 +82,7 @@ def order_weight_matrix(orders: np.ndarray) -> np.ndarray:
 
 def causal_orders(parents: tuple[tuple[int, ...], ...]) -> np.ndarray:
     """All orders of the variables in which every variable comes after its ancestors."""
+    topological_order(parents)  # a ValueError naming parents on unknown nodes, loops, cycles
     n = len(parents)
     if n > MAX_ORDER_FEATURES:
         raise ValueError(f"{n} variables; enumerating causal orders needs <= {MAX_ORDER_FEATURES}")
@@ -115,6 +116,7 @@ def _weighted_values(game, weights: Array, batch: int) -> Array:
 def game_values(game, *, batch_size: int = 4096) -> Float[Array, " 2^n"]:
     """``v`` on every coalition, in the order of :func:`coalition_masks`."""
     _check_game(game)
+    check_int("batch_size", batch_size, minimum=1)
     return _all_values(game, batch_size)
 
 
@@ -139,6 +141,7 @@ def shapley_values(game, *, batch_size: int = 4096) -> Float[Array, " n"]:
       [0.6667, 0.1667, 0.1667]
     """
     n = _check_game(game)
+    check_int("batch_size", batch_size, minimum=1)
     W = jnp.asarray(shapley_weight_matrix(n), jnp.result_type(float))
     return _weighted_values(game, W, batch_size)
 

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from jaxpapers.core.checks import check_ndim
 from jaxpapers.core.nn.vit import ViT
 
 
@@ -54,6 +55,7 @@ def readout_gradients(
       images: ``[B, H, W, C]``.
       loss: maps final [CLS] features ``[B, dim]`` (after the final LayerNorm) to ``[B]``.
     """
+    check_ndim("images", images, 4)
     h = vit.embed_tokens(images)
     for block in vit.blocks[:-1]:
         h = block(h)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_range, is_concrete
+from jaxpapers.core.checks import check_ndim, check_range, is_concrete
 
 
 def teacher_targets(
@@ -92,6 +92,13 @@ def update_center(
     center: Float[Array, " k"], teacher_logits: Float[Array, "*b k"], momentum: float = 0.9
 ) -> Float[Array, " k"]:
     """``momentum * center + (1 - momentum) * mean(teacher_logits)`` over all leading axes."""
+    check_ndim("center", center, 1)
+    if np.ndim(teacher_logits) < 1 or np.shape(teacher_logits)[-1] != center.shape[0]:
+        raise ValueError(
+            f"teacher_logits has shape {np.shape(teacher_logits)}; expected [..., "
+            f"{center.shape[0]}] (the width of center)"
+        )
+    check_range("momentum", momentum, 0.0, 1.0)
     mean = jnp.mean(teacher_logits.reshape(-1, teacher_logits.shape[-1]), axis=0)
     return momentum * center + (1.0 - momentum) * jax.lax.stop_gradient(mean)
 

@@ -36,7 +36,7 @@ from jaxpapers.codi._distill import (
     teacher_temperature,
     update_center,
 )
-from jaxpapers.core.checks import check_key
+from jaxpapers.core.checks import check_key, check_ndim, check_shape
 from jaxpapers.core.nn.vit import ViT, ViTConfig, ViTTokens
 
 
@@ -210,6 +210,10 @@ def ssl_loss(
 
     Returns ``(loss, (stats, teacher_cls_logits, teacher_patch_logits))``.
     """
+    check_shape("views", views, (2, None, None, None, None))
+    check_shape("masks", masks, (2, views.shape[1], None))
+    if lam is not None:
+        check_lambda(lam)
     net_s, net_t = nnx.merge(graphdef, student), nnx.merge(graphdef, teacher)
     tau_t = teacher_temperature(
         state.step, cfg.temp_warmup, cfg.teacher_temp_start, cfg.teacher_temp_end
@@ -318,6 +322,7 @@ def teacher_tokens(
     graphdef: nnx.GraphDef, params: Any, images: Float[Array, "b h w c"]
 ) -> ViTTokens:
     """Backbone tokens and last attention of the network with ``params`` (e.g. the teacher)."""
+    check_ndim("images", images, 4)
     return nnx.merge(graphdef, params).vit.tokens(images)
 
 

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_finite, check_key, is_concrete
+from jaxpapers.core.checks import check_finite, check_int, check_key, is_concrete
 from jaxpapers.graphons._graphs import PatternGraph
 
 GraphonFn = Callable[[Array, Array], Array]
@@ -111,7 +111,8 @@ def matrix_density(H: PatternGraph, A: Float[Array, "m m"]) -> Float[Array, ""]:
     if m < k:
         raise ValueError(f"{m} points cannot hold an injective copy of {H.name} ({k} nodes)")
     zero = A * (1.0 - jnp.eye(m, dtype=A.dtype))
-    falling = math.prod(range(m - k + 1, m + 1))
+    # a float: the count passes 2**31 (K4 at m >= 217), past what jit accepts as a weak int
+    falling = float(math.prod(range(m - k + 1, m + 1)))
     if H.num_edges == k * (k - 1) // 2:
         spec = _subscripts(H) + "->"
         return jnp.einsum(spec, *([zero] * H.num_edges)) / falling
@@ -217,6 +218,7 @@ def symmetric_mc_density(
 
 def grid_density(H: PatternGraph, graphon: GraphonFn, num_points: int) -> Float[Array, ""]:
     """Midpoint-rule quadrature of ``t(H, W)`` on a ``num_points``-point grid (all tuples)."""
+    check_int("num_points", num_points, minimum=1)
     x = (jnp.arange(num_points) + 0.5) / num_points
     xs, ys = jnp.meshgrid(x, x, indexing="ij")
     return all_tuples_density(H, graphon(xs, ys))
@@ -225,6 +227,9 @@ def grid_density(H: PatternGraph, graphon: GraphonFn, num_points: int) -> Float[
 def all_tuples_density(H: PatternGraph, A: Float[Array, "m m"]) -> Float[Array, ""]:
     """V-statistic ``m^{-k} sum_{all tuples} prod A`` (the density of the step graphon of ``A``;
     diagonal included)."""
+    shape = tuple(np.shape(A))
+    if len(shape) != 2 or shape[0] != shape[1] or shape[0] == 0:
+        raise ValueError(f"A has shape {shape}; expected a non-empty square matrix [m, m]")
     spec = _subscripts(H) + "->"
     m = A.shape[0]
     # nodes of H on no edge sum to a factor m each

@@ -25,7 +25,14 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_key, check_positive, is_concrete
+from jaxpapers.core.checks import (
+    check_finite,
+    check_int,
+    check_key,
+    check_positive,
+    check_range,
+    is_concrete,
+)
 from jaxpapers.graphons._constraint import solve_shift
 from jaxpapers.graphons._density import (
     all_tuples_density,
@@ -39,6 +46,8 @@ from jaxpapers.graphons._network import NeuralGraphon
 
 def bernoulli_entropy(q: Array, p: float | Array) -> Array:
     """Relative entropy ``h_p(q)`` of Bernoulli(q) from Bernoulli(p) (``0 log 0 = 0``)."""
+    check_range("p", p, 0.0, 1.0, low_open=True, high_open=True)
+    check_finite("q", q)
     q = jnp.clip(q, 0.0, 1.0)
     a = jnp.where(q > 0, q * jnp.log(jnp.where(q > 0, q, 1.0) / p), 0.0)
     b = jnp.where(q < 1, (1 - q) * jnp.log(jnp.where(q < 1, 1 - q, 1.0) / (1 - p)), 0.0)
@@ -197,6 +206,7 @@ def optimise_graphon(
 def evaluate_tail(objective: TailObjective, graphon: NeuralGraphon, num_points: int):
     """Rate of a trained graphon on a midpoint grid, its shift re-solved there so that the grid
     density meets the target exactly. Returns ``(rate, density, shift)``."""
+    check_int("num_points", num_points, minimum=1)
     x = (jnp.arange(num_points) + 0.5) / num_points
     L = graphon.logit_matrix(x)
     sol = solve_shift(objective.pattern, L, objective.target, density=all_tuples_density)
@@ -227,6 +237,7 @@ class TuranValues(NamedTuple):
 def evaluate_turan(objective: TuranObjective, graphon: NeuralGraphon, num_points: int):
     """Values of a trained Turan graphon on a midpoint grid, the shift re-solved there so that
     ``t(forbidden) = slack`` (densities of the step graphon on the grid, all tuples)."""
+    check_int("num_points", num_points, minimum=1)
     x = (jnp.arange(num_points) + 0.5) / num_points
     L = graphon.logit_matrix(x)
     sol = solve_shift(objective.forbidden, L, objective.slack, density=all_tuples_density)
@@ -243,6 +254,8 @@ def evaluate_turan(objective: TuranObjective, graphon: NeuralGraphon, num_points
 
 def shifted_matrix(graphon: NeuralGraphon, shift: Array, num_points: int) -> Array:
     """``sigmoid(logits + shift)`` on a midpoint grid (for heatmaps)."""
+    check_int("num_points", num_points, minimum=1)
+    check_finite("shift", shift)
     x = (jnp.arange(num_points) + 0.5) / num_points
     return jax.nn.sigmoid(graphon.logit_matrix(x) + shift)
 
@@ -275,6 +288,7 @@ def _triangle_step(sizes, values) -> float:
 def clique_construction(p: float, delta: float) -> Construction:
     """Planted clique ``1`` on ``[0, a]^2``, ``p`` elsewhere, with ``t(K3) = (1 + delta) p^3``."""
     _check_p(p)
+    check_range("delta", delta, 0.0, 1.0 / p**3 - 1.0)
     target = (1 + delta) * p**3
     a = _bisect(lambda a: _triangle_step([a, 1 - a], [[1.0, p], [p, p]]) - target, 0.0, 1.0, 60)
     return Construction("clique", a, 0.5 * a**2 * float(np.log(1 / p)))

@@ -22,7 +22,7 @@ import optax
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_key
+from jaxpapers.core.checks import check_dtype, check_int, check_key, check_ndim, check_shape
 from jaxpapers.core.nn.decoder import DecoderLM, token_log_probs
 from jaxpapers.ivp._probers import Student
 
@@ -62,6 +62,13 @@ def transcript_tokens(
     num_answers: int,
 ) -> Int[Array, "*b seq"]:
     """Token sequences ``[context, q_1, a_1, ..., q_T, a_T]`` (length ``1 + 2T``)."""
+    check_ndim("questions", questions, range(1, 8))
+    check_shape("answers", answers, questions.shape)
+    check_shape("contexts", contexts, questions.shape[:-1])
+    for name, arr in (("questions", questions), ("answers", answers), ("contexts", contexts)):
+        check_dtype(name, arr, "integer")
+    check_int("num_questions", num_questions, minimum=1)
+    check_int("num_answers", num_answers, minimum=1)
     head = (num_questions + num_answers + contexts)[..., None]
     pairs = jnp.stack([questions, num_questions + answers], axis=-1)
     flat = pairs.reshape(*questions.shape[:-1], -1)

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
+
+from jaxpapers.core.checks import check_int, check_ndim, check_range, check_shape, is_concrete
 
 _TINY = 1e-30
 
@@ -32,6 +35,11 @@ def conceal_prob(
     gamma: float,
 ) -> Float[Array, "*q k"]:
     """:math:`p = c_k \\min(1, e_q + \\gamma s)`: probability of a socially desirable answer."""
+    check_ndim("grid", grid, 1)
+    check_range("grid", grid, 0.0, 1.0)
+    check_range("explicitness", explicitness, 0.0, 1.0)
+    check_range("suspicion", suspicion, 0.0)
+    check_range("gamma", gamma, 0.0)
     urge = jnp.minimum(1.0, explicitness + gamma * suspicion)
     return urge[..., None] * grid.reshape((1,) * urge.ndim + grid.shape)
 
@@ -45,6 +53,9 @@ def answer_likelihood(
     gamma: float,
 ) -> Float[Array, "*q h k answers"]:
     """:math:`P(a \\mid q, h, k)` for every question, profile and concealment level."""
+    check_ndim("honest", honest, range(2, 8))
+    check_shape("desirable", desirable, (*honest.shape[:-2], honest.shape[-1]))
+    check_shape("explicitness", explicitness, honest.shape[:-2])
     p = conceal_prob(explicitness, grid, suspicion, gamma)[..., None, :, None]
     return (1.0 - p) * honest[..., :, None, :] + p * desirable[..., None, None, :]
 
@@ -53,6 +64,13 @@ def update_posterior(
     log_post: Float[Array, "h k"], likelihood: Float[Array, "h k answers"], answer: Int[Array, ""]
 ) -> Float[Array, "h k"]:
     """Bayes' rule: ``log_post + log P(answer | h, k)``, renormalised (log-sum-exp = 0)."""
+    check_ndim("log_post", log_post, 2)
+    check_shape("likelihood", likelihood, (*log_post.shape, None))
+    check_int("answer", answer, minimum=0)
+    if is_concrete(answer) and int(np.asarray(answer)) >= likelihood.shape[-1]:
+        raise ValueError(
+            f"answer={int(np.asarray(answer))}; expected 0..{likelihood.shape[-1] - 1}"
+        )
     lp = log_post + jnp.log(jnp.maximum(jnp.take(likelihood, answer, axis=-1), _TINY))
     return lp - jax.scipy.special.logsumexp(lp)
 
@@ -65,6 +83,8 @@ def information_gain(
     log_post: Float[Array, "h k"], likelihood: Float[Array, "q h k answers"]
 ) -> Float[Array, " q"]:
     """Expected information (nats) the answer to each question carries about the profile."""
+    check_ndim("log_post", log_post, 2)
+    check_shape("likelihood", likelihood, (None, *log_post.shape, None))
     w = jnp.exp(log_post)
     wh = w.sum(-1)
     cond = jnp.einsum("hk,qhka->qha", w, likelihood) / jnp.maximum(wh, _TINY)[None, :, None]
@@ -76,4 +96,6 @@ def profile_posterior_mean(
     log_post: Float[Array, "h k"], library: Float[Array, "h values"]
 ) -> Float[Array, " values"]:
     """The recovered profile: the posterior mean :math:`\\sum_h w_h r_h`."""
+    check_ndim("log_post", log_post, 2)
+    check_shape("library", library, (log_post.shape[0], None))
     return jnp.exp(log_post).sum(-1) @ library

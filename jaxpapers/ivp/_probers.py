@@ -25,7 +25,7 @@ import numpy as np
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_key, check_shape
+from jaxpapers.core.checks import check_key, check_ndim, check_range, check_shape
 from jaxpapers.ivp._inference import (
     answer_likelihood,
     information_gain,
@@ -94,6 +94,8 @@ def answer_tables(
     bank: QuestionBank, library: Float[Array, "h values"], beta: float
 ) -> tuple[Float[Array, "c q h a"], Float[Array, "c q a"]]:
     """Honest answer distributions of every library profile and the desirable ones."""
+    check_shape("library", library, (None, np.shape(bank.features)[-1]))
+    check_range("beta", beta)
     honest = jax.vmap(
         lambda r: answer_probs(bank.features, bank.bias, bank.valid, r, beta), out_axes=2
     )(library)
@@ -293,6 +295,8 @@ def pooled_profile(
 ) -> Float[Array, "*b values"]:
     """Context-blind profile: one posterior from every context's answers, as if the persona had
     one profile (and one concealment level) everywhere."""
+    check_ndim("log_post", log_post, range(3, 8))
+    check_shape("library", library, (log_post.shape[-2], None))
     joint = log_post.sum(-3)
     joint = joint - jax.scipy.special.logsumexp(joint, axis=(-2, -1), keepdims=True)
     return jnp.einsum("...hk,hv->...v", jnp.exp(joint), library)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from jaxpapers.core.checks import check_key
+from jaxpapers.core.checks import check_int, check_key, check_ndim, check_range, check_shape
 from jaxpapers.ivp._values import CONTEXTS, PHRASES, VALUES
 
 
@@ -131,6 +131,11 @@ def answer_probs(
     beta: float | jax.Array,
 ) -> Float[Array, "*q answers"]:
     """Honest answer distribution :math:`\\mathrm{softmax}_a(\\beta (X_a \\cdot r + b_a))`."""
+    check_ndim("features", features, range(2, 8))
+    check_shape("bias", bias, features.shape[:-1])
+    check_shape("valid", valid, features.shape[:-1])
+    check_shape("profile", profile, (features.shape[-1],))
+    check_range("beta", beta)
     u = jnp.einsum("...av,v->...a", features, profile) + bias
     return jax.nn.softmax(jnp.where(valid, beta * u, -jnp.inf), axis=-1)
 
@@ -144,8 +149,18 @@ def _context_phrase(context: int) -> str:
     }[CONTEXTS[context]]
 
 
+def _check_item(bank: QuestionBank, context: int, question: int) -> None:
+    """``ValueError`` unless ``context`` and ``question`` index an item of ``bank``."""
+    c, q = np.shape(bank.valid)[:2]
+    if check_int("context", context, minimum=0) >= c:
+        raise ValueError(f"context={context}; expected 0..{c - 1}")
+    if check_int("question", question, minimum=0) >= q:
+        raise ValueError(f"question={question}; expected 0..{q - 1}")
+
+
 def question_text(bank: QuestionBank, context: int, question: int) -> str:
     """The question as a persona hears it."""
+    _check_item(bank, context, question)
     opts = np.asarray(bank.options)[context, question]
     where = _context_phrase(context)
     if question < bank.num_explicit:
@@ -165,6 +180,10 @@ def question_text(bank: QuestionBank, context: int, question: int) -> str:
 
 def answer_text(bank: QuestionBank, context: int, question: int, answer: int) -> str:
     """A persona's reply that :func:`parse_answer` maps back to ``answer``."""
+    _check_item(bank, context, question)
+    n = int(np.asarray(bank.valid)[context, question].sum())
+    if check_int("answer", answer, minimum=0) >= n:
+        raise ValueError(f"answer={answer}; question {question} has {n} answers (0..{n - 1})")
     if question < bank.num_explicit:
         return f"I would say {answer + 1}."
     return f"I would choose ({'ABCDEFG'[answer]})."
@@ -176,6 +195,7 @@ def parse_answer(bank: QuestionBank, context: int, question: int, reply: str) ->
     Raises:
       ValueError: the reply names no valid answer of this question.
     """
+    _check_item(bank, context, question)
     n = int(np.asarray(bank.valid)[context, question].sum())
     if question < bank.num_explicit:
         for ch in reply:

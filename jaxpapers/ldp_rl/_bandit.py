@@ -11,7 +11,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_finite, check_int, check_key, check_positive, is_concrete
+from jaxpapers.core.checks import (
+    check_dtype,
+    check_finite,
+    check_int,
+    check_key,
+    check_ndim,
+    check_positive,
+    check_range,
+    check_shape,
+    is_concrete,
+)
 from jaxpapers.ldp_rl._mechanisms import (
     unary_debias,
     unary_encode_from_uniforms,
@@ -139,6 +149,9 @@ class BanditResult(NamedTuple):
 def exp3_policy(loss_estimates: Float[Array, "S A"], params: Exp3Params) -> Float[Array, "S A"]:
     r"""EXP3's policy per context, :math:`(1-\gamma)\,\mathrm{softmax}(-\eta \hat L_s)
     + \gamma/A`."""
+    check_ndim("loss_estimates", loss_estimates, 2)
+    check_range("params.eta", params.eta, 0.0)
+    check_range("params.gamma", params.gamma, 0.0, 1.0)
     A = loss_estimates.shape[-1]
     weights = jax.nn.softmax(-params.eta * loss_estimates, axis=-1)
     return (1.0 - params.gamma) * weights + params.gamma / A
@@ -156,7 +169,12 @@ def importance_weighted_losses(
     :math:`\rho_s \ell(s, a)` for every pair, and the noise of ``z[s]`` reaches only the drawn
     arm, so :math:`\sum_a \pi(a|s) E[\hat\ell[s,a]^2] = A\, E[z[s]^2]` (tests enumerate both).
     """
+    check_ndim("policy", policy, 2)
     S, A = policy.shape
+    check_shape("message", message, (S + 1,))
+    check_shape("arms", arms, (S,))
+    check_dtype("arms", arms, "integer")
+    check_range("arms", arms, 0, A - 1)
     return jax.nn.one_hot(arms, A) * (message[:S] / policy[jnp.arange(S), arms])[:, None]
 
 

@@ -11,7 +11,17 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_int, check_key, check_positive, check_shape, is_concrete
+from jaxpapers.core.checks import (
+    check_dtype,
+    check_finite,
+    check_int,
+    check_key,
+    check_ndim,
+    check_positive,
+    check_range,
+    check_shape,
+    is_concrete,
+)
 from jaxpapers.ldp_rl._mechanisms import (
     unary_debias,
     unary_encode_from_uniforms,
@@ -96,7 +106,10 @@ def backward_induction(
 
 def policy_value(mdp: EpisodicMDP, policy: Array) -> Float[Array, ""]:
     """Expected return from state 0 of a deterministic policy ``[H, S]`` (exact)."""
-    S = mdp.R.shape[0]
+    S, A = mdp.R.shape
+    check_shape("policy", policy, (None, S))
+    check_dtype("policy", policy, "integer")
+    check_range("policy", policy, 0, A - 1)
 
     def step(v_next, pi_h):
         q = mdp.R + mdp.P @ v_next
@@ -122,6 +135,9 @@ class RLResult(NamedTuple):
 
 def estimated_model(counts: Float[Array, "S A S 2"]) -> tuple[Array, Array, Array]:
     """``(P_hat, R_hat, n)`` from (possibly noisy) counts: negative counts clipped, ``n >= 1``."""
+    check_ndim("counts", counts, 4)
+    check_shape("counts", counts, (None, None, counts.shape[0], 2))
+    check_finite("counts", counts)
     S = counts.shape[0]
     n_sas = jnp.maximum(counts.sum(-1), 0.0)
     n = jnp.maximum(counts.sum((-1, -2)), 1.0)

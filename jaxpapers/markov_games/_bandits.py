@@ -49,7 +49,14 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxpapers.core.checks import check_finite, check_key, check_positive, check_shape, is_concrete
+from jaxpapers.core.checks import (
+    check_finite,
+    check_key,
+    check_positive,
+    check_range,
+    check_shape,
+    is_concrete,
+)
 
 
 class BanditState(NamedTuple):
@@ -146,6 +153,8 @@ def bernstein_exp3() -> Bandit:
 
 def bernstein_regret_bound(state: BanditState, num_arms, *, delta: float = 0.1):
     """High-probability empirical-variance regret certificate ``2 sqrt(V iota) + 2 A iota``."""
+    check_range("num_arms", num_arms, 1.0)  # a count, possibly a traced float (mask sum)
+    check_range("delta", delta, 0.0, 1.0, low_open=True, high_open=True)
     iota = jnp.log(num_arms / delta)
     return 2.0 * jnp.sqrt(state.variance * iota) + 2.0 * num_arms * iota
 

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_shape, is_concrete
+from jaxpapers.core.checks import check_int, check_shape, is_concrete
 from jaxpapers.markov_games._game import MarkovGame, joint_actions
 
 
@@ -54,6 +54,7 @@ def check_policy(game: MarkovGame, policy, name: str = "policy") -> None:
 
 def policy_values(game: MarkovGame, policy: Float[Array, "H S J"]) -> Float[Array, "H S m"]:
     """``V^pi_{h,i}(s)`` of a Markov correlated policy by backward induction."""
+    check_shape("policy", policy, (game.horizon, game.num_states, game.num_joint))
 
     def step(v_next, hs):
         P, R, pi = hs
@@ -78,6 +79,7 @@ def _deviation_values(game: MarkovGame, others, q_i, i: int):
 
 def best_response_values(game: MarkovGame, policy: Float[Array, "H S J"]) -> Float[Array, "H S m"]:
     """``V^dagger_{h,i}(s)``: each player's best deviation against the others' correlated part."""
+    check_shape("policy", policy, (game.horizon, game.num_states, game.num_joint))
 
     def step(v_next, hs):
         P, R, pi = hs
@@ -136,7 +138,10 @@ def stage_gap(policy: Float[Array, " J"], q: Float[Array, "J m"], num_actions) -
         >>> round(float(stage_gap(jnp.array([0.0, 0.25, 0.25, 0.5]), q, (2, 2))), 6)
         0.0
     """
-    num_actions = tuple(int(a) for a in num_actions)
+    num_actions = tuple(check_int("num_actions", a, minimum=1) for a in num_actions)
+    J = int(np.prod(num_actions))
+    check_shape("policy", policy, (J,))
+    check_shape("q", q, (J, len(num_actions)))
     shape = (1, *num_actions)
     gaps = []
     for i in range(len(num_actions)):
@@ -154,6 +159,13 @@ def _deviation_values_flat(policy, q_i, shape, i):
 
 def product_policy(game: MarkovGame, marginals) -> Float[Array, "H S J"]:
     """Joint policy ``prod_i p_i(a_i | s)`` from a list of per-player ``[H, S, A_i]`` marginals."""
+    marginals = list(marginals)
+    if len(marginals) != game.num_players:
+        raise ValueError(
+            f"marginals has {len(marginals)} entries; expected one per player ({game.num_players})"
+        )
+    for i, (p, a) in enumerate(zip(marginals, game.num_actions, strict=True)):
+        check_shape(f"marginals[{i}]", p, (game.horizon, game.num_states, a))
     table = joint_actions(game.num_actions)
     out = 1.0
     for i, p in enumerate(marginals):

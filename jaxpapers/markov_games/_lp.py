@@ -86,6 +86,8 @@ def markov_lp_cce(game: MarkovGame) -> np.ndarray:
         >>> abs(float(cce_gap(g, jnp.asarray(markov_lp_cce(g))).gap)) < 1e-5
         True
     """
+    if not isinstance(game, MarkovGame):
+        raise ValueError(f"game is a {type(game).__name__}; expected a MarkovGame")
     P = np.asarray(game.transitions, np.float64)
     R = np.asarray(game.rewards, np.float64)
     H, S, J, m = R.shape

@@ -7,10 +7,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_int, check_shape
+from jaxpapers.core.checks import check_int
 from jaxpapers.multiclass._losses import check_loss, surrogate_loss
 from jaxpapers.multiclass._streams import Stream, check_stream
 
@@ -67,5 +68,16 @@ def best_linear_predictor(
 
 def surrogate_regret(mistakes: Float[Array, "*b T"], comparator_loss: Float[Array, "*b"]):
     r"""Surrogate regret :math:`\sum_t E[\mathbb{1}\{\hat y_t \ne y_t\}] - \sum_t \ell_t(U)`."""
-    check_shape("comparator_loss", comparator_loss, jnp.shape(mistakes)[:-1])
+    batch = jnp.shape(mistakes)[:-1]
+    if jnp.ndim(mistakes) < 1:
+        raise ValueError(f"mistakes has shape {jnp.shape(mistakes)}; expected [..., T]")
+    try:
+        fits = np.broadcast_shapes(jnp.shape(comparator_loss), batch) == batch
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"comparator_loss has shape {jnp.shape(comparator_loss)}; expected a shape that "
+            f"broadcasts to mistakes' batch shape {batch}"
+        )
     return jnp.sum(mistakes, -1) - comparator_loss

@@ -16,7 +16,7 @@ import optax
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_key
+from jaxpapers.core.checks import check_dtype, check_key, check_ndim
 from jaxpapers.core.nn.decoder import sample, token_log_probs
 from jaxpapers.rapo._grpo import group_advantages
 from jaxpapers.rapo._rapo import profile_token_pmi, rapo_loss
@@ -77,6 +77,13 @@ def completion_log_probs(
     graphdef: nnx.GraphDef, state: nnx.State, tokens: Int[Array, "batch total"]
 ) -> Float[Array, "batch completion"]:
     """Log-probabilities of the completion tokens (positions ``PROMPT_LEN ..``) of ``tokens``."""
+    check_ndim("tokens", tokens, 2)
+    check_dtype("tokens", tokens, "integer")
+    if tokens.shape[1] <= PROMPT_LEN:
+        raise ValueError(
+            f"tokens has shape {tokens.shape}; expected [batch, total] with total > {PROMPT_LEN} "
+            "(a prompt and at least one completion token)"
+        )
     model = nnx.merge(graphdef, state)
     logp = token_log_probs(model(tokens[:, :-1]), tokens[:, 1:])
     return logp[:, PROMPT_LEN - 1 :]

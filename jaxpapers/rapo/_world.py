@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_key
+from jaxpapers.core.checks import check_dtype, check_key, check_ndim, check_shape, is_concrete
 
 PAD, BOS, SEP, EOS, NULL, PERCEIVE, EMPATHY, LOGIC, RESPONSE = range(9)
 NUM_QUESTIONS = 4
@@ -105,8 +105,33 @@ def profile_tokens(world: World, profiles: Int[Array, "batch 4"]) -> Int[Array, 
     return profiles + jnp.asarray(world.attribute_offsets)[None]
 
 
+def _check_batch(world: World, batch: Batch) -> None:
+    """``ValueError`` unless ``batch`` holds integer ``profiles [B, 4]`` and ``questions [B]`` in
+    range (values checked when concrete)."""
+    check_shape("batch.profiles", batch.profiles, (None, 4))
+    check_dtype("batch.profiles", batch.profiles, "integer")
+    check_shape("batch.questions", batch.questions, (np.shape(batch.profiles)[0],))
+    check_dtype("batch.questions", batch.questions, "integer")
+    if is_concrete(batch.profiles) and np.size(batch.profiles):
+        p = np.asarray(batch.profiles)
+        sizes = np.asarray(world.attribute_sizes)
+        if (p < 0).any() or (p >= sizes[None]).any():
+            raise ValueError(
+                f"batch.profiles holds values in [{p.min()}, {p.max()}]; expected attribute "
+                f"indices below attribute_sizes={tuple(world.attribute_sizes)}"
+            )
+    if is_concrete(batch.questions) and np.size(batch.questions):
+        q = np.asarray(batch.questions)
+        if q.min() < 0 or q.max() >= NUM_QUESTIONS:
+            raise ValueError(
+                f"batch.questions holds values in [{q.min()}, {q.max()}]; expected "
+                f"[0, {NUM_QUESTIONS})"
+            )
+
+
 def prompts(world: World, batch: Batch, *, with_profile: bool = True) -> Int[Array, "batch 8"]:
     """``[BOS, 4 profile tokens (or NULL), SEP, question, SEP]``."""
+    _check_batch(world, batch)
     b = batch.questions.shape[0]
     prof = profile_tokens(world, batch.profiles)
     if not with_profile:
@@ -118,6 +143,7 @@ def prompts(world: World, batch: Batch, *, with_profile: bool = True) -> Int[Arr
 
 def ideal_reply(world: World, batch: Batch) -> Int[Array, "batch 3"]:
     """The three ideal reply tokens of each prompt."""
+    _check_batch(world, batch)
     kinds = jnp.asarray(IDEAL)[batch.questions]
     return jnp.take_along_axis(profile_tokens(world, batch.profiles), kinds, axis=1)
 
@@ -130,6 +156,9 @@ def completions(
     psycot: bool,
 ) -> Int[Array, "batch 13"]:
     """Target completion tokens in the plain or the Psy-CoT format (EOS-padded to 13)."""
+    _check_batch(world, batch)
+    check_shape("reply", reply, (np.shape(batch.questions)[0], REPLY_LEN))
+    check_dtype("reply", reply, "integer")
     b = reply.shape[0]
     col = jnp.ones((b, 1), jnp.int32)
     if not psycot:
@@ -189,6 +218,9 @@ def _distinct(mask: jax.Array, tokens: jax.Array) -> jax.Array:
 
 def score(world: World, batch: Batch, completion: Int[Array, "batch time"]) -> Scores:
     """Fidelity (exact), the hackable judge's reward, and the role / generic token fractions."""
+    _check_batch(world, batch)
+    check_ndim("completion", completion, 2)
+    check_shape("completion", completion, (np.shape(batch.questions)[0], None))
     reply = extract_reply(completion)
     ideal = ideal_reply(world, batch)
     own = profile_tokens(world, batch.profiles)

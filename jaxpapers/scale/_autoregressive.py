@@ -30,9 +30,19 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
-from jaxpapers.core.checks import check_key, check_labels, check_positive
+from jaxpapers.core.checks import (
+    check_dtype,
+    check_int,
+    check_key,
+    check_labels,
+    check_ndim,
+    check_positive,
+    check_range,
+    check_shape,
+)
 from jaxpapers.core.nn.decoder import DecoderLM, token_log_probs
 from jaxpapers.scale._losses import drop_labels
+from jaxpapers.scale._network import check_seeds
 from jaxpapers.scale._train import DataSource, FitResult, train_loop
 
 AR_KINDS = ("conditional", "cca", "scale")
@@ -100,6 +110,11 @@ def token_model(
         >>> tm.vocab, jax.tree.leaves(ps)[0].shape[0]
         (36, 2)
     """
+    for name, value in (("num_classes", num_classes), ("length", length), ("bins", bins)):
+        check_int(name, value, minimum=1)
+    check_range("low", low)
+    check_range("high", high, low, low_open=True)
+    check_seeds(seeds)
     vocab = bins + num_classes + 1
 
     def make(seed):
@@ -119,10 +134,19 @@ def token_model(
     return TokenModel(graphdef, bins, num_classes, length, low, high), params
 
 
+def _check_tokens(name: str, tokens, label_name: str, labels) -> None:
+    """Static checks: integer ``tokens [b, l]`` and integer ``labels [b]``."""
+    check_ndim(name, tokens, 2)
+    check_dtype(name, tokens, "integer")
+    check_shape(label_name, labels, (tokens.shape[0],))
+    check_dtype(label_name, labels, "integer")
+
+
 def sequence_log_prob(
     model: TokenModel, params: PyTree, tokens: Int[Array, "b l"], labels: Int[Array, " b"]
 ) -> Float[Array, " b"]:
     r""":math:`\log p(x \mid c) = \sum_i \log p(x_i \mid c, x_{<i})`."""
+    _check_tokens("tokens", tokens, "labels", labels)
     return token_log_probs(model.logits(params, tokens, labels), tokens).sum(-1)
 
 
@@ -151,6 +175,9 @@ def ar_scale_loss(model, params, tokens, labels, self_tokens, self_labels, *, w,
     r"""SCALE on logits: NLL of :math:`\tfrac1w\ell_\theta + (1-\tfrac1w)\mathrm{sg}[\ell_\psi]`
     on real tokens plus ``self_weight`` x NLL of :math:`\ell_\psi` on self-generated tokens."""
     check_positive("w", w)
+    check_range("self_weight", self_weight, 0.0)
+    _check_tokens("tokens", tokens, "labels", labels)
+    _check_tokens("self_tokens", self_tokens, "self_labels", self_labels)
     theta, psi = params
     mixed = model.logits(theta, tokens, labels) / w + (1.0 - 1.0 / w) * jax.lax.stop_gradient(
         model.logits(psi, tokens, labels)

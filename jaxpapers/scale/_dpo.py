@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int, PyTree
 
-from jaxpapers.core.checks import check_key, check_positive
+from jaxpapers.core.checks import check_key, check_ndim, check_positive, check_shape
 from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.scale._losses import noise_batch
 from jaxpapers.scale._network import DEFAULT_SCHEDULE, GUIDED, Denoiser
@@ -45,6 +45,11 @@ def rank_pairs(
     reward_b: Float[Array, " n"],
 ) -> PreferencePairs:
     """Order each pair by reward (ties go to ``x_a``)."""
+    check_ndim("x_a", x_a, range(1, 8))
+    check_shape("x_b", x_b, x_a.shape)
+    n = x_a.shape[0]
+    for name, arr in (("labels", labels), ("reward_a", reward_a), ("reward_b", reward_b)):
+        check_shape(name, arr, (n,))
     a_wins = (reward_a >= reward_b).reshape((-1,) + (1,) * (x_a.ndim - 1))
     return PreferencePairs(jnp.where(a_wins, x_a, x_b), jnp.where(a_wins, x_b, x_a), labels)
 

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Float, Int, PyTree
 
+from jaxpapers.core.checks import check_dtype, check_int, check_ndim
 from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.core.nn.mlp import MLPDenoiser
 from jaxpapers.core.nn.unet import UNet
@@ -63,6 +64,14 @@ def _split(make: Callable[[], nnx.Module], seed_keys: Array) -> tuple[Any, PyTre
     return graphdef, jax.jit(jax.vmap(init), compiler_options=FAST_COMPILE)(seed_keys)
 
 
+def check_seeds(seeds: Any) -> None:
+    """``ValueError`` unless ``seeds`` is a non-empty ``[s]`` array of integer seeds."""
+    check_ndim("seeds", seeds, 1)
+    check_dtype("seeds", jnp.asarray(seeds), "integer")
+    if len(seeds) == 0:
+        raise ValueError("seeds is empty; expected at least one integer seed")
+
+
 def mlp_denoiser(
     dim: int,
     num_classes: int,
@@ -83,6 +92,11 @@ def mlp_denoiser(
     Returns:
       ``(denoiser, params)`` with ``params`` stacked over seeds.
     """
+    for name, value in (("dim", dim), ("num_classes", num_classes), ("hidden", hidden)):
+        check_int(name, value, minimum=1)
+    check_int("depth", depth, minimum=1)
+    check_int("emb", emb, minimum=1)
+    check_seeds(seeds)
 
     def make(seed):
         return MLPDenoiser(
@@ -108,6 +122,10 @@ def unet_denoiser(
     emb: int = 32,
 ) -> tuple[Denoiser, PyTree]:
     """A class-conditional U-Net denoiser on ``[size, size, 1]`` images, one per seed."""
+    check_int("size", size, minimum=1)
+    check_int("num_classes", num_classes, minimum=1)
+    check_int("emb", emb, minimum=1)
+    check_seeds(seeds)
 
     def make(seed):
         return UNet(
