@@ -308,6 +308,9 @@ def plot_sampling(outcome: Outcome, path: Path) -> None:
     ax.set_xlabel("sampled permutations M")
     ax.set_ylabel("RMSE vs exact / one permutation's std")
     ax.set_title(f"{outcome.extras['features']} features, linear-Gaussian SCM")
+    # one labelled tick per measured M (log-axis minor labels overlap at these ranges)
+    ax.set_xticks(ms, [str(m) for m in ms])
+    ax.xaxis.set_minor_locator(plt.NullLocator())
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -321,17 +324,20 @@ def plot_bounds(outcome: Outcome, path: Path) -> None:
     for k, ex in enumerate(outcome.extras["example"]):
         lower, upper, truth = (np.asarray(ex[f]) for f in ("lower", "upper", "truth"))
         pos = np.arange(len(truth)) + 0.25 * (k - 1)
+        # each setting its own colour, and its own true value at its own interval
         ax.errorbar(
             pos,
             (lower + upper) / 2,
             yerr=(upper - lower) / 2,
             fmt="none",
             capsize=4,
-            label=ex["setting"],
+            color=f"C{k}",
+            label=f"bounds: {ex['setting']}",
         )
-    ax.plot(np.arange(len(truth)), truth, "k*", ms=10, label="true value")
+        ax.plot(pos, truth, "*", color=f"C{k}", mec="k", ms=10)
+    ax.plot([], [], "*", color="0.6", mec="k", ms=10, label="true value (per setting)")
     ax.set_xticks(np.arange(len(truth)), [f"X{i}" for i in range(len(truth))])
     ax.set_ylabel("counterfactual Shapley value")
-    ax.legend()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
