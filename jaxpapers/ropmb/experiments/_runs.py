@@ -11,7 +11,6 @@ import numpy as np
 import optax
 
 from jaxpapers.core.nn.cnn import CNNConfig
-from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.core.segmentation_metrics import mean_iou
 from jaxpapers.ropmb import (
     METHODS,
@@ -147,7 +146,7 @@ def one_hot_sanity(seeds: list[int], n: int, k: int) -> dict[str, Any]:
 
     keys = jax.vmap(jax.random.key)(1000 + jnp.asarray(seeds))
     masks = make_splits(n, keys).masks
-    res, losses, moved = jax.jit(jax.vmap(one), compiler_options=FAST_COMPILE)(masks, keys)
+    res, losses, moved = jax.jit(jax.vmap(one))(masks, keys)
     res = np.asarray(res)
     out: dict[str, Any] = {m: res[:, i].tolist() for i, m in enumerate(METHODS)}
     out["prdc_loss_first_last"] = np.asarray(losses).tolist()
