@@ -186,6 +186,10 @@ def _cmd_reproduce(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     if args.seeds is not None and args.seeds < 1:
         parser.error(f"--seeds must be a positive integer, got {args.seeds}")
     papers = _resolve_papers(parser, args.papers)
+    from jaxpapers.core.compilation import use_compile_policy
+
+    # The run size's compile policy, before anything is compiled (see core.compilation).
+    use_compile_policy(args.size)
     explicit = (args.coordinator, args.num_processes, args.process_id)
     if any(v is not None for v in explicit) and not args.distributed:
         parser.error("--coordinator/--num-processes/--process-id need --distributed")

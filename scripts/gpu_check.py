@@ -80,6 +80,11 @@ def _implemented_papers() -> list[str]:
     return [p.id for p in PAPERS if p.implemented]
 
 
+#: Benchmarks about the CPU runner's own budget (every paper's quick run, twice): far longer than
+#: the check's eight minutes, and not about the device.
+CPU_ONLY_BENCHMARKS = frozenset({"quick_runs"})
+
+
 def plan(out: Path, *, dry: bool) -> list[Item]:
     """Every item of the check, in order (dry: one cheap item of each kind)."""
     from jaxpapers.core.bench import available_benchmarks
@@ -108,6 +113,7 @@ def plan(out: Path, *, dry: bool) -> list[Item]:
             420,
         )
         for name in available_benchmarks()
+        if name not in CPU_ONLY_BENCHMARKS
     ]
     if dry:
         for item in items:

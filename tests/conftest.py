@@ -10,17 +10,16 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # or in subprocesses, which inherit this) use a folder of their own, never the user's cache.
 os.environ.setdefault("JAXPAPERS_CACHE_DIR", tempfile.mkdtemp(prefix="jaxpapers-test-xla-"))
 
-#: Tests compile with XLA:CPU's fast-compile settings (backend optimisation level 0, no fusion
-#: emitters): most test time is compiling small programs, and on a 2-core machine these flags cut
-#: a trivial program's compile from ~42 to ~17 ms and the suite's CPU time by more than half. The
-#: semantics are the same; only code generation differs (results agree at the tolerances the tests
-#: use; a test that compares two programs bit for bit compiles them with ``DEFAULT_CODEGEN``).
-#: Subprocesses started by tests (examples, ``jaxpapers reproduce``) inherit them; benchmarks and
-#: ``make reproduce`` never run under them. Set ``JAXPAPERS_TEST_DEFAULT_XLA=1`` to test with the
-#: default settings.
-TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+# Tests compile under the smoke size's policy (``jaxpapers.core.compilation.COMPILE_POLICY``:
+# backend optimisation level 0, no fusion emitters): most test time is compiling small programs,
+# and on a 2-core machine this cuts a trivial program's compile from ~42 to ~17 ms and the suite's
+# CPU time by more than half. The semantics are the same; only code generation differs (results
+# agree at the tolerances the tests use). Subprocesses started by tests (examples, ``jaxpapers
+# reproduce``) inherit it. Set ``JAXPAPERS_TEST_DEFAULT_XLA=1`` to test with XLA's defaults.
+from jaxpapers.core.compilation import use_compile_policy  # noqa: E402
+
 if not os.environ.get("JAXPAPERS_TEST_DEFAULT_XLA"):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+    use_compile_policy("smoke")
 
 import jax  # noqa: E402 (after the XLA flags above)
 import numpy as np  # noqa: E402

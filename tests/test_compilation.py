@@ -46,3 +46,35 @@ def test_cache_folder_defaults_and_bad_paths(tmp_path, monkeypatch):
         enable_compilation_cache(tmp_path / "file")
     with pytest.raises(ValueError, match="path=''"):
         enable_compilation_cache("")
+
+
+POLICY = """
+import os, sys
+import jax, jax.numpy as jnp
+from jaxpapers.core.compilation import COMPILE_POLICY, backend_started, use_compile_policy
+before = backend_started()
+applied = use_compile_policy(sys.argv[1])
+jnp.ones(3).block_until_ready()
+late = use_compile_policy("full" if sys.argv[1] != "full" else "quick")
+print(before, applied, backend_started(), late, repr(os.environ.get("XLA_FLAGS", "")))
+"""
+
+
+@pytest.mark.parametrize("size", ["smoke", "quick"])
+def test_compile_policy_is_set_before_the_backend_and_fixed_after(size):
+    from jaxpapers.core.compilation import COMPILE_POLICY
+
+    env = {k: v for k, v in __import__("os").environ.items() if k != "XLA_FLAGS"}
+    env["XLA_FLAGS"] = "--xla_dump_disable_metadata=true"  # the user's own flags are kept, first
+    out = subprocess.run(
+        [sys.executable, "-c", POLICY, size], capture_output=True, text=True, check=True, env=env
+    ).stdout.split(maxsplit=4)
+    assert out[:4] == ["False", "True", "True", "False"]
+    assert eval(out[4]) == f"--xla_dump_disable_metadata=true {COMPILE_POLICY[size]}"
+
+
+def test_compile_policy_rejects_unknown_sizes():
+    from jaxpapers.core.compilation import use_compile_policy
+
+    with pytest.raises(ValueError, match="size='huge'"):
+        use_compile_policy("huge")

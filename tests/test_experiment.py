@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -56,23 +57,25 @@ def test_allof_combines_parts():
 
 def test_experiment_rejects_rule_on_undeclared_rows():
     with pytest.raises(ValueError, match="neither baselines"):
-        Experiment("P17", "x", "c", "m", True, ("b",), ("m",), Better("z", "b"), lambda c: None)
+        Experiment(
+            id="x", claim="c", metric="m", lower_is_better=True, baselines=("b",),
+            methods=("m",), rule=Better("z", "b"), run=lambda ctx, config: None,
+        )  # fmt: skip
 
 
 def _fake_experiments(calls: list[str]):
-    def run_a(ctx: Context) -> Outcome:
+    def run_a(ctx: Context, config) -> Outcome:
         calls.append("a")
         vals = [ctx.cached(f"seed{s}", lambda s=s: 1.0 + 0.1 * s) for s in ctx.seed_list]
         return Outcome({"base": [3.0 + v for v in vals], "meth": vals}, {"note": "a"})
 
-    def run_b(ctx: Context) -> Outcome:
+    def run_b(ctx: Context, config) -> Outcome:
         calls.append("b")
         if ctx.size == "quick" and "fail" in calls:
             raise RuntimeError("interrupted")
         return Outcome({"base": [1.0] * ctx.seeds, "meth": [2.0] * ctx.seeds})
 
     common = dict(
-        paper="P17",
         claim="c",
         metric="m",
         lower_is_better=True,
@@ -143,7 +146,7 @@ def test_experiments_marked_for_some_sizes_are_skipped_at_others(tmp_path, monke
 def _with_reference_row(calls: list[str]) -> Experiment:
     """A rule on ``meth`` vs ``base`` plus a costly ``ref`` row that runs at smoke and full."""
 
-    def run(ctx: Context) -> Outcome:
+    def run(ctx: Context, config) -> Outcome:
         calls.append(ctx.size)
         values = {"base": [2.0] * ctx.seeds, "meth": [1.0] * ctx.seeds}
         if ctx.runs("ref"):
@@ -151,7 +154,8 @@ def _with_reference_row(calls: list[str]) -> Experiment:
         return Outcome(values)
 
     return Experiment(
-        "P17", "r", "c", "m", True, ("base", "ref"), ("meth",), Better("meth", "base"), run,
+        id="r", claim="c", metric="m", lower_is_better=True, baselines=("base", "ref"),
+        methods=("meth",), rule=Better("meth", "base"), run=run,
         row_sizes={"ref": ("smoke", "full")},
     )  # fmt: skip
 
@@ -191,12 +195,73 @@ def test_row_sizes_are_checked(row_sizes, match):
         dataclasses.replace(_with_reference_row([]), row_sizes=row_sizes)
 
 
-def test_cached_substeps_survive_and_fresh_runs_clear_them(tmp_path):
-    ctx = Context(size="quick", seeds=1, workdir=tmp_path / "w")
-    ctx.workdir.mkdir(parents=True)
-    assert ctx.cached("x", lambda: np.arange(3)) == [0, 1, 2]
-    assert ctx.cached("x", lambda: pytest.fail("recomputed a cached step")) == [0, 1, 2]
-    assert ctx.pick(smoke=1, quick=2, full=3) == 2
+class _Point(NamedTuple):
+    x: np.ndarray
+    label: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Config:
+    width: int
+    depth: int
+
+
+def test_cached_keeps_pytrees_and_keys_on_name_config_and_seeds(tmp_path):
+    import jax.numpy as jnp
+
+    def ctx(seeds=1, depth=2, exp="w"):
+        c = Context(
+            size="quick", seeds=seeds, workdir=tmp_path / exp, config=_Config(width=3, depth=depth)
+        )
+        c.workdir.mkdir(parents=True, exist_ok=True)
+        return c
+
+    value = {"p": {1: _Point(jnp.arange(3.0), 7)}, "t": (1.5, [2, 3])}
+    first = ctx().cached("x", lambda: value)
+    # JAX arrays come back as NumPy arrays on the first call too; keys, tuples, NamedTuples stay
+    assert isinstance(first["p"][1], _Point) and isinstance(first["p"][1].x, np.ndarray)
+    assert first["t"] == (1.5, [2, 3]) and first["p"][1].label == 7
+    again = ctx(exp="other").cached("x", lambda: pytest.fail("recomputed a cached step"))
+    np.testing.assert_array_equal(again["p"][1].x, [0.0, 1.0, 2.0])  # shared by the paper's experiments
+    calls = []
+    ctx(depth=3).cached("x", lambda: calls.append("depth") or 1)  # any config field changes the key
+    ctx(seeds=2).cached("x", lambda: calls.append("seeds") or 1)
+    ctx().cached("y", lambda: calls.append("name") or 1)
+    assert calls == ["depth", "seeds", "name"]
+    with pytest.raises(ValueError, match="name="):
+        ctx().cached("a/b", lambda: 1)
+
+
+def test_runner_passes_the_size_config_to_run(tmp_path, monkeypatch):
+    seen = []
+
+    def run(ctx, config):
+        seen.append((config, ctx.config))
+        return Outcome({"base": [2.0] * ctx.seeds, "meth": [1.0] * ctx.seeds})
+
+    exp = Experiment(
+        id="a", claim="c", metric="m", lower_is_better=True, baselines=("base",),
+        methods=("meth",), rule=Better("meth", "base"), run=run,
+    )  # fmt: skip
+    monkeypatch.setattr(ex, "experiments_for", lambda paper: [exp])
+    ex.run_paper("P17", tmp_path, size="smoke", seeds=2, log=lambda m: None)
+    expected = ex.paper_config("P17", "smoke")
+    assert seen == [(expected, expected)] and expected is not None
+
+
+def test_paper_config_checks_the_size_table(monkeypatch):
+    import types
+
+    module = types.ModuleType("fake")
+    monkeypatch.setattr(ex, "_experiments_module", lambda paper: module)
+    assert ex.paper_config("P17", "quick") is None
+    module.SIZES = {"smoke": 1, "quick": 2}
+    with pytest.raises(ValueError, match="SIZES must map each of"):
+        ex.paper_config("P17", "quick")
+    module.SIZES = {"smoke": 1, "quick": 2, "full": 3}
+    assert ex.paper_config("P17", "quick") == 2
+    with pytest.raises(ValueError, match="size='huge'"):
+        ex.paper_config("P17", "huge")
 
 
 def test_render_markdown_lists_rows_and_verdicts(tmp_path, monkeypatch):
@@ -213,10 +278,3 @@ def test_progress_is_a_plain_pass_through_off_a_terminal(capsys):
     assert list(progress(range(5), total=5, desc="x")) == [0, 1, 2, 3, 4]
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
-
-
-def test_quick_compile_options_only_at_the_quick_size(tmp_path):
-    from jaxpapers.core.pytrees import QUICK_COMPILE
-
-    sizes = {s: Context(size=s, seeds=1, workdir=tmp_path).quick_compile for s in ex.SIZES}
-    assert sizes == {"smoke": None, "quick": QUICK_COMPILE, "full": None}

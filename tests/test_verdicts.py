@@ -160,13 +160,13 @@ def test_seeds_needed_is_the_smallest_count_that_resolves_the_effect():
 
 
 def _chain(tmp_path, monkeypatch, pretrain_values):
-    def run_pre(ctx):
+    def run_pre(ctx, config):
         return Outcome({"trained": pretrain_values, "untrained": [0.5] * ctx.seeds})
 
-    def run_head(ctx):
+    def run_head(ctx, config):
         return Outcome({"ours": [x + 0.2 for x in BASE[: ctx.seeds]], "base": BASE[: ctx.seeds]})
 
-    common = dict(paper="P17", claim="c", metric="m", lower_is_better=False)
+    common = dict(claim="c", metric="m", lower_is_better=False)
     exps = [
         Experiment(id="pre", baselines=("untrained",), methods=("trained",),
                    rule=Better("trained", "untrained"), run=run_pre, **common),
@@ -196,19 +196,17 @@ def test_requires_chain_propagates(tmp_path, monkeypatch):
 
 
 def test_requires_is_validated():
-    def run(ctx: Context) -> Outcome:
+    def run(ctx: Context, config) -> Outcome:
         return Outcome({})
 
+    common = dict(
+        claim="c", metric="m", lower_is_better=True, baselines=("b",), methods=("m",),
+        rule=Better("m", "b"), run=run,
+    )  # fmt: skip
     with pytest.raises(ValueError, match="requires="):
-        Experiment(
-            "P17", "a", "c", "m", True, ("b",), ("m",), Better("m", "b"), run, requires=("a",)
-        )
-    a = Experiment(
-        "P17", "a", "c", "m", True, ("b",), ("m",), Better("m", "b"), run, requires=("b",)
-    )
-    b = Experiment(
-        "P17", "b", "c", "m", True, ("b",), ("m",), Better("m", "b"), run, requires=("a",)
-    )
+        Experiment(id="a", requires=("a",), **common)
+    a = Experiment(id="a", requires=("b",), **common)
+    b = Experiment(id="b", requires=("a",), **common)
     with pytest.raises(ValueError, match="cycle: a -> b -> a"):
         ex._precondition_order([a, b])
 

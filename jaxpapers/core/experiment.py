@@ -39,10 +39,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib
 import json
 import math
 import os
+import pickle
 import shutil
 import tempfile
 import time
@@ -96,12 +98,11 @@ class Outcome(NamedTuple):
     extras: Mapping[str, Any] = {}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Experiment:
-    """One registered experiment of a paper.
+    """One experiment of a paper, declared in its ``experiments`` module's ``EXPERIMENTS``.
 
     Attributes:
-      paper: paper id, e.g. ``"P17"``.
       id: short identifier, unique within the paper.
       claim: the claim in words.
       metric: what the numbers measure, with units.
@@ -109,7 +110,9 @@ class Experiment:
       baselines: row names that are baselines.
       methods: row names that are the paper's method(s).
       rule: verdict rule over the rows.
-      run: ``run(ctx) -> Outcome``.
+      run: ``run(ctx, config) -> Outcome``, where ``config`` is the paper's configuration of the
+        run size (``SIZES[ctx.size]``); options of one run function shared by several
+        experiments are bound with :func:`functools.partial`.
       plot: optional ``plot(outcome, path)`` that writes a PNG.
       sizes: the run sizes this experiment belongs to (default all); e.g. ``("full",)`` for a
         study too costly for quick mode. ``run_paper`` skips it at other sizes unless it is
@@ -125,9 +128,9 @@ class Experiment:
       paired: whether the rows are measured on the same seeds, data and initial weights, so that
         the rule judges per-seed differences (the default); ``False`` makes every rule use
         Welch's unpaired test.
+      paper: paper id, e.g. ``"P17"``; filled in by :func:`experiments_for`.
     """
 
-    paper: str
     id: str
     claim: str
     metric: str
@@ -135,12 +138,13 @@ class Experiment:
     baselines: tuple[str, ...]
     methods: tuple[str, ...]
     rule: Any
-    run: Callable[[Context], Outcome]
+    run: Callable[[Context, Any], Outcome]
     plot: Callable[[Outcome, Path], None] | None = None
     sizes: tuple[str, ...] = SIZES
     row_sizes: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict, hash=False)
     requires: tuple[str, ...] = ()
     paired: bool = True
+    paper: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.requires, str) or self.id in self.requires:
@@ -212,13 +216,40 @@ def register(experiment: Experiment) -> Experiment:
     return experiment
 
 
-def experiments_for(paper: Paper | str) -> list[Experiment]:
-    """Import the paper's ``experiments`` module and return its experiments in order."""
-    paper = get_paper(paper) if isinstance(paper, str) else paper
+def _experiments_module(paper: Paper) -> Any:
     if not paper.implemented:
         raise ValueError(f"paper {paper.id} ({paper.import_name}) is not implemented yet")
-    importlib.import_module(f"{paper.import_name}.experiments")
-    exps = list(_REGISTRY.get(paper.id, {}).values())
+    return importlib.import_module(f"{paper.import_name}.experiments")
+
+
+def experiments_for(paper: Paper | str) -> list[Experiment]:
+    """The paper's experiments, in the order of its ``experiments`` module's ``EXPERIMENTS``.
+
+    Each paper's ``experiments`` package declares, as plain data (no registration, no side
+    effects): ``SIZES``, its configuration of each run size (:func:`paper_config`), and
+    ``EXPERIMENTS``, a sequence of :class:`Experiment` whose ``run(ctx, config)`` computes the rows.
+    """
+    paper = get_paper(paper) if isinstance(paper, str) else paper
+    module = _experiments_module(paper)
+    declared = getattr(module, "EXPERIMENTS", None)
+    if declared is None:  # MIGRATION SHIM: registered experiments take ctx only
+        exps = [
+            dataclasses.replace(e, run=lambda ctx, config, f=e.run: f(ctx))
+            for e in _REGISTRY.get(paper.id, {}).values()
+        ]
+    else:
+        if isinstance(declared, Experiment) or not all(isinstance(e, Experiment) for e in declared):
+            raise ValueError(
+                f"{paper.import_name}.experiments.EXPERIMENTS must be a sequence of Experiment"
+            )
+        exps = [
+            e if e.paper == paper.id else dataclasses.replace(e, paper=paper.id) for e in declared
+        ]
+        seen: set[str] = set()
+        for e in exps:
+            if e.id in seen:
+                raise ValueError(f"{paper.import_name}.experiments.EXPERIMENTS: id {e.id!r} twice")
+            seen.add(e.id)
     ids = {e.id for e in exps}
     for e in exps:
         unknown = [r for r in e.requires if r not in ids]
@@ -229,6 +260,23 @@ def experiments_for(paper: Paper | str) -> list[Experiment]:
             )
     _precondition_order(exps)
     return exps
+
+
+def paper_config(paper: Paper | str, size: str) -> Any:
+    """The paper's configuration of run size ``size``: ``SIZES[size]`` of its ``experiments``
+    module (one frozen record per size, e.g. a keyword-only frozen dataclass)."""
+    paper = get_paper(paper) if isinstance(paper, str) else paper
+    if size not in SIZES:
+        raise ValueError(f"size={size!r}; expected one of {SIZES}")
+    table = getattr(_experiments_module(paper), "SIZES", None)
+    if table is None:
+        return None
+    if not isinstance(table, Mapping) or set(table) != set(SIZES):
+        raise ValueError(
+            f"{paper.import_name}.experiments.SIZES must map each of {SIZES} to a configuration; "
+            f"got keys {sorted(table) if isinstance(table, Mapping) else type(table).__name__}"
+        )
+    return table[size]
 
 
 def paper_seeds(paper: Paper | str, size: str) -> tuple[int, str | None]:
@@ -328,13 +376,14 @@ def _to_jsonable(x: Any) -> Any:
     return x
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON through a temporary file and an atomic rename: a kill never leaves half a file."""
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` through a temporary file and an atomic rename: a kill never leaves half a
+    file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_to_jsonable(data), f, indent=1)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -343,20 +392,42 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-@dataclasses.dataclass
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON through a temporary file and an atomic rename: a kill never leaves half a file."""
+    _write_atomic(path, json.dumps(_to_jsonable(data), indent=1).encode())
+
+
+def _host_tree(value: Any) -> Any:
+    """``value`` with every JAX array copied to a NumPy array (other leaves kept as they are)."""
+    import jax
+
+    return jax.tree.map(lambda x: np.asarray(x) if isinstance(x, jax.Array) else x, value)
+
+
+def config_digest(*parts: Any) -> str:
+    """A short stable hash of ``repr`` of ``parts`` (configs are frozen dataclasses or
+    NamedTuples, whose ``repr`` names every field and value)."""
+    text = "\x1f".join(repr(p) for p in parts)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclasses.dataclass(kw_only=True)
 class Context:
-    """Passed to every experiment's ``run``.
+    """Passed to every experiment's ``run(ctx, config)``.
 
     Attributes:
       size: ``"smoke"`` (tests), ``"quick"`` (``make reproduce``) or ``"full"`` (GPU/TPU).
       seeds: number of seeds; experiments use seeds ``0 .. seeds - 1``.
-      workdir: private folder for this experiment's cached steps and checkpoints.
+      workdir: private folder for this experiment's checkpoints.
+      config: the paper's configuration of this size (``SIZES[size]`` of its ``experiments``
+        module), also passed to ``run`` as its second argument.
       skip_rows: declared rows that do not run at this size (:attr:`Experiment.row_sizes`).
     """
 
     size: Size
     seeds: int
     workdir: Path
+    config: Any = None
     skip_rows: frozenset[str] = frozenset()
 
     def runs(self, row: str) -> bool:
@@ -364,37 +435,42 @@ class Context:
         return row not in self.skip_rows
 
     @property
-    def quick_compile(self) -> dict[str, Any] | None:
-        """XLA options for this size's programs: :data:`~jaxpapers.core.pytrees.QUICK_COMPILE`
-        (LLVM level 1, bit-identical results where measured) at the quick size, whose budget
-        compiling dominates; XLA's defaults otherwise."""
-        from jaxpapers.core.pytrees import QUICK_COMPILE
-
-        return QUICK_COMPILE if self.size == "quick" else None
-
-    def pick(self, *, smoke: Any, quick: Any, full: Any) -> Any:
-        """Return the value for the current size."""
-        return {"smoke": smoke, "quick": quick, "full": full}[self.size]
-
-    @property
     def seed_list(self) -> list[int]:
         return list(range(self.seeds))
 
-    def cached(self, name: str, compute: Callable[[], Any], *, shared: bool = False) -> Any:
-        """Return ``compute()``, stored as JSON under ``name``; a resumed run loads it instead.
+    @property
+    def cache_dir(self) -> Path:
+        """Where :meth:`cached` keeps values: one folder for all experiments of the paper."""
+        return self.workdir.parent / "_cache"
 
-        With ``shared=True`` the value is stored once for all experiments of the paper (in
-        ``DIR/<paper>/work/_shared``), so experiments that need the same baseline numbers compute
-        them once; ``name`` must then identify the computation fully.
+    # MIGRATION SHIMS (removed once every paper declares EXPERIMENTS)
+    def pick(self, *, smoke: Any, quick: Any, full: Any) -> Any:
+        return {"smoke": smoke, "quick": quick, "full": full}[self.size]
+
+    quick_compile = None
+
+    def cached(self, name: str, compute: Callable[[], Any], shared: bool = False) -> Any:
+        """Return ``compute()``, computed once per run of the paper and kept on disk.
+
+        The value is stored under a key made of ``name``, the run size, the full
+        :attr:`config` and the seed count, so experiments of one paper that ask for the same
+        computation share it, a resumed run (``--resume``) loads it instead of computing it
+        again, and a change to any field of the configuration computes it afresh. ``name`` must
+        say everything else the computation depends on (e.g. ``f"train_{problem}"``).
+
+        Any pytree is stored (pickled on the host; JAX arrays come back as NumPy arrays, both on
+        the first call and when loaded, so callers see one type).
         """
-        folder = self.workdir.parent / "_shared" if shared else self.workdir
-        path = folder / f"{name}.json"
+        if not name or "/" in name:
+            raise ValueError(f"name={name!r}; expected a non-empty name without '/'")
+        digest = config_digest(name, self.size, self.seeds, self.config)
+        path = self.cache_dir / f"{name[:80]}-{digest}.pkl"
         if path.exists():
-            with path.open() as f:
-                return json.load(f)
-        value = _to_jsonable(compute())
+            with path.open("rb") as f:
+                return pickle.load(f)
+        value = _host_tree(compute())
         if _is_primary():
-            write_json_atomic(path, value)
+            _write_atomic(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         return value
 
     def checkpoint_dir(self, name: str) -> Path:
@@ -493,6 +569,7 @@ def run_paper(
     if size not in SIZES:
         raise ValueError(f"size={size!r}; expected one of {SIZES}")
     registered = experiments_for(paper)
+    config = paper_config(paper, size)
     default_seeds, seeds_reason = paper_seeds(paper, size)
     if seeds is None:
         seeds = default_seeds
@@ -558,11 +635,12 @@ def run_paper(
                 size=size,
                 seeds=seeds,
                 workdir=pdir / "work" / exp.id,
+                config=config,
                 skip_rows=frozenset(exp.rows_not_run(size)),
             )
             ctx.workdir.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
-            outcome = exp.run(ctx)
+            outcome = exp.run(ctx, config)
             entry = summarise(exp, outcome, size)
             entry["runtime_s"] = time.perf_counter() - t0
             entry["plots"] = _plot(exp, outcome, pdir) if primary else []
@@ -691,7 +769,9 @@ __all__ = [
     "Threshold",
     "Verdict",
     "apply_preconditions",
+    "config_digest",
     "experiments_for",
+    "paper_config",
     "paper_seeds",
     "progress",
     "register",

@@ -31,6 +31,50 @@ FAST_COMPILE: dict[str, Any] = {
 QUICK_COMPILE: dict[str, Any] = {"xla_backend_optimization_level": 1}
 
 
+def count_params(tree: Any) -> int:
+    """Number of trainable scalars: the floating-point array entries of ``tree``.
+
+    ``tree`` is any pytree (an ``nnx.State``, a dict of arrays) or an ``nnx.Module``, of which
+    only the ``nnx.Param`` variables count (buffers, RNG counters and integer leaves do not).
+    """
+    from flax import nnx
+
+    if isinstance(tree, nnx.Module):
+        tree = nnx.state(tree, nnx.Param)
+    return int(
+        sum(
+            np.size(x)
+            for x in jax.tree.leaves(tree)
+            if hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.inexact)
+        )
+    )
+
+
+def ema_update(average: Any, new: Any, momentum: float | jax.Array) -> Any:
+    """Exponential moving average leaf by leaf: ``momentum * average + (1 - momentum) * new``.
+
+    Args:
+      average: the running average (a pytree).
+      new: the new values, a pytree of the same structure and shapes.
+      momentum: in ``[0, 1]``; 1 keeps ``average``, 0 returns ``new``.
+
+    Raises:
+      ValueError: if ``momentum`` is outside ``[0, 1]`` or the trees differ in structure or shapes.
+    """
+    from jaxpapers.core.checks import check_range
+
+    check_range("momentum", momentum, 0.0, 1.0)
+    if jax.tree.structure(average) != jax.tree.structure(new):
+        raise ValueError(
+            f"new has tree structure {jax.tree.structure(new)}; expected that of average "
+            f"{jax.tree.structure(average)}"
+        )
+    for a, b in zip(jax.tree.leaves(average), jax.tree.leaves(new), strict=True):
+        if jnp.shape(a) != jnp.shape(b):
+            raise ValueError(f"new has a leaf of shape {jnp.shape(b)}; expected {jnp.shape(a)}")
+    return jax.tree.map(lambda a, b: momentum * a + (1.0 - momentum) * b, average, new)
+
+
 def stack_trees(trees: Sequence[Any], *, host: bool = False) -> Any:
     """Stack a sequence of pytrees of the same structure along a new leading axis.
 
