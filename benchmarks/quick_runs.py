@@ -20,6 +20,7 @@ CPU cores). ``--papers P01,P17`` (or ``JAXPAPERS_QUICK_RUNS=P01,P17``) restricts
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import resource
@@ -44,6 +45,17 @@ def _timed(cmd: list[str]) -> tuple[float, float]:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
+
+
+def _commit() -> str:
+    proc = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=Path(__file__).resolve().parent,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip() or "unknown"
 
 
 def _values(path: Path) -> list:
@@ -93,8 +105,13 @@ def run(quick: bool = True, papers: str | None = None) -> list[dict]:
                 row(f"quick_run_warm_rows_identical_{paper}", "agreement", float(same), "1 = same")
             )
         print(rows[-3:], flush=True)
-    rows.append(row("quick_runs_cold_s_total", "time", totals["cold"], "s wall, all papers"))
-    rows.append(row("quick_runs_warm_s_total", "time", totals["warm"], "s wall, all papers"))
+    stamp = {"date": datetime.date.today().isoformat(), "commit": _commit()}
+    rows.append(
+        row("quick_runs_cold_s_total", "time", totals["cold"], "s wall, all papers", **stamp)
+    )
+    rows.append(
+        row("quick_runs_warm_s_total", "time", totals["warm"], "s wall, all papers", **stamp)
+    )
     return rows
 
 

@@ -50,3 +50,17 @@ def test_command_line_exit_status(tmp_path, capsys):
         cmp.main([str(a), str(tmp_path / "missing.json")])
     with pytest.raises(SystemExit):
         cmp.main([str(a), str(b), "--rtol", "-1"])
+
+
+def test_readme_run_cost_tables_are_rendered_from_the_measurements():
+    """The README's cold/warm and fresh-clone tables come from results/bench, never by hand."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/readme_tables.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
