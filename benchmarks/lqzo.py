@@ -135,8 +135,8 @@ def _time_rows(quick: bool) -> list[dict]:
     run = {}
     for name in ("inference_int4", "lqzo_step_int4", "mezo_step_fp", "mezo_reference_step_fp"):
         fn, args = programs[name]
-        compiled = jax.jit(fn).lower(*args).compile()
-        run[name] = lambda c=compiled, a=args: c(*a)
+        jitted = jax.jit(fn)
+        run[name] = lambda f=jitted, a=args: f(*a)
     repeats = 11 if quick else 21
     lq = paired_time_ratio(run["lqzo_step_int4"], run["inference_int4"], repeats=repeats)
     mz = paired_time_ratio(run["mezo_reference_step_fp"], run["mezo_step_fp"], repeats=repeats)
@@ -157,7 +157,8 @@ def _kernel_rows(quick: bool) -> list[dict]:
     from flax import nnx
 
     from jaxpapers.core.bench import paired_time_ratio, row
-    from jaxpapers.lqzo import lqzo, merge_scaled, quantize_linears, split_scales, zeros_like_tree
+    from jaxpapers.lqzo import lqzo, merge_scaled, quantize_linears, split_scales
+    from jaxpapers.lqzo._finetune import zeros_like_tree
 
     width, batch = (1024, 64) if quick else (4096, 256)
 
@@ -183,8 +184,8 @@ def _kernel_rows(quick: bool) -> list[dict]:
             return optax.apply_updates(d, updates), state
 
         args = (delta, opt.init(delta))
-        compiled = jax.jit(step).lower(*args).compile()
-        steps[name] = lambda c=compiled, a=args: c(*a)
+        jitted = jax.jit(step)
+        steps[name] = lambda f=jitted, a=args: f(*a)
     r = paired_time_ratio(steps["kernel"], steps["reference"], repeats=5 if quick else 11)
     interpret = jax.default_backend() not in ("gpu", "tpu")
     return [

@@ -19,7 +19,6 @@ from jaxpapers.lqzo import (
     merge_scaled,
     quantize_linears,
     split_scales,
-    zeros_like_tree,
     zo_gradient,
 )
 
@@ -70,7 +69,7 @@ def accuracy(delta):
 
 
 # 3. LQZO on multiplicative scale corrections: two forward passes per step, no gradients.
-delta = zeros_like_tree(scales0)
+delta = jax.tree.map(jnp.zeros_like, scales0)
 # zo_gradient yields the pseudo-gradient g * U V^T; any optax chain can follow it. fused=True
 # hands the quantized layers the perturbation as seeds: on the kernel path both forward passes
 # regenerate U V^T inside the kernel and never form it.
@@ -78,7 +77,7 @@ config = make_config(
     eps=1e-2, clip=100.0, rank=2, nu=50, noise="bag", bag_k=4, isotropic=True, fused=True
 )
 optimizer = optax.chain(
-    zo_gradient(config, key=jax.random.key(0)),
+    zo_gradient(config=config, key=jax.random.key(0)),
     optax.add_decayed_weights(1e-4),
     optax.sgd(optax.cosine_decay_schedule(5e-2, 600)),
 )

@@ -10,10 +10,10 @@ trained on parity with 40-bit sequences still gets most positions right on seque
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import nnx
 
+from jaxpapers.core.fit import fit
 from jaxpapers.lrnn import SequenceModel, bdlru_recurrence, hlru_recurrence, make_batch
 
 # 1. The pure recurrences: gates in, states out. Any scan order gives the same states.
@@ -37,26 +37,20 @@ model = SequenceModel(
 graphdef, params = nnx.split(model, nnx.Param)
 schedule = optax.warmup_cosine_decay_schedule(0.0, 3e-3, 30, 300, 3e-4)
 optimizer = optax.chain(optax.clip(1.0), optax.adam(schedule))
-opt_state = optimizer.init(params)
 
 
-@jax.jit
-def step(params, opt_state, tokens, labels, mask):
-    def loss_fn(p):
-        logits = nnx.merge(graphdef, p)(tokens)
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-        return jnp.sum(ce * mask) / jnp.sum(mask)
-
-    loss, grads = jax.value_and_grad(loss_fn)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state, loss
+def loss_fn(p, batch, key):
+    logits = nnx.merge(graphdef, p)(batch.tokens)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels)
+    return jnp.sum(ce * batch.mask) / jnp.sum(batch.mask)
 
 
-rng = np.random.default_rng(0)
-for _ in range(300):
-    batch = make_batch("parity", rng, 32, 40)
-    params, opt_state, loss = step(params, opt_state, batch.tokens, batch.labels, batch.mask)
-test = make_batch("parity", rng, 64, 256, min_length=41)
+# 300 steps in one compiled scan (jaxpapers.core.fit), one batch of 32 sequences per step.
+data = make_batch("parity", 300 * 32, 40, seed=0)
+batches = jax.tree.map(lambda x: x.reshape(300, 32, *x.shape[1:]), data)
+result = fit(loss_fn, params, optimizer, steps=300, key=jax.random.key(1), batches=batches)
+params, loss = result.params, result.losses[-1]
+test = make_batch("parity", 64, 256, seed=1, min_length=41)
 pred = jnp.argmax(nnx.merge(graphdef, params)(test.tokens), axis=-1)
 acc = float(jnp.sum((pred == test.labels) * test.mask) / jnp.sum(test.mask))
 print(f"final loss {float(loss):.3f}; parity accuracy on positions 41-256: {acc:.3f}")

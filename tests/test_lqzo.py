@@ -26,11 +26,11 @@ from jaxpapers.lqzo import (
     quantize,
     quantize_linears,
     qzo,
-    step_seeds,
     zo_estimate,
     zo_gradient,
     zo_state,
 )
+from jaxpapers.lqzo._zo import step_seeds
 
 # ---- quantization ---------------------------------------------------------------------------
 
@@ -147,11 +147,13 @@ def test_low_rank_perturbation_structure():
     params = {"a": jnp.zeros((6, 384)), "b": jnp.zeros((4, 10))}
     cfg = make_config(rank=3, noise="bag", isotropic=True, nu=5)
     seeds = jnp.asarray([1, 2], jnp.uint32)
-    z = perturbation_tree(params, seeds, cfg)
+    z = perturbation_tree(params, seeds, config=cfg)
     za = np.asarray(z["a"]).reshape(48, 48)
     assert np.linalg.matrix_rank(za) == 3
     # the same seeds regenerate the same z; the natural view is far from rank 3
-    np.testing.assert_array_equal(np.asarray(perturbation_tree(params, seeds, cfg)["a"]), z["a"])
+    np.testing.assert_array_equal(
+        np.asarray(perturbation_tree(params, seeds, config=cfg)["a"]), z["a"]
+    )
     assert np.linalg.matrix_rank(np.asarray(z["a"])) == 6
     # V is shared within a window of nu steps, U is not
     key = jax.random.key(0)
@@ -178,8 +180,8 @@ def test_estimator_is_unbiased(cfg, x64):
 
     def one(seed):
         seeds = jnp.stack([seed, seed + jnp.uint32(7919)]).astype(jnp.uint32)
-        est = zo_estimate(loss, theta, seeds, config)
-        return estimate_to_gradient(est, theta, config)["s"]
+        est = zo_estimate(loss, theta, seeds, config=config)
+        return estimate_to_gradient(est, theta, config=config)["s"]
 
     n = 20000
     grads = jax.jit(jax.vmap(one))(jnp.arange(n, dtype=jnp.uint32))
@@ -198,9 +200,9 @@ def test_central_difference_is_exact_for_quadratics(x64):
     loss = lambda p: 0.5 * p["s"].reshape(-1) @ h @ p["s"].reshape(-1) + b @ p["s"].reshape(-1)
     cfg = make_config(eps=0.3, rank=2, noise="bag", isotropic=True)
     seeds = jnp.asarray([3, 4], jnp.uint32)
-    est = zo_estimate(loss, theta, seeds, cfg)
+    est = zo_estimate(loss, theta, seeds, config=cfg)
     grad = jax.grad(loss)(theta)["s"]
-    z = perturbation_tree(theta, seeds, cfg)["s"]
+    z = perturbation_tree(theta, seeds, config=cfg)["s"]
     np.testing.assert_allclose(float(est.projected_grad), float(jnp.sum(grad * z)), rtol=1e-9)
     d = est.direction["s"]
     np.testing.assert_allclose(np.asarray(d.u @ d.v.T / math.sqrt(2)).reshape(4, 5), z)
@@ -218,8 +220,8 @@ def test_bag_lowers_estimator_second_moment(x64):
 
         def one(seed):
             seeds = jnp.stack([seed, seed + jnp.uint32(1)]).astype(jnp.uint32)
-            est = zo_estimate(loss, theta, seeds, config)
-            return jnp.sum(estimate_to_gradient(est, theta, config)["s"] ** 2)
+            est = zo_estimate(loss, theta, seeds, config=config)
+            return jnp.sum(estimate_to_gradient(est, theta, config=config)["s"] ** 2)
 
         return float(jax.vmap(one)(jnp.arange(0, 40000, 2, dtype=jnp.uint32)).mean())
 
@@ -234,7 +236,7 @@ def test_clipping_bounds_projected_grad():
     theta = {"s": jnp.zeros((8, 8))}
     loss = lambda p: 1e3 * jnp.sum(p["s"])
     cfg = make_config(eps=1e-2, clip=5.0, rank=2, noise="bag", isotropic=True)
-    est = zo_estimate(loss, theta, jnp.asarray([1, 2], jnp.uint32), cfg)
+    est = zo_estimate(loss, theta, jnp.asarray([1, 2], jnp.uint32), config=cfg)
     assert abs(float(est.projected_grad)) == pytest.approx(5.0)
     assert abs(float(est.raw_projected_grad)) > 5.0
 
@@ -248,7 +250,7 @@ def test_optax_chain_descends_and_jits():
     for opt in (
         optax.chain(
             zo_gradient(
-                make_config(eps=1e-3, rank=2, nu=10, noise="bag", isotropic=True),
+                config=make_config(eps=1e-3, rank=2, nu=10, noise="bag", isotropic=True),
                 key=jax.random.key(0),
             ),
             optax.add_decayed_weights(1e-4),
@@ -293,8 +295,8 @@ def test_dense_z_is_drawn_tensor_by_tensor():
     """MeZO's z of a leaf depends only on the step seed and the leaf's index (Algorithm 1)."""
     cfg = make_config()
     seeds = jnp.asarray([7, 8], jnp.uint32)
-    one = perturbation_tree({"a": jnp.zeros((5, 3))}, seeds, cfg)
-    two = perturbation_tree({"a": jnp.zeros((5, 3)), "b": jnp.zeros((40,))}, seeds, cfg)
+    one = perturbation_tree({"a": jnp.zeros((5, 3))}, seeds, config=cfg)
+    two = perturbation_tree({"a": jnp.zeros((5, 3)), "b": jnp.zeros((40,))}, seeds, config=cfg)
     np.testing.assert_array_equal(np.asarray(one["a"]), np.asarray(two["a"]))
     # independent float64 reference: Gaussian value of the counter hash of (leaf seed, position)
     from scipy.special import erfinv
@@ -316,7 +318,7 @@ def test_dense_z_is_drawn_tensor_by_tensor():
     want = np.sqrt(2.0) * erfinv((2.0 * top + 1.0) / 2.0**24 - 1.0)
     np.testing.assert_allclose(np.asarray(two["b"]), want, rtol=2e-6, atol=2e-6)
     # 2-D leaves use the row-major flat position
-    three = perturbation_tree({"a": jnp.zeros((5, 3)), "b": jnp.zeros((8, 5))}, seeds, cfg)
+    three = perturbation_tree({"a": jnp.zeros((5, 3)), "b": jnp.zeros((8, 5))}, seeds, config=cfg)
     np.testing.assert_allclose(np.asarray(three["b"]).reshape(-1), want, rtol=2e-6, atol=2e-6)
 
 
@@ -339,7 +341,7 @@ def test_share_direction_matches_regenerated_direction(method):
     seeds = step_seeds(jax.random.key(3), jnp.int32(0), 1)
     z = {
         k: np.asarray(v, np.float64)
-        for k, v in perturbation_tree(params, seeds, make_config()).items()
+        for k, v in perturbation_tree(params, seeds, config=make_config()).items()
     }
     aw, ab = np.asarray(a["w"], np.float64), np.asarray(a["b"], np.float64)
     np_loss = lambda w, b: np.sum((w - aw) ** 2) + np.sum(np.cos(b - ab))

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import FAST_COMPILE, tolerance
+from helpers import tolerance
 from jaxpapers_kernels import LowRankSpec
 
 from jaxpapers.lqzo import (
@@ -18,10 +18,10 @@ from jaxpapers.lqzo import (
     merge_scaled,
     quantize_linears,
     split_scales,
-    zeros_like_tree,
     zo_estimate,
     zo_finetune,
 )
+from jaxpapers.lqzo._finetune import zeros_like_tree
 
 
 class _Tiny(nnx.Module):
@@ -85,7 +85,7 @@ def test_fused_two_point_losses_kernel_equals_reference(dtype):
         delta = zeros_like_tree(s0)
         est = jax.jit(
             lambda d, loss=loss, aux=aux, x=x: zo_estimate(
-                lambda q: loss(q, aux, (x, data[1])), d, seeds, cfg
+                lambda q: loss(q, aux, (x, data[1])), d, seeds, config=cfg
             )
         )(delta)
         out[mode] = est
@@ -110,7 +110,7 @@ def test_fused_equals_dense_path_and_same_trajectory():
     kw = dict(eps=1e-2, rank=2, noise="bag", isotropic=True)
     value = lambda q: loss(q, aux, data)
     # jitted: one compile each instead of an eager op-by-op run
-    estimate = jax.jit(lambda d, c: zo_estimate(value, d, seeds, c))
+    estimate = jax.jit(lambda d, c: zo_estimate(value, d, seeds, config=c))
     fused = estimate(delta, make_config(**kw, fused=True))
     dense = estimate(delta, make_config(**kw))
     np.testing.assert_allclose(float(fused.loss), float(dense.loss), rtol=1e-6)
@@ -129,7 +129,6 @@ def test_fused_equals_dense_path_and_same_trajectory():
             steps=4,
             batch_size=8,
             seeds=[0, 1],
-            compiler_options=FAST_COMPILE,
         )
         runs[mode] = res
     np.testing.assert_allclose(runs["interpret"].losses, runs[False].losses, rtol=1e-4)
@@ -168,13 +167,14 @@ def test_zo_finetune_stacked_aux_equals_separate_runs():
     data, loss = _data(0), _xent_loss(gd)
     delta = zeros_like_tree(models[0][1])
     auxes = [(s0, rest) for _, s0, rest in models]
-    kw = dict(steps=3, batch_size=8, seeds=[0, 1], compiler_options=FAST_COMPILE)
+    kw = dict(steps=3, batch_size=8, seeds=[0, 1])
     make = lambda key, lr: lqzo(lr, key=key, rank=2, nu=2, eps=1e-2)
     stacked_aux = jax.tree.map(lambda *a: jnp.stack(a), *auxes)
     joint = zo_finetune(
         loss, delta, stacked_aux, make, data, learning_rates=[0.05, 0.1], stacked_aux=True, **kw
     )
-    assert joint.losses.shape == (2, 2, 2, 3)
+    assert joint.losses.shape == (2, 2, 2, 3) and joint.finite.shape == (2, 2, 2)
+    assert joint.finite.all()
     for a, aux in enumerate(auxes):
         alone = zo_finetune(loss, delta, aux, make, data, learning_rates=[0.05, 0.1], **kw)
         np.testing.assert_allclose(joint.losses[a], alone.losses, rtol=1e-5)

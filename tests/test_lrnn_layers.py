@@ -21,8 +21,8 @@ from jaxpapers.lrnn import (
     l1_normalise,
     lru_lambda,
     lru_recurrence,
-    parse_mixer,
 )
+from jaxpapers.lrnn._models import parse_mixer
 
 MODES = ("sequential", "associative", "chunked")
 

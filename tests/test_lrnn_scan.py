@@ -7,13 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.lrnn import (
-    block_scan,
-    companion_matrices,
-    companion_scan,
-    diagonal_scan,
-    resolve_mode,
-)
+from jaxpapers.lrnn import block_scan, companion_matrices, companion_scan, diagonal_scan
+from jaxpapers.lrnn._scan import resolve_mode
 
 MODES = ("sequential", "associative", "chunked")
 

@@ -15,9 +15,9 @@ from jaxpapers.lrnn import TASKS, evaluate_expression, load_corpus, make_batch, 
 _SYMBOLS = "01234+-()"
 
 
-def test_parity_and_mod5_labels_match_python_loops(rng):
+def test_parity_and_mod5_labels_match_python_loops():
     for task, mod in (("parity", 2), ("mod5", 5)):
-        b = make_batch(task, rng, 3, 30)
+        b = make_batch(task, 3, 30, seed=0)
         assert b.tokens.shape == (3, 31) and np.all(b.tokens[:, 0] == task_spec(task).vocab - 2)
         for row in range(3):
             acc = 0
@@ -27,9 +27,9 @@ def test_parity_and_mod5_labels_match_python_loops(rng):
         assert np.all(b.mask[:, 0] == 0) and np.all(b.mask[:, 1:] == 1)
 
 
-def test_s5_labels_are_compositions_of_permutations(rng):
+def test_s5_labels_are_compositions_of_permutations():
     perms = list(itertools.permutations(range(5)))
-    b = make_batch("s5", rng, 2, 25, min_length=10)
+    b = make_batch("s5", 2, 25, seed=1, min_length=10)
     for row in range(2):
         state = tuple(range(5))
         for t in range(1, 26):
@@ -39,8 +39,8 @@ def test_s5_labels_are_compositions_of_permutations(rng):
     assert np.all(b.mask[:, :10] == 0) and np.all(b.mask[:, 10:] == 1)
 
 
-def test_bracket_expressions_evaluate_like_python(rng):
-    b = make_batch("mod5_brackets", rng, 40, 41, min_length=3)
+def test_bracket_expressions_evaluate_like_python():
+    b = make_batch("mod5_brackets", 40, 41, seed=2, min_length=3)
     bos, pad = task_spec("mod5_brackets").vocab - 2, task_spec("mod5_brackets").vocab - 1
     assert np.all(b.mask[:, :-1] == 0) and np.all(b.mask[:, -1] == 1)
     lengths = set()
@@ -55,11 +55,23 @@ def test_bracket_expressions_evaluate_like_python(rng):
     assert evaluate_expression([2, 6, 7, 1, 5, 3, 8]) == (2 - (1 + 3)) % 5
 
 
-def test_task_bad_input_raises(rng):
+def test_task_bad_input_raises():
     with pytest.raises(ValueError, match="task='dyck'"):
-        make_batch("dyck", rng, 2, 10)
+        make_batch("dyck", 2, 10, seed=0)
     with pytest.raises(ValueError, match="min_length"):
-        make_batch("parity", rng, 2, 10, min_length=11)
+        make_batch("parity", 2, 10, seed=0, min_length=11)
+    with pytest.raises(ValueError, match="seed=-1"):
+        make_batch("parity", 2, 10, seed=-1)
+
+
+def test_make_batch_seed_is_the_numpy_stream():
+    """``seed`` (an integer or a sequence of them) names one NumPy stream: the same batch as the
+    experiments' earlier ``np.random.default_rng(seed)`` generators."""
+    a = make_batch("parity", 4, 12, seed=[3, 1, 7])
+    b = make_batch("parity", 4, 12, seed=[3, 1, 7])
+    symbols = np.random.default_rng([3, 1, 7]).integers(2, size=(4, 12))
+    np.testing.assert_array_equal(a.tokens, b.tokens)
+    np.testing.assert_array_equal(a.tokens[:, 1:], symbols)
 
 
 def test_stdlib_corpus_is_real_text():
@@ -140,7 +152,7 @@ def test_masked_xent_and_accuracy_match_python_loops(rng):
 def test_tracking_replicas_keep_their_index_and_batches_when_tasks_are_left_out():
     """Quick mode trains a subset of the tasks; a task's models (seed 1000 * index + seed) and
     batches (rng [seed, index, step]) must not depend on which other tasks are stacked with it."""
-    from jaxpapers.lrnn.experiments import TRACKING
+    from jaxpapers.lrnn.experiments import SIZES
     from jaxpapers.lrnn.experiments._tracking import _replicas, _train_batches
 
     every = _replicas([0, 1])
@@ -148,7 +160,7 @@ def test_tracking_replicas_keep_their_index_and_batches_when_tasks_are_left_out(
     some = _replicas([0, 1], ("parity", "s5"))
     s5 = 2 * TASKS.index("s5")
     assert some == [(0, "parity", 0), (1, "parity", 1), (s5, "s5", 0), (s5 + 1, "s5", 1)]
-    sizes = TRACKING["smoke"]
+    sizes = SIZES["smoke"].tracking
     full, sub = _train_batches(every, 3, sizes), _train_batches(some, 3, sizes)
     for k in ("tokens", "labels", "mask"):
         np.testing.assert_array_equal(sub[k][:2], full[k][:2])

@@ -1,12 +1,15 @@
 """A jitted optax training loop, data-parallel over a ``jax.sharding.Mesh``, with orbax checkpoints.
 
-The loop is deliberately small: the caller supplies a pure ``loss_fn(params, batch, key)``, an optax
-optimiser and a ``batch_fn(step)`` that returns the batch of a given step (so a resumed run sees the
-same batches). Parameters are replicated, the batch is sharded along its leading axis over the
-``"data"`` axis of the mesh, and XLA inserts the gradient all-reduce. Every ``checkpoint_every``
-steps the parameters, optimiser state and loss history are saved with orbax; a new call with the
-same ``checkpoint_dir`` resumes from the latest checkpoint and, seeds and batches being functions of
-the step, continues exactly where the interrupted run stopped.
+The host loop around :func:`jaxpapers.core.fit.fit`'s step, for runs that need what one scanned
+program cannot give: the caller supplies a pure ``loss_fn(params, batch, key)``, an optax
+optimiser and a ``batch_fn(step)`` that returns the batch of a given step on the host (so a
+resumed run sees the same batches). Parameters are replicated, the batch is sharded along its
+leading axis over the ``"data"`` axis of the mesh, and XLA inserts the gradient all-reduce. The
+step is :func:`~jaxpapers.core.fit.fit`'s own: a non-finite loss, gradient or update is not
+applied and the run freezes (``TrainResult.finite`` is False). Every ``checkpoint_every`` steps
+the parameters, optimiser state, the freeze flag and loss history are saved with orbax; a new
+call with the same ``checkpoint_dir`` resumes from the latest checkpoint and, seeds and batches
+being functions of the step, continues exactly where the interrupted run stopped.
 
 flax.nnx models train through their state::
 
@@ -38,6 +41,7 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxpapers.core.checks import check_key
+from jaxpapers.core.fit import StepCarry, _apply_step
 from jaxpapers.core.progress import progress
 
 PyTree = Any
@@ -45,18 +49,23 @@ LossFn = Callable[[PyTree, PyTree, jax.Array], jax.Array]
 
 
 class TrainResult(NamedTuple):
-    """Output of :func:`train`.
+    """Output of :func:`train` (the fields of :class:`~jaxpapers.core.fit.FitResult`, plus
+    ``resumed_from``).
 
     Attributes:
-      params: trained parameters (replicated over the mesh).
-      opt_state: final optimiser state.
-      losses: ``[steps]`` float64 NumPy array, the training loss of every step.
+      params: trained parameters (replicated over the mesh); the last finite ones if the run
+        froze.
+      opt_state: the optimiser state after the last applied step.
+      losses: ``[steps]`` float64 NumPy array, the training loss of every step (after a freeze:
+        the loss of the frozen parameters, which may be non-finite).
+      finite: whether every step was applied (no non-finite loss, gradient or update).
       resumed_from: step the run resumed from (0 for a fresh run).
     """
 
     params: PyTree
     opt_state: PyTree
     losses: np.ndarray
+    finite: bool
     resumed_from: int
 
 
@@ -79,32 +88,28 @@ def _check_batch(batch: PyTree, n_devices: int) -> None:
 
 
 def make_train_step(loss_fn: LossFn, optimizer: optax.GradientTransformation):
-    """The pure update ``(params, opt_state, batch, key) -> (params, opt_state, loss)``."""
+    """The pure update ``(params, opt_state, batch, key) -> (params, opt_state, loss)``.
+
+    The step of :func:`jaxpapers.core.fit.fit` and :func:`train` on its own: a non-finite loss,
+    gradient or update is not applied (the inputs come back unchanged).
+    """
 
     def step(params, opt_state, batch, key):
-        loss, grads = jax.value_and_grad(loss_fn)(params, batch, key)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
+        carry = StepCarry(params, opt_state, None, jnp.array(True))
+        carry, loss, _ = _apply_step(loss_fn, optimizer, carry, jnp.int32(0), key, batch)
+        return carry.params, carry.opt_state, loss
 
     return step
 
 
-@functools.lru_cache(maxsize=32)
-def _jitted_step(
-    loss_fn: LossFn,
-    optimizer: optax.GradientTransformation,
-    mesh: Mesh,
-    options: tuple[tuple[str, Any], ...] = (),
-):
-    """One compiled step per (loss, optimiser, mesh, compiler options): repeated ``train``
-    calls reuse it."""
+@functools.partial(
+    jax.jit, static_argnames=("loss_fn", "optimizer", "mesh"), donate_argnames=("carry",)
+)
+def _step(loss_fn, optimizer, mesh, carry, batch, key, t):
+    """:func:`jaxpapers.core.fit`'s step, its carry replicated over ``mesh``."""
+    carry, loss, _ = _apply_step(loss_fn, optimizer, carry, t, key, batch)
     replicated = NamedSharding(mesh, P())
-    return jax.jit(
-        make_train_step(loss_fn, optimizer),
-        out_shardings=(replicated, replicated, replicated),
-        donate_argnums=(0, 1),
-        compiler_options=dict(options) or None,
-    )
+    return jax.lax.with_sharding_constraint((carry, loss), replicated)
 
 
 def train(
@@ -120,14 +125,18 @@ def train(
     checkpoint_every: int = 100,
     stop_after: int | None = None,
     desc: str | None = None,
-    compiler_options: dict[str, Any] | None = None,
 ) -> TrainResult:
-    """Train ``params`` for ``steps`` optimiser steps.
+    """Train ``params`` for ``steps`` optimiser steps, one jitted step per host iteration.
+
+    Each step is :func:`jaxpapers.core.fit.fit`'s: a non-finite loss, gradient or update is not
+    applied, and the run then keeps its last finite parameters and optimiser state for the
+    remaining steps (``finite`` False; the freeze survives a checkpoint and resumption).
 
     Args:
-      loss_fn: ``loss_fn(params, batch, key) -> scalar`` (mean over the batch).
+      loss_fn: ``loss_fn(params, batch, key) -> scalar`` (mean over the batch). Passed to
+        ``jax.jit`` as a static argument: reuse one function object to reuse the compiled step.
       params: initial parameters (any pytree of arrays).
-      optimizer: an optax ``GradientTransformation``.
+      optimizer: an optax ``GradientTransformation`` (static too).
       batch_fn: ``batch_fn(step) -> batch``, a pytree whose leaves have a leading batch axis
         divisible by the number of devices in ``mesh``; on several hosts, the local share.
       steps: number of optimiser steps.
@@ -138,8 +147,6 @@ def train(
       stop_after: stop (with a checkpoint) after this many steps of the schedule; used to
         simulate an interruption. The returned losses then cover only the steps run.
       desc: progress-bar label.
-      compiler_options: XLA compiler options of the step's program (e.g. a lower LLVM
-        optimisation level where compile time dominates a short run).
 
     Returns:
       A :class:`TrainResult`.
@@ -160,6 +167,7 @@ def train(
     # Copy first: the step donates its inputs and must never delete the caller's arrays.
     params = jax.device_put(jax.tree.map(jnp.copy, params), replicated)
     opt_state = jax.device_put(optimizer.init(params), replicated)
+    ok = jax.device_put(np.bool_(True), replicated)
     losses = np.full((steps,), np.nan)
     start = 0
 
@@ -175,23 +183,29 @@ def train(
             meta = manager.item_metadata(latest)
             saved_len = meta.tree["losses"].shape if meta is not None else losses.shape
             target = {"params": params, "opt_state": opt_state, "losses": np.zeros(saved_len)}
+            # Checkpoints written before ``finite`` was saved hold finite runs only.
+            if meta is None or "finite" in meta.tree:
+                target["finite"] = ok
             abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, target)
             restored = manager.restore(latest, args=ocp.args.StandardRestore(abstract))
             params, opt_state = restored["params"], restored["opt_state"]
+            ok = restored.get("finite", ok)
             # A run may be resumed with more (or fewer) steps than it was started with.
             saved = np.asarray(restored["losses"], dtype=np.float64)
             n = min(len(saved), steps)
             losses[:n] = saved[:n]
             start = min(int(latest), steps)
-
-    step_fn = _jitted_step(
-        loss_fn, optimizer, mesh, tuple(sorted((compiler_options or {}).items()))
-    )
+    carry = StepCarry(params, opt_state, None, ok)
 
     def save(step: int) -> None:
         if manager is None:
             return
-        state = {"params": params, "opt_state": opt_state, "losses": losses}
+        state = {
+            "params": carry.params,
+            "opt_state": carry.opt_state,
+            "finite": carry.ok,
+            "losses": losses,
+        }
         manager.save(step, args=ocp.args.StandardSave(state))
         manager.wait_until_finished()
 
@@ -203,7 +217,9 @@ def train(
         batch = jax.tree.map(
             lambda x: jax.make_array_from_process_local_data(sharded, np.asarray(x)), batch
         )
-        params, opt_state, loss = step_fn(params, opt_state, batch, jax.random.fold_in(key, i))
+        carry, loss = _step(
+            loss_fn, optimizer, mesh, carry, batch, jax.random.fold_in(key, i), np.int32(i)
+        )
         pending.append((i, loss))
         done = i + 1
         if done % checkpoint_every == 0 or done == end:
@@ -216,7 +232,7 @@ def train(
     if manager is not None:
         manager.close()
     ran = losses[:end] if stop_after is not None else losses
-    return TrainResult(params, opt_state, np.asarray(ran), start)
+    return TrainResult(carry.params, carry.opt_state, np.asarray(ran), bool(carry.ok), start)
 
 
 def replicate(tree: PyTree, mesh: Mesh | None = None) -> PyTree:

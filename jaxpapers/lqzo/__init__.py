@@ -76,13 +76,7 @@ References:
     (QZO), https://arxiv.org/abs/2505.13430.
 """
 
-from jaxpapers.lqzo._finetune import (
-    FinetuneResult,
-    merge_scaled,
-    split_scales,
-    zeros_like_tree,
-    zo_finetune,
-)
+from jaxpapers.lqzo._finetune import FinetuneResult, merge_scaled, split_scales, zo_finetune
 from jaxpapers.lqzo._isotropy import matrix_view_shape, near_square_shape
 from jaxpapers.lqzo._perturbation import (
     LowRankDirection,
@@ -103,7 +97,6 @@ from jaxpapers.lqzo._zo import (
     lqzo,
     mezo,
     qzo,
-    step_seeds,
     zo_estimate,
     zo_gradient,
     zo_state,
@@ -137,8 +130,6 @@ __all__ = [
     "qzo",
     "shared_directions",
     "split_scales",
-    "step_seeds",
-    "zeros_like_tree",
     "zo_estimate",
     "zo_finetune",
     "zo_gradient",

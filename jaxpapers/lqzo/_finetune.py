@@ -4,6 +4,12 @@ QZO-style and LQZO fine-tune multiplicative scale corrections ``delta`` (initial
 ``scales = scales_0 * (1 + delta)``. The perturbation ``eps Z`` then acts in relative units, so
 one ``eps`` and one learning rate fit every layer and bit width (an INT2 scale is ~5x an INT4
 one); both methods get the same reparametrisation.
+
+A ZO step is not a gradient step (the optimiser takes the loss function, not a gradient), so
+:func:`zo_finetune` is its own scan rather than :func:`jaxpapers.core.fit.fit`; it freezes like
+``fit`` does (:func:`~jaxpapers.core.fit.all_finite`, :func:`~jaxpapers.core.fit.keep_where`): a
+member whose loss or update is not finite keeps its last finite parameters and optimiser state
+for the remaining steps, and its ``finite`` flag is ``False``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from jaxpapers.core.fit import all_finite, keep_where
 from jaxpapers.lqzo._qlinear import QuantScale
 from jaxpapers.lqzo._zo import zo_state
 
@@ -24,10 +31,20 @@ PyTree = Any
 
 
 class FinetuneResult(NamedTuple):
-    """Output of :func:`zo_finetune`: final parameters and the ``[steps]`` loss curve."""
+    """Output of :func:`zo_finetune`, every field stacked over the members (see its Returns).
+
+    Attributes:
+      params: the final parameters (the last finite ones of a member that froze).
+      opt_state: the optimiser states after the last applied step.
+      losses: the loss curves (``[..., steps]``, float64): the mean of the two perturbed losses
+        of every step.
+      finite: ``[...]`` bool, whether every step of a member was applied.
+    """
 
     params: PyTree
+    opt_state: PyTree
     losses: np.ndarray
+    finite: np.ndarray
 
 
 def zo_finetune(
@@ -41,7 +58,6 @@ def zo_finetune(
     batch_size: int,
     seeds: Sequence[int],
     learning_rates: Sequence[float] | None = None,
-    compiler_options: dict[str, Any] | None = None,
     stacked_aux: bool = False,
 ) -> FinetuneResult:
     """Run ``steps`` ZO steps for every seed, seeds vectorised with ``jax.vmap`` (one compile).
@@ -60,17 +76,15 @@ def zo_finetune(
       seeds: integer seeds.
       learning_rates: optional grid; then ``make_optimizer(key, learning_rate)`` is called and
         every (seed, learning rate) pair runs, vectorised (a learning-rate sweep in one compile).
-      compiler_options: XLA options for this program (the smoke tests pass
-        ``{"xla_backend_optimization_level": 0}``: compile time dominates tiny runs).
       stacked_aux: ``aux`` leaves carry a leading axis of ``A`` models of one structure (e.g.
         the INT4 and INT2 versions of a network whose codes have one layout): every (model,
         seed[, learning rate]) member runs in the same program, model-major, and each model's
         members equal a run with that model's ``aux`` alone (same batches and directions).
 
     Returns:
-      :class:`FinetuneResult` with parameters stacked ``[S, ...]`` and losses ``[S, steps]``
-      (``[S, H, ...]`` and ``[S, H, steps]`` with ``H`` learning rates; with ``stacked_aux``
-      a leading ``A`` axis in front).
+      :class:`FinetuneResult` with parameters (and optimiser states) stacked ``[S, ...]``,
+      losses ``[S, steps]`` and ``finite`` ``[S]`` (``[S, H, ...]``, ``[S, H, steps]`` and
+      ``[S, H]`` with ``H`` learning rates; with ``stacked_aux`` a leading ``A`` axis in front).
     """
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps={steps}, batch_size={batch_size}; expected positive integers")
@@ -115,35 +129,38 @@ def zo_finetune(
         states = jax.vmap(lambda s, lr: optimizer_of(s, lr).init(params))(seeds_arr, lrs_arr)
         stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(seeds_arr), *x.shape)), params)
 
-        def member_step(seed, lr, p, st, ix, aux):
+        def member_step(seed, lr, p, st, ok, ix, aux):
             batch = jax.tree.map(lambda a: a[ix], data)
-            updates, st = optimizer_of(seed, lr).update(
+            updates, new_st = optimizer_of(seed, lr).update(
                 None, st, p, value_fn=lambda q: loss_fn(q, aux, batch)
             )
-            return optax.apply_updates(p, updates), st, zo_state(st).loss
+            loss = zo_state(new_st).loss
+            ok = ok & jnp.isfinite(loss) & all_finite(updates)
+            p, st = keep_where(ok, (optax.apply_updates(p, updates), new_st), (p, st))
+            return p, st, ok, loss
 
         if stacked_aux:
             # Each member's own model, gathered once outside the scan.
             step = jax.vmap(member_step)
             member_aux_tree = jax.tree.map(lambda x: x[aux_arr], aux)
         else:
-            step = jax.vmap(member_step, in_axes=(0, 0, 0, 0, 0, None))
+            step = jax.vmap(member_step, in_axes=(0, 0, 0, 0, 0, 0, None))
             member_aux_tree = aux
 
         def body(carry, ix):
-            p, st = carry
-            p, st, loss = step(seeds_arr, lrs_arr, p, st, ix, member_aux_tree)
-            return (p, st), loss
+            p, st, ok = carry
+            p, st, ok, loss = step(seeds_arr, lrs_arr, p, st, ok, ix, member_aux_tree)
+            return (p, st, ok), loss
 
-        (p, _), losses = jax.lax.scan(body, (stacked, states), jnp.swapaxes(idx, 0, 1))
-        return p, jnp.swapaxes(losses, 0, 1)
+        ok = jnp.ones(len(seeds_arr), bool)
+        (p, st, ok), losses = jax.lax.scan(body, (stacked, states, ok), jnp.swapaxes(idx, 0, 1))
+        return p, st, ok, jnp.swapaxes(losses, 0, 1)
 
-    args = (member_seeds, member_lrs, member_aux, params, aux, data)
-    p, losses = jax.jit(run).lower(*args).compile(compiler_options)(*args)
+    p, st, ok, losses = jax.jit(run)(member_seeds, member_lrs, member_aux, params, aux, data)
     lead = ((n_aux,) if stacked_aux else ()) + (n_seeds,) + ((n_lr,) if lrs is not None else ())
-    p = jax.tree.map(lambda x: x.reshape(*lead, *x.shape[1:]), p)
-    losses = losses.reshape(*lead, steps)
-    return FinetuneResult(p, np.asarray(losses, np.float64))
+    p, st = jax.tree.map(lambda x: x.reshape(*lead, *x.shape[1:]), (p, st))
+    losses = np.asarray(losses, np.float64).reshape(*lead, steps)
+    return FinetuneResult(p, st, losses, np.asarray(ok).reshape(lead))
 
 
 def split_scales(module: nnx.Module) -> tuple[Any, PyTree, PyTree]:
@@ -166,4 +183,4 @@ def zeros_like_tree(tree: PyTree) -> PyTree:
     return jax.tree.map(jnp.zeros_like, tree)
 
 
-__all__ = ["FinetuneResult", "merge_scaled", "split_scales", "zeros_like_tree", "zo_finetune"]
+__all__ = ["FinetuneResult", "merge_scaled", "split_scales", "zo_finetune"]

@@ -179,7 +179,7 @@ def leaf_seeds(seeds: jax.Array, index: int) -> jax.Array:
 
 
 def low_rank_direction(
-    seeds: jax.Array, shape: tuple[int, ...], config: ZOConfig
+    seeds: jax.Array, shape: tuple[int, ...], *, config: ZOConfig
 ) -> LowRankDirection:
     """Factors ``U [m, r]``, ``V [n, r]`` of one leaf from its ``[2]`` seeds."""
     check_seeds(seeds)
@@ -189,7 +189,7 @@ def low_rank_direction(
     )
 
 
-def direction_tree(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree | None:
+def direction_tree(params: PyTree, seeds: jax.Array, *, config: ZOConfig) -> PyTree | None:
     """Low-rank factors of every leaf (``None`` for a dense config, whose ``z`` is not kept)."""
     check_seeds(seeds)
     if config.rank == 0:
@@ -197,7 +197,7 @@ def direction_tree(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree
     leaves, treedef = jax.tree.flatten(params)
     return treedef.unflatten(
         [
-            low_rank_direction(leaf_seeds(seeds, i), tuple(jnp.shape(x)), config)
+            low_rank_direction(leaf_seeds(seeds, i), tuple(jnp.shape(x)), config=config)
             for i, x in enumerate(leaves)
         ]
     )
@@ -242,7 +242,7 @@ def dense_leaf(seeds: jax.Array, index: int, like: jax.Array, config: ZOConfig) 
 def low_rank_leaf(seeds: jax.Array, index: int, like: jax.Array, config: ZOConfig) -> jax.Array:
     """Dense ``reshape(U V^T / sqrt(r))`` of leaf ``index`` (shape and dtype of ``like``)."""
     shape = tuple(jnp.shape(like))
-    d = low_rank_direction(leaf_seeds(seeds, index), shape, config)
+    d = low_rank_direction(leaf_seeds(seeds, index), shape, config=config)
     z = (d.u @ d.v.T * (1.0 / math.sqrt(config.rank))).reshape(shape)
     return z.astype(jnp.result_type(like))
 
@@ -254,7 +254,7 @@ def perturbation_leaf(seeds: jax.Array, index: int, like: jax.Array, config: ZOC
     return low_rank_leaf(seeds, index, like, config)
 
 
-def shared_directions(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree:
+def shared_directions(params: PyTree, seeds: jax.Array, *, config: ZOConfig) -> PyTree:
     """Every leaf's ``Z`` (:func:`perturbation_leaf`), formed once behind an optimization barrier.
 
     For ``config.share_direction``: the barrier keeps XLA from fusing (duplicating) the
@@ -266,7 +266,7 @@ def shared_directions(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyT
     return treedef.unflatten(list(jax.lax.optimization_barrier(zs)))
 
 
-def perturbation_tree(params: PyTree, seeds: jax.Array, config: ZOConfig) -> PyTree:
+def perturbation_tree(params: PyTree, seeds: jax.Array, *, config: ZOConfig) -> PyTree:
     """The perturbation ``Z`` (same structure and shapes as ``params``) for step ``seeds``.
 
     Leaf by leaf (:func:`perturbation_leaf`): each leaf's ``z`` comes from its own seed, so a

@@ -16,7 +16,8 @@ Given ``value_fn(params) -> loss`` and a direction ``Z`` regenerated from the st
 incoming updates and needs ``value_fn=`` (passed through ``optax.chain``), so learning-rate
 schedules, weight decay or momentum chain after it::
 
-    opt = optax.chain(zo_gradient(make_config(rank=4, noise="bag", isotropic=True), key=key),
+    config = make_config(rank=4, noise="bag", isotropic=True)
+    opt = optax.chain(zo_gradient(config=config, key=key),
                       optax.add_decayed_weights(1e-4), optax.sgd(schedule))
     updates, state = opt.update(None, state, params, value_fn=lambda p: loss(p, batch))
 """
@@ -90,6 +91,7 @@ def zo_estimate(
     value_fn: ValueFn,
     params: PyTree,
     seeds: jax.Array,
+    *,
     config: ZOConfig,
     directions: PyTree | None = None,
 ) -> ZOEstimate:
@@ -98,7 +100,8 @@ def zo_estimate(
     Args:
       value_fn: ``value_fn(params) -> []`` loss.
       params: the perturbed parameters (scales for QZO/LQZO).
-      seeds: ``[2]`` uint32 step seeds (e.g. :func:`step_seeds`).
+      seeds: ``[2]`` uint32 step seeds (:func:`zo_gradient` derives them from its key and the
+        step count).
       config: :class:`ZOConfig`.
       directions: optional ``Z`` of every leaf for these seeds, already formed
         (:func:`~jaxpapers.lqzo._perturbation.shared_directions`; non-fused configs only);
@@ -143,11 +146,11 @@ def zo_estimate(
     lm = value_fn(shifted(jnp.float32(-1.0)))
     raw = (lp - lm) / (2 * eps)
     g = jnp.clip(raw, -config.clip, config.clip)
-    return ZOEstimate(g, raw, 0.5 * (lp + lm), seeds, direction_tree(params, seeds, config))
+    return ZOEstimate(g, raw, 0.5 * (lp + lm), seeds, direction_tree(params, seeds, config=config))
 
 
 def estimate_to_gradient(
-    estimate: ZOEstimate, params: PyTree, config: ZOConfig, directions: PyTree | None = None
+    estimate: ZOEstimate, params: PyTree, *, config: ZOConfig, directions: PyTree | None = None
 ) -> PyTree:
     """The pseudo-gradient ``g Z`` (structure of ``params``) of an estimate.
 
@@ -166,7 +169,7 @@ def estimate_to_gradient(
     )
 
 
-def zo_gradient(config: ZOConfig, *, key: jax.Array) -> optax.GradientTransformationExtraArgs:
+def zo_gradient(*, config: ZOConfig, key: jax.Array) -> optax.GradientTransformationExtraArgs:
     """An optax transformation that replaces the updates by the ZO pseudo-gradient ``g Z``.
 
     Args:
@@ -190,9 +193,9 @@ def zo_gradient(config: ZOConfig, *, key: jax.Array) -> optax.GradientTransforma
             raise ValueError("params=None; zo_gradient needs the parameters to perturb")
         seeds = step_seeds(state.key, state.count, config.nu)
         # share_direction: Z formed once per leaf for both passes and the update.
-        zs = shared_directions(params, seeds, config) if config.share_direction else None
-        est = zo_estimate(value_fn, params, seeds, config, zs)
-        grads = estimate_to_gradient(est, params, config, zs)
+        zs = shared_directions(params, seeds, config=config) if config.share_direction else None
+        est = zo_estimate(value_fn, params, seeds, config=config, directions=zs)
+        grads = estimate_to_gradient(est, params, config=config, directions=zs)
         return grads, ZOState(state.count + 1, state.key, est.projected_grad, est.loss)
 
     return optax.GradientTransformationExtraArgs(init, update)
@@ -211,7 +214,7 @@ def mezo(
     (same values, generated once instead of three times; more memory: :class:`ZOConfig`).
     """
     cfg = make_config(eps=eps, share_direction=share_direction)
-    return optax.chain(zo_gradient(cfg, key=key), optax.sgd(learning_rate))
+    return optax.chain(zo_gradient(config=cfg, key=key), optax.sgd(learning_rate))
 
 
 def qzo(
@@ -227,7 +230,7 @@ def qzo(
     ``share_direction``: as for :func:`mezo`.
     """
     cfg = make_config(eps=eps, clip=clip, share_direction=share_direction)
-    return optax.chain(zo_gradient(cfg, key=key), optax.sgd(learning_rate))
+    return optax.chain(zo_gradient(config=cfg, key=key), optax.sgd(learning_rate))
 
 
 def lqzo(
@@ -260,7 +263,7 @@ def lqzo(
         isotropic=isotropic,
         fused=fused and noise != "gaussian",
     )
-    return optax.chain(zo_gradient(cfg, key=key), optax.sgd(learning_rate))
+    return optax.chain(zo_gradient(config=cfg, key=key), optax.sgd(learning_rate))
 
 
 def zo_state(opt_state: Any) -> ZOState:
@@ -278,7 +281,6 @@ __all__ = [
     "lqzo",
     "mezo",
     "qzo",
-    "step_seeds",
     "zo_estimate",
     "zo_gradient",
     "zo_state",

@@ -61,19 +61,19 @@ chunks and in parallel within a chunk, rematerialising the chunk in the backward
 Public API
 ----------
 Scans (pure, jit/vmap/grad-able): :func:`diagonal_scan`, :func:`block_scan`,
-:func:`companion_scan`, :func:`companion_matrices`, :func:`resolve_mode`. Recurrences from gates
-(pure): :func:`l1_normalise`, :func:`lru_lambda`, :func:`lru_recurrence`,
-:func:`hlru_recurrence`, :func:`bdlru_recurrence`. flax.nnx layers and models: :class:`LRU`,
-:class:`HLRU`, :class:`BDLRU`, :class:`ResidualBlock`, :class:`SequenceModel`,
-:func:`make_mixer`, :func:`parse_mixer`, :func:`count_params`. Training one model per seed in
-one compiled step (parameters stacked on a leading seed axis): :class:`ModelConfig`,
+:func:`companion_scan`, :func:`companion_matrices`. Recurrences from gates (pure):
+:func:`l1_normalise`, :func:`lru_lambda`, :func:`lru_recurrence`, :func:`hlru_recurrence`,
+:func:`bdlru_recurrence`. flax.nnx layers and models: :class:`LRU`, :class:`HLRU`,
+:class:`BDLRU`, :class:`ResidualBlock`, :class:`SequenceModel`, :func:`make_mixer` (parameter
+counts: :func:`jaxpapers.core.pytrees.count_params`). Training one model per seed in one
+compiled step (parameters stacked on a leading seed axis): :class:`ModelConfig`,
 :class:`SeedModels`, :func:`init_models`, :func:`seed_logits`, :func:`fit`, :func:`masked_xent`,
 :func:`masked_accuracy`. Data: :func:`make_batch`, :func:`task_spec`, :data:`TASKS`,
 :class:`TaskBatch`, :class:`TaskSpec`, :func:`evaluate_expression`, :func:`load_corpus`,
-:func:`stdlib_docstrings`, :class:`Corpus`, :data:`VOCAB`.
+:class:`Corpus`, :data:`VOCAB`.
 """
 
-from jaxpapers.lrnn._corpus import VOCAB, Corpus, load_corpus, stdlib_docstrings
+from jaxpapers.lrnn._corpus import VOCAB, Corpus, load_corpus
 from jaxpapers.lrnn._fit import (
     ModelConfig,
     SeedModels,
@@ -84,13 +84,7 @@ from jaxpapers.lrnn._fit import (
     seed_logits,
 )
 from jaxpapers.lrnn._layers import BDLRU, HLRU, LRU
-from jaxpapers.lrnn._models import (
-    ResidualBlock,
-    SequenceModel,
-    count_params,
-    make_mixer,
-    parse_mixer,
-)
+from jaxpapers.lrnn._models import ResidualBlock, SequenceModel, make_mixer
 from jaxpapers.lrnn._recurrences import (
     bdlru_recurrence,
     hlru_recurrence,
@@ -98,13 +92,7 @@ from jaxpapers.lrnn._recurrences import (
     lru_lambda,
     lru_recurrence,
 )
-from jaxpapers.lrnn._scan import (
-    block_scan,
-    companion_matrices,
-    companion_scan,
-    diagonal_scan,
-    resolve_mode,
-)
+from jaxpapers.lrnn._scan import block_scan, companion_matrices, companion_scan, diagonal_scan
 from jaxpapers.lrnn._tasks import (
     TASKS,
     TaskBatch,
@@ -131,7 +119,6 @@ __all__ = [
     "block_scan",
     "companion_matrices",
     "companion_scan",
-    "count_params",
     "diagonal_scan",
     "evaluate_expression",
     "fit",
@@ -145,9 +132,6 @@ __all__ = [
     "make_mixer",
     "masked_accuracy",
     "masked_xent",
-    "parse_mixer",
-    "resolve_mode",
     "seed_logits",
-    "stdlib_docstrings",
     "task_spec",
 ]

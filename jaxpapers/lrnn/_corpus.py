@@ -63,7 +63,8 @@ def stdlib_docstrings(modules: tuple[str, ...] = MODULES, max_chars: int | None 
 
 
 def load_corpus(valid_fraction: float = 0.1, max_chars: int | None = None) -> Corpus:
-    """Encode :func:`stdlib_docstrings` as ASCII codes; the last ``valid_fraction`` is validation.
+    """Encode the docstrings of :data:`MODULES` as ASCII codes; the last ``valid_fraction`` is
+    validation.
 
     Args:
       valid_fraction: share of the text held out, taken from its end.

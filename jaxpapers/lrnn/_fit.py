@@ -4,22 +4,23 @@ Public (``jaxpapers.lrnn``): :class:`ModelConfig`, :class:`SeedModels`, :func:`i
 :func:`seed_logits`, :func:`masked_xent`, :func:`masked_accuracy`, :func:`fit`. A user trains
 the models of this package on a task of their own with them::
 
-    cfg = ModelConfig(vocab=6, n_out=4, mixer="bdlru8", d_model=32, d_state=32, n_layers=1)
-    models = init_models(cfg, seeds=[0, 1, 2])  # three models, parameters stacked
-    params = fit(models, batch_fn, steps=300, lr=3e-3, key=jax.random.key(0),
-                 checkpoint_dir=None, desc="my task")
-    logits = seed_logits(models.graphdef)(params, tokens)  # tokens [3, B, T]
+    config = ModelConfig(vocab=6, n_out=4, mixer="bdlru8", d_model=32, d_state=32, n_layers=1)
+    models = init_models([0, 1, 2], config=config)  # three models, parameters stacked
+    result = fit(models, batch_fn, steps=300, lr=3e-3, key=jax.random.key(0), desc="my task")
+    logits = seed_logits(models.graphdef)(result.params, tokens)  # tokens [3, B, T]
     acc = masked_accuracy(logits, labels, mask)  # [3]
 
-The loss handed to :func:`jaxpapers.core.train.train` is the sum over seeds of each seed's own
-loss, so the gradient with respect to seed ``s``'s parameters is that seed's gradient alone, and
-an element-wise optimiser (Adam, element-wise clipping) updates every seed exactly as separate
-runs would: ``jax.vmap`` over seeds, one compiled step.
+The loss handed to :func:`jaxpapers.core.train.train` (the host loop around
+:func:`jaxpapers.core.fit.fit`'s step, with orbax checkpoints) is the sum over seeds of each
+seed's own loss, so the gradient with respect to seed ``s``'s parameters is that seed's gradient
+alone, and an element-wise optimiser (Adam, element-wise clipping) updates every seed exactly as
+separate runs would: ``jax.vmap`` over seeds, one compiled step. A non-finite loss of any seed
+freezes the step for all of them (``finite`` False in the result).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,9 +31,9 @@ import optax
 from flax import nnx
 
 from jaxpapers.core.checks import check_finite, check_labels
-from jaxpapers.core.pytrees import stack_trees
-from jaxpapers.core.train import train
-from jaxpapers.lrnn._models import SequenceModel, count_params
+from jaxpapers.core.pytrees import count_params, stack_trees
+from jaxpapers.core.train import TrainResult, train
+from jaxpapers.lrnn._models import SequenceModel
 
 
 class ModelConfig(NamedTuple):
@@ -54,7 +55,7 @@ class SeedModels(NamedTuple):
     n_params: int
 
 
-def init_models(cfg: ModelConfig, seeds: list[int]) -> SeedModels:
+def init_models(seeds: Sequence[int], *, config: ModelConfig) -> SeedModels:
     """One freshly initialised model per seed (``nnx.Rngs(seed)``), parameters stacked on axis 0.
 
     Initialisation runs eagerly: its primitives compile once per shape, so every model after the
@@ -63,20 +64,20 @@ def init_models(cfg: ModelConfig, seeds: list[int]) -> SeedModels:
     """
     models = [
         SequenceModel(
-            cfg.vocab,
-            cfg.n_out,
-            mixer=cfg.mixer,
-            d_model=cfg.d_model,
-            d_state=cfg.d_state,
-            n_layers=cfg.n_layers,
+            config.vocab,
+            config.n_out,
+            mixer=config.mixer,
+            d_model=config.d_model,
+            d_state=config.d_state,
+            n_layers=config.n_layers,
             rngs=nnx.Rngs(s),
         )
         for s in seeds
     ]
     graphdef, _ = nnx.split(models[0], nnx.Param)
     params = [nnx.split(m, nnx.Param)[1] for m in models]
-    # On the host: eagerly, jnp.stack (and train()'s copy of device arrays) compiled one program
-    # per leaf shape (~2.6 CPU-s of a quick P13 run).
+    # On the host: eagerly, jnp.stack (and train()'s copy of device arrays) would compile one
+    # program per leaf shape.
     stacked = stack_trees(params, host=True)
     return SeedModels(graphdef, stacked, count_params(models[0]))
 
@@ -145,18 +146,20 @@ def fit(
     steps: int,
     lr: float,
     key: jax.Array,
-    checkpoint_dir: Path | None,
-    desc: str,
-    compiler_options: dict[str, Any] | None = None,
-) -> Any:
-    """Train every seed's model on its own batches; returns the stacked trained parameters.
+    checkpoint_dir: Path | None = None,
+    desc: str | None = None,
+) -> TrainResult:
+    """Train every seed's model on its own batches.
 
     ``batch_fn(step)`` returns ``{"tokens": [S, B, T], "labels": [S, B, T], "mask": [S, B, T]}``.
     Optimiser: element-wise clipping at 1 then Adam with a linear warm-up and cosine decay; the
-    same for every mixer. Checkpoints: at the end only for runs of up to 1,000 steps (an orbax
-    save costs CPU-seconds, and short runs are cached whole by the experiments), else every
-    ``steps // 5`` steps. ``compiler_options``: XLA options of the step program (see
-    :func:`jaxpapers.core.train.train`).
+    same for every mixer. Checkpoints (with ``checkpoint_dir``): at the end only for runs of up to
+    1,000 steps, else every ``steps // 5`` steps.
+
+    Returns:
+      :class:`jaxpapers.core.train.TrainResult`: the stacked trained parameters, the optimiser
+      state, the summed loss of every step, whether every step was applied, and the step the run
+      resumed from.
     """
     logits_fn = seed_logits(models.graphdef)
 
@@ -166,7 +169,7 @@ def fit(
 
     schedule = optax.warmup_cosine_decay_schedule(0.0, lr, max(1, steps // 10), steps, lr * 0.1)
     optimizer = optax.chain(optax.clip(1.0), optax.adam(schedule))
-    result = train(
+    return train(
         loss_fn,
         models.params,
         optimizer,
@@ -176,6 +179,4 @@ def fit(
         checkpoint_dir=checkpoint_dir,
         checkpoint_every=steps if steps <= 1000 else max(1, steps // 5),
         desc=desc,
-        compiler_options=compiler_options,
     )
-    return result.params

@@ -29,7 +29,7 @@ def parse_mixer(spec: str) -> tuple[str, int]:
 def make_mixer(
     spec: str, d_model: int, d_state: int, *, mode: str = "auto", rngs: nnx.Rngs
 ) -> LRU | HLRU | BDLRU:
-    """Build the recurrent layer named by ``spec`` (see :func:`parse_mixer`)."""
+    """Build the recurrent layer named by ``spec``: ``"lru"``, ``"hlru<K>"`` or ``"bdlru<b>"``."""
     kind, k = parse_mixer(spec)
     if kind == "hlru":
         return HLRU(d_model, d_state, k, mode=mode, rngs=rngs)
@@ -105,8 +105,3 @@ class SequenceModel(nnx.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))
-
-
-def count_params(model: nnx.Module) -> int:
-    """Number of scalar parameters of an nnx module."""
-    return int(sum(jnp.size(p) for p in jax.tree.leaves(nnx.state(model, nnx.Param))))

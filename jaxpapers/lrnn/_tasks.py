@@ -18,6 +18,7 @@ tested on positions ``L+1..T_test`` of longer sequences (length generalisation).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -108,16 +109,19 @@ def evaluate_expression(tokens: list[int]) -> int:
 
 
 def make_batch(
-    task: str, rng: np.random.Generator, batch: int, length: int, min_length: int = 1
+    task: str, batch: int, length: int, *, seed: int | Sequence[int], min_length: int = 1
 ) -> TaskBatch:
     """A batch of ``task`` with sequences of ``length`` symbols after BOS (``T = length + 1``).
 
+    Host-side NumPy data: all randomness comes from ``np.random.default_rng(seed)``.
+
     Args:
       task: one of :data:`TASKS`.
-      rng: NumPy generator (all randomness comes from it).
       batch: number of sequences.
       length: symbols per sequence; for ``mod5_brackets`` the padded length, each expression
         having an odd length drawn from ``[min_length, length]``.
+      seed: a non-negative integer, or a sequence of them (NumPy ``SeedSequence`` entropy,
+        e.g. ``[seed, replica, step]`` for one stream per replica and step).
       min_length: shortest expression (bracket task) or first labelled position (other tasks:
         positions before ``min_length`` are masked out, for length-generalisation tests).
 
@@ -130,6 +134,10 @@ def make_batch(
             f"batch={batch}, length={length}, min_length={min_length}; expected positive sizes "
             "with 1 <= min_length <= length"
         )
+    entropy = np.asarray(seed)
+    if entropy.ndim > 1 or not np.issubdtype(entropy.dtype, np.integer) or np.any(entropy < 0):
+        raise ValueError(f"seed={seed!r}; expected a non-negative integer or a sequence of them")
+    rng = np.random.default_rng(seed)
     bos, pad = spec.vocab - 2, spec.vocab - 1
     tokens = np.full((batch, length + 1), pad, dtype=np.int32)
     labels = np.zeros((batch, length + 1), dtype=np.int32)

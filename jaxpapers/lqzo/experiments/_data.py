@@ -9,15 +9,12 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from jaxpapers.core.data.digits import load_digits
 from jaxpapers.core.data.text import vader_sentiment
-from jaxpapers.core.experiment import Context
 
 
 class ImageSplit(NamedTuple):
@@ -57,16 +54,4 @@ def vader_tokens(n: int, max_len: int = 8) -> TextData:
     return TextData(np.asarray(ids), np.asarray(mask), task.labels[perm])
 
 
-def cached_array(ctx: Context, name: str, compute: Callable[[], np.ndarray]) -> np.ndarray:
-    """An array stored as ``.npy`` in the experiment's work folder (reused by ``--resume``)."""
-    path = ctx.workdir / f"{name}.npy"
-    if path.exists():
-        return np.load(path)
-    value = np.asarray(compute())
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, value)
-    os.replace(tmp, path)
-    return value
-
-
-__all__ = ["ImageSplit", "TextData", "cached_array", "digits_transfer", "vader_tokens"]
+__all__ = ["ImageSplit", "TextData", "digits_transfer", "vader_tokens"]

@@ -22,14 +22,11 @@ subspace: the measurement shows whether the layer's gradient is low rank enough 
 leaf's gradient effective rank (entropy effective rank ``exp H(sigma / sum sigma)``, Roy and
 Vetterli 2007) is reported in the natural ``[G, N]`` view and LQZO's near-square view.
 
-Budget: the programs here run for well under a second each but take ~4 CPU-s each to compile
-(one per estimator configuration; ``FAST_COMPILE`` did not shorten the compile and made the run
-4x slower, measured; the smoke size uses it, its programs run for milliseconds). The quantized
-layers hold their codes one per byte (:func:`._train.one_byte_codes`: same grid, same weights),
-so the INT4 and INT2 layers share every program (the backprop gradient's and each
-configuration's: 4 compiles instead of 8). The lower layers run through one compiled encoder
-layer shared by all five, and the backprop gradient is computed once per batch and passed to
-the forward-only estimator programs.
+Programs: one compiled program per estimator configuration and one for the backprop gradient.
+The quantized layers hold their codes one per byte (:func:`._train.one_byte_codes`: same grid,
+same weights), so the INT4 and INT2 layers share every program. The lower layers run through one
+compiled encoder layer shared by all five, and the backprop gradient is computed once per batch
+and passed to the forward-only estimator programs.
 """
 
 from __future__ import annotations
@@ -50,12 +47,12 @@ from jaxpapers.lqzo import (
     merge_scaled,
     quantize_linears,
     split_scales,
-    zeros_like_tree,
     zo_estimate,
 )
+from jaxpapers.lqzo._finetune import zeros_like_tree
 from jaxpapers.lqzo.experiments._data import vader_tokens
 from jaxpapers.lqzo.experiments._text import apply_layer
-from jaxpapers.lqzo.experiments._train import LQZO, ZO, compiler_options, one_byte_codes
+from jaxpapers.lqzo.experiments._train import LQZO, ZO, one_byte_codes
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -134,8 +131,8 @@ def estimator_quality(gd, s0, rest, h, mask, y, config, seeds, grad):
     value = lambda d: _loss(d, gd, s0, rest, h, mask, y)
 
     def one(s):
-        est = zo_estimate(value, delta, s, config)
-        leaves = jax.tree.leaves(estimate_to_gradient(est, delta, config))
+        est = zo_estimate(value, delta, s, config=config)
+        leaves = jax.tree.leaves(estimate_to_gradient(est, delta, config=config))
         gh = jnp.concatenate([x.reshape(-1) for x in leaves])
         err = jnp.sum((gh - g_flat) ** 2) / jnp.sum(g_flat**2)
         norms = jnp.linalg.norm(gh) * jnp.linalg.norm(g_flat)
@@ -145,25 +142,15 @@ def estimator_quality(gd, s0, rest, h, mask, y, config, seeds, grad):
     return jnp.mean(err), jnp.mean(cos)
 
 
-def _call(cache: dict, key: Any, fn: Any, options: dict | None, static: Any, *args: Any) -> Any:
-    """``fn(static, *args)`` through a program compiled once per ``key``, ``static`` and the
-    arguments' shapes, with ``options`` (the INT4 and INT2 layers, codes one per byte, share)."""
-    leaves, treedef = jax.tree.flatten(args)
-    full = (key, static, treedef, tuple((np.shape(x), jnp.result_type(x)) for x in leaves))
-    if full not in cache:
-        cache[full] = fn.lower(static, *args).compile(options)
-    return cache[full](*args)
+def run_estimator(ctx: Context, config: Any, *, study: str = "estimator") -> Outcome:
+    """Rows of the estimator-quality experiment (see the module docstring).
 
-
-def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
-    """Rows of the estimator-quality experiment (see the module docstring)."""
+    ``study``: the field of ``config`` with its sizes (``"estimator"``, or ``"estimator_cpu"``
+    for the CPU-sized ``--full`` study).
+    """
     from jaxpapers.core.nn.bert import load_minilm
 
-    sz = ctx.pick(**sizes)
-    # Smoke-size programs run for milliseconds: compile them cheaply (at the quick size
-    # FAST_COMPILE made the run 4x slower, see the module docstring).
-    fast = compiler_options(ctx)
-    programs: dict[Any, Any] = {}
+    sz = getattr(config, study)
     data = vader_tokens(sz.est_pool)
     base = load_minilm()
     values: dict[str, list[float]] = {}
@@ -201,7 +188,7 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             mask, y = jnp.asarray(data.mask[pick]), jnp.asarray(data.y[pick])
             h = lower(jnp.asarray(data.ids[pick]), mask)
             batch = (h, mask, y)
-            grad = _call(programs, "grad", true_gradient, fast, gd, s0, rest, *batch)
+            grad = true_gradient(gd, s0, rest, *batch)
             if seed == ctx.seed_list[0]:
                 nat, iso = [], []
                 for g in jax.tree.leaves(grad):
@@ -221,14 +208,7 @@ def run_estimator(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             for name, cfg in _configs().items():
                 if not ctx.runs(f"{name} INT{bits}"):
                     continue
-                err, cos = _call(
-                    programs,
-                    name,
-                    estimator_quality,
-                    fast,
-                    gd,
-                    *(s0, rest, *batch, cfg, seeds, grad),
-                )
+                err, cos = estimator_quality(gd, s0, rest, *batch, cfg, seeds, grad)
                 row = f"{name} INT{bits}"
                 values.setdefault(row, []).append(float(err))
                 cosines.setdefault(row, []).append(float(cos))

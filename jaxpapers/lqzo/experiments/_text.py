@@ -1,15 +1,16 @@
 """P02 text experiment: all-MiniLM-L6-v2 quantized to INT4 / INT2, fine-tuned on VADER sentiment.
 
 To fit 2 CPU cores only the top encoder layer is fine-tuned: the outputs of the five frozen lower
-layers are computed once and cached (``--resume`` reuses them). At ``--full`` the lower layers
-are quantized like the rest (one cache per bit width); at the quick size (``quantize_lower=False``)
-only the fine-tuned top layer is quantized and all models share the float lower layers' outputs,
-which removes two of the three lower-layer passes. The quantized top layer, whose scales the ZO
-rows tune, is the same in both settings, so the LQZO vs QZO-style comparison is unchanged; only
-the frozen inputs differ. The quick size also truncates entries to 6 tokens (98.8% fit). The
-quantized layers hold their codes one per byte (:func:`._train.one_byte_codes`: same grid, same
-weights), so the INT4 and INT2 top layers share one structure: one training program per ZO
-method and one evaluator program serve both bit widths.
+layers are computed once and kept with ``ctx.cached`` (``--resume`` reuses them). At ``--full``
+the lower layers are quantized like the rest (one cache per bit width); at the quick size
+(``quantize_lower=False``) only the fine-tuned top layer is quantized and all models share the
+float lower layers' outputs, which removes two of the three lower-layer passes. The quantized top
+layer, whose scales the ZO rows tune, is the same in both settings, so the LQZO vs QZO-style
+comparison is unchanged; only the frozen inputs differ. The quick size also truncates entries to
+6 tokens (98.8% fit). The quantized layers hold their codes one per byte
+(:func:`._train.one_byte_codes`: same grid, same weights), so the INT4 and INT2 top layers share
+one structure: one training program per ZO method and one evaluator program serve both bit
+widths.
 The classifier is a frozen nearest-centroid head (cosine to the class means of the starting
 model's pooled train features, temperature 10), the same construction for every row.
 """
@@ -27,14 +28,13 @@ from flax import nnx
 from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.core.pytrees import stack_trees
 from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales
-from jaxpapers.lqzo.experiments._data import cached_array, vader_tokens
+from jaxpapers.lqzo.experiments._data import vader_tokens
 from jaxpapers.lqzo.experiments._train import (
     LQZO,
     ZO,
     Problem,
     Quantized,
-    accuracy,
-    compiler_options,
+    accuracy_percent,
     make_evaluator,
     one_byte_codes,
     run_rows,
@@ -118,12 +118,12 @@ class TopLayer:
 
         def lower():
             # Embeddings are not quantized (only linear layers are): shared by all models.
-            h = cached_array(ctx, "embedded", lambda: _embed(base, data.ids))
+            h = ctx.cached("minilm_vader_embedded", lambda: _embed(base, data.ids))
             for layer in lower_model.layers[:last]:
                 h = run_layer(layer, h)
             return h
 
-        self.hidden = cached_array(ctx, f"lower_layers_{lower_bits or 'fp'}", lower)
+        self.hidden = ctx.cached(f"minilm_vader_lower_layers_{lower_bits or 'fp'}", lower)
         out = run_layer(self.model.layers[last], self.hidden)
         pooled = (out * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
         self.head = _centroid_head(pooled[:n_train], data.y[:n_train])
@@ -131,9 +131,9 @@ class TopLayer:
         self.pooled = pooled
 
 
-def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
-    """Rows of the MiniLM / VADER experiment (see the package docstring)."""
-    sz = ctx.pick(**sizes)
+def run_text(ctx: Context, config: Any) -> Outcome:
+    """Rows of the MiniLM / VADER experiment (``config.text``; see the package docstring)."""
+    sz = config.text
     # Validation data serve the learning-rate tuning only: none without a grid to tune (quick).
     n, n_val, n_test = sz.n_train, sz.n_val if len(sz.lr_grid) > 1 else 0, sz.n_test
     data = vader_tokens(n + n_test + n_val, max_len=sz.max_len)
@@ -150,22 +150,24 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     before: dict[str, float] = {}
     fp = TopLayer(ctx, base, None, data, n, sz.group_size, sz.quantize_lower)
     test_y = y[splits["test"]]
-    before["full precision"] = accuracy(_head_logits(fp.head, fp.pooled[splits["test"]]), test_y)
+    before["full precision"] = accuracy_percent(
+        _head_logits(fp.head, fp.pooled[splits["test"]]), test_y
+    )
     graphdef, params, rest = nnx.split(fp.top, nnx.Param, ...)
 
     def fp_loss(p, aux, b):
         return xent(_text_logits(nnx.merge(graphdef, p, aux), fp.head, b[0], b[1]), b[2])
 
-    fast = compiler_options(ctx)
     live = [k for k in splits if splits[k].stop > splits[k].start]
 
     def eval_splits(top: TopLayer) -> dict[str, tuple[Any, np.ndarray]]:
         return {k: (split_arrays(top, k)[:2], y[splits[k]]) for k in live}
 
+    @jax.jit
     def fp_apply(p, consts, inputs):
         return _text_logits(nnx.merge(graphdef, p, consts[0]), consts[1], *inputs)
 
-    fp_eval = make_evaluator(fp_apply, (rest, fp.head), eval_splits(fp), fast)
+    fp_eval = make_evaluator(fp_apply, (rest, fp.head), eval_splits(fp))
 
     # The quantized models share one structure (codes one per byte): one loss, one training
     # program per ZO method and one evaluator program for every bit width. Each model has its
@@ -177,13 +179,14 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     shared_inputs = not sz.quantize_lower
     gd = None
 
+    @jax.jit
     def q_apply(d, consts, inputs):
-        # One function object for every bit width: the evaluators' shared program is keyed on it.
+        # One jitted function for every bit width: their evaluators share its program.
         return _text_logits(merge_scaled(gd, consts[0], d, consts[1]), consts[2], *inputs)
 
-    q_aux, q_eval, q_programs = [], {}, {}
+    q_aux, q_eval = [], {}
     for i, (bits, top) in enumerate(tops.items()):
-        before[f"INT{bits}"] = accuracy(
+        before[f"INT{bits}"] = accuracy_percent(
             _head_logits(top.head, top.pooled[splits["test"]]), y[splits["test"]]
         )
         gd_b, s0, qrest = split_scales(top.top)
@@ -191,9 +194,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
             raise ValueError(f"INT{bits} top layer's structure differs from the first bit width's")
         gd = gd_b
         q_aux.append((s0, qrest, top.head, np.int32(i)))
-        q_eval[bits] = make_evaluator(
-            q_apply, (s0, qrest, top.head), eval_splits(top), fast, q_programs
-        )
+        q_eval[bits] = make_evaluator(q_apply, (s0, qrest, top.head), eval_splits(top))
 
     def q_loss(d, aux, b):
         # aux: one model's (scales_0, frozen rest, head, index into the stacked inputs).
@@ -217,6 +218,7 @@ def run_text(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     values, extras = run_rows(
         ctx,
         prob,
+        bed="minilm_vader",
         steps=sz.steps,
         fo_steps=sz.fo_steps,
         batch=sz.batch,

@@ -17,12 +17,13 @@ batches and directions as separate runs. Their evaluators share one compiled pro
 
 The MeZO and QZO-style rows use ``share_direction=True`` (each leaf's Gaussian ``z`` formed once
 per step for both passes and the update; the same values, so the same rows up to float32
-round-off) and the quick size compiles its programs with ``core.pytrees.QUICK_COMPILE``.
+round-off). Each finished row is kept with ``ctx.cached`` under a name that says the bed and
+the row, so a resumed run trains nothing twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -33,18 +34,10 @@ from flax import nnx
 from jaxpapers_kernels.quant_matmul import unpack_codes
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.core.pytrees import FAST_COMPILE
+from jaxpapers.core.metrics import accuracy
 from jaxpapers.core.train import train
-from jaxpapers.lqzo import QuantizedLinear, lqzo, mezo, qzo, zeros_like_tree, zo_finetune
-
-
-def compiler_options(ctx: Context) -> dict[str, Any] | None:
-    """XLA options of a run's programs: ``FAST_COMPILE`` at smoke size (compile-dominated),
-    otherwise :attr:`Context.quick_compile` (LLVM level 1 at quick size: the ViT MeZO row's
-    1-step program compiled in ~16% fewer CPU-s, 100 steps x 3 seeds ran no slower, every loss
-    and quick row bit-identical; XLA's defaults at ``--full``)."""
-    return FAST_COMPILE if ctx.size == "smoke" else ctx.quick_compile
-
+from jaxpapers.lqzo import QuantizedLinear, lqzo, mezo, qzo, zo_finetune
+from jaxpapers.lqzo._finetune import zeros_like_tree
 
 #: Shared ZO settings: perturbation size and the directional-derivative clip.
 ZO = {"eps": 1e-2, "clip": 100.0}
@@ -57,9 +50,9 @@ def xent(logits: jax.Array, y: jax.Array) -> jax.Array:
     return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
 
 
-def accuracy(logits: Any, y: np.ndarray) -> float:
-    """Accuracy in percent."""
-    return float(100.0 * np.mean(np.argmax(np.asarray(logits), axis=1) == y))
+def accuracy_percent(logits: Any, y: np.ndarray) -> float:
+    """Accuracy in percent (:func:`jaxpapers.core.metrics.accuracy`, on the host's arrays)."""
+    return 100.0 * float(accuracy(np.asarray(logits), np.asarray(y)))
 
 
 #: ``evaluate(stacked_params) -> {"val": [...], "test": [...]}``: accuracy per stacked entry.
@@ -84,33 +77,24 @@ def one_byte_codes(model: nnx.Module) -> nnx.Module:
     return model
 
 
-def _signature(*trees: Any) -> Any:
-    """Hashable structure, shapes and dtypes of ``trees`` (the key of a compiled program)."""
-    leaves, treedef = jax.tree.flatten(trees)
-    return treedef, tuple((tuple(np.shape(x)), str(jnp.result_type(x))) for x in leaves)
-
-
 def make_evaluator(
     apply: Callable[..., jax.Array],
     consts: Any,
-    splits: dict[str, tuple[Any, np.ndarray]],
-    compiler_options: dict[str, Any] | None = None,
-    programs: dict[Any, Any] | None = None,
+    splits: Mapping[str, tuple[Any, np.ndarray]],
 ) -> Evaluate:
-    """One compiled program per model for every split and any number of stacked parameters.
+    """Accuracy on every split of any number of stacked parameter sets.
 
-    ``apply(params, consts, inputs) -> logits`` for one (unstacked) parameter set; ``splits``
-    maps a split name to ``(inputs, labels)`` (inputs a pytree of ``[N, ...]`` arrays). The
-    splits are concatenated and passed as arguments (not baked in as constants), and stacked
-    parameters are evaluated one entry at a time through the same program, so the number of
-    entries (a pilot's learning rates, the seeds, one "before" model) never recompiles.
-    Evaluators given one ``programs`` dict and the same ``apply`` share the program whenever
-    their arguments have the same structure and shapes (the INT4 and INT2 models).
+    ``apply(params, consts, inputs) -> logits`` for one (unstacked) parameter set, jitted by the
+    caller: evaluators given the same jitted ``apply`` share its compiled program whenever their
+    arguments have the same structure and shapes (the INT4 and INT2 models). ``splits`` maps a
+    split name to ``(inputs, labels)`` (inputs a pytree of ``[N, ...]`` arrays). The splits are
+    concatenated and passed as arguments (not baked in as constants), and stacked parameters are
+    evaluated one entry at a time, so the number of entries (a pilot's learning rates, the
+    seeds, one "before" model) never recompiles.
     """
     names = list(splits)
     inputs = jax.tree.map(lambda *a: jnp.concatenate(a), *[splits[k][0] for k in names])
     bounds = np.cumsum([0] + [len(splits[k][1]) for k in names])
-    compiled = {} if programs is None else programs
 
     def evaluate(stacked: Any) -> dict[str, list[float]]:
         host = jax.tree.map(np.asarray, stacked)
@@ -118,13 +102,9 @@ def make_evaluator(
         out: dict[str, list[float]] = {k: [] for k in names}
         for i in range(count):
             params = jax.tree.map(lambda a, i=i: a[i], host)
-            key = (apply, _signature(params, consts, inputs))
-            if key not in compiled:
-                lowered = jax.jit(apply).lower(params, consts, inputs)
-                compiled[key] = lowered.compile(compiler_options)
-            logits = np.asarray(compiled[key](params, consts, inputs))
+            logits = np.asarray(apply(params, consts, inputs))
             for j, k in enumerate(names):
-                out[k].append(accuracy(logits[bounds[j] : bounds[j + 1]], splits[k][1]))
+                out[k].append(accuracy_percent(logits[bounds[j] : bounds[j + 1]], splits[k][1]))
         return out
 
     return evaluate
@@ -178,10 +158,24 @@ def _flatten_grid(tree: Any) -> Any:
     return jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), tree)
 
 
+class RowResult(NamedTuple):
+    """One trained row: per-seed test accuracies, seed 0's training loss curve and, for ZO rows,
+    the learning rate and how it was chosen (``lr`` is ``None`` for the first-order row)."""
+
+    acc: list[float]
+    loss: list[float]
+    lr: float | None = None
+    val_by_lr: dict[str, float] | None = None
+    lr_on_grid_edge: bool = False
+    tuned: bool = False
+    protocol: str = ""
+
+
 def run_rows(
     ctx: Context,
     prob: Problem,
     *,
+    bed: str,
     steps: int,
     fo_steps: int,
     batch: int,
@@ -189,10 +183,13 @@ def run_rows(
     grid: tuple[float, ...],
     tune_steps: int,
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """All rows for all seeds; each (tuning or final) run is one compiled, vectorised program."""
+    """All rows for all seeds; each (tuning or final) run is one compiled, vectorised program.
+
+    Each row (or group of rows trained in one program) is kept with ``ctx.cached`` under
+    ``f"{bed}_<rows>"``.
+    """
     seeds = ctx.seed_list
     n = len(prob.data[-1])
-    fast = compiler_options(ctx)
 
     def fo():
         # One Adam run per seed, stacked along a leading seed axis: the summed loss has
@@ -213,13 +210,12 @@ def run_rows(
             lambda i: tuple(a[idx[i]] for a in prob.data),
             steps=fo_steps,
             key=jax.random.key(0),
-            checkpoint_dir=ctx.checkpoint_dir("fo"),
+            checkpoint_dir=ctx.checkpoint_dir(f"{bed}_fo"),
             checkpoint_every=fo_steps,
-            compiler_options=fast,
         )
-        return {"acc": prob.fp_eval(res.params)["test"], "loss": (res.losses / s).tolist()}
+        return RowResult(prob.fp_eval(res.params)["test"], (res.losses / s).tolist())
 
-    def zo(method: str, quantized: bool) -> list[dict]:
+    def zo(method: str, quantized: bool) -> list[RowResult]:
         """One ZO method on the float model or, in one program, on every quantized model."""
         if quantized:
             q = prob.quantized
@@ -243,7 +239,7 @@ def run_rows(
 
         make = _zo_optimizer(method)
         rates = [base * g for g in grid]
-        common = dict(batch_size=batch, compiler_options=fast)
+        common = dict(batch_size=batch)
         if len(rates) > 1 and tune_steps >= steps:
             # Joint tuning (the pilot would be as long as the run): every (seed, rate) pair in
             # one program; per model, the rate with the best seed-mean validation accuracy is
@@ -258,15 +254,15 @@ def run_rows(
                 val = by_rate["val"].mean(0).tolist()
                 best = int(np.argmax(val))
                 out.append(
-                    {
-                        "acc": by_rate["test"][:, best].tolist(),
-                        "loss": losses[m, 0, best].tolist(),
-                        "lr": rates[best],
-                        "val_by_lr": dict(zip([f"{r:.3g}" for r in rates], val, strict=True)),
-                        "lr_on_grid_edge": best in (0, len(rates) - 1),
-                        "tuned": True,
-                        "protocol": "joint: all seeds at every rate, seed-mean validation accuracy",
-                    }
+                    RowResult(
+                        acc=by_rate["test"][:, best].tolist(),
+                        loss=losses[m, 0, best].tolist(),
+                        lr=rates[best],
+                        val_by_lr=dict(zip([f"{r:.3g}" for r in rates], val, strict=True)),
+                        lr_on_grid_edge=best in (0, len(rates) - 1),
+                        tuned=True,
+                        protocol="joint: all seeds at every rate, seed-mean validation accuracy",
+                    )
                 )
             return out
         chosen, vals = [rates[0]] * len(models), [[] for _ in models]
@@ -293,22 +289,20 @@ def run_rows(
         for m in models:
             params, losses, j = runs[m]
             out.append(
-                {
-                    "acc": evaluates[m](_take(params, j))["test"],
-                    "loss": losses[j, 0].tolist(),
-                    "lr": chosen[m],
-                    "val_by_lr": dict(zip([f"{r:.3g}" for r in rates], vals[m], strict=False)),
-                    "lr_on_grid_edge": len(rates) > 1 and chosen[m] in (rates[0], rates[-1]),
-                    "tuned": len(rates) > 1,
-                    "protocol": "pilot: one seed, tune_steps steps"
-                    if len(rates) > 1
-                    else "base rate",
-                }
+                RowResult(
+                    acc=evaluates[m](_take(params, j))["test"],
+                    loss=losses[j, 0].tolist(),
+                    lr=chosen[m],
+                    val_by_lr=dict(zip([f"{r:.3g}" for r in rates], vals[m], strict=False)),
+                    lr_on_grid_edge=len(rates) > 1 and chosen[m] in (rates[0], rates[-1]),
+                    tuned=len(rates) > 1,
+                    protocol="pilot: one seed, tune_steps steps" if len(rates) > 1 else "base rate",
+                )
             )
         return out
 
     bits = prob.quantized.bits
-    jobs: list[tuple[str, list[str], Callable[[], list[dict]]]] = [
+    jobs: list[tuple[str, list[str], Callable[[], list[RowResult]]]] = [
         ("FO_full_precision", ["FO full precision"], lambda: [fo()]),
         ("MeZO_full_precision", ["MeZO full precision"], lambda: zo("MeZO", False)),
     ]
@@ -318,10 +312,10 @@ def run_rows(
         jobs.append(
             (f"{method}_" + "_".join(f"INT{b}" for b in bits), names, lambda m=method: zo(m, True))
         )
-    results: dict[str, dict] = {}
+    results: dict[str, RowResult] = {}
     for cache_name, names, fn in jobs:
         rows = ctx.cached(
-            cache_name, lambda fn=fn, names=names: dict(zip(names, fn(), strict=True))
+            f"{bed}_{cache_name}", lambda fn=fn, names=names: dict(zip(names, fn(), strict=True))
         )
         results.update(rows)
     # Row order: the baselines, then per bit width QZO-style and LQZO.
@@ -331,15 +325,15 @@ def run_rows(
     extras: dict[str, Any] = {"train_loss_seed0": {}, "learning_rate": {}, "tuning": {}}
     for name in order:
         r = results[name]
-        values[name] = r["acc"]
-        extras["train_loss_seed0"][name] = r["loss"]
-        if "lr" in r:
-            extras["learning_rate"][name] = r["lr"]
+        values[name] = r.acc
+        extras["train_loss_seed0"][name] = r.loss
+        if r.lr is not None:
+            extras["learning_rate"][name] = r.lr
             extras["tuning"][name] = {
-                "val_acc_by_lr": r["val_by_lr"],
-                "edge": r["lr_on_grid_edge"],
-                "tuned": r.get("tuned", True),
-                "protocol": r.get("protocol", "pilot: one seed, tune_steps steps"),
+                "val_acc_by_lr": r.val_by_lr,
+                "edge": r.lr_on_grid_edge,
+                "tuned": r.tuned,
+                "protocol": r.protocol,
             }
     return values, extras
 
@@ -350,8 +344,8 @@ __all__ = [
     "Evaluate",
     "Problem",
     "Quantized",
-    "accuracy",
-    "compiler_options",
+    "RowResult",
+    "accuracy_percent",
     "make_evaluator",
     "one_byte_codes",
     "run_rows",

@@ -16,14 +16,14 @@ from flax import nnx
 from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.core.pytrees import stack_trees
 from jaxpapers.core.train import train
-from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales, zeros_like_tree
+from jaxpapers.lqzo import merge_scaled, quantize_linears, split_scales
+from jaxpapers.lqzo._finetune import zeros_like_tree
 from jaxpapers.lqzo.experiments._data import digits_transfer
 from jaxpapers.lqzo.experiments._train import (
     LQZO,
     ZO,
     Problem,
     Quantized,
-    compiler_options,
     make_evaluator,
     one_byte_codes,
     run_rows,
@@ -31,11 +31,11 @@ from jaxpapers.lqzo.experiments._train import (
 )
 
 
-def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
-    """Rows of the ViT / shifted-digits experiment (see the package docstring)."""
+def run_vit(ctx: Context, config: Any) -> Outcome:
+    """Rows of the ViT / shifted-digits experiment (``config.vit``; see the package docstring)."""
     from jaxpapers.core.nn.vit import ViT, ViTConfig
 
-    sz = ctx.pick(**sizes)
+    sz = config.vit
     src, tgt = digits_transfer(0)
     n = len(tgt.y) // 2
     # Validation: the last n_val of the target's training half (tuning only); test: other half.
@@ -45,9 +45,8 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         "val": (jnp.asarray(tgt.x[n_fit:n]), tgt.y[n_fit:n]),
         "test": (jnp.asarray(tgt.x[n:]), tgt.y[n:]),
     }
-    # One jitted initialiser: built eagerly, every initialiser compiled a program of its own
-    # (~20 compiles, ~1.6 s of a quiet quick run); parameters within ~1 float32 ulp of the
-    # eager build (up to 7.5e-9: erf_inv compiled in another context).
+    # One jitted initialiser (built eagerly, every initialiser compiled a program of its own);
+    # parameters within ~1 float32 ulp of the eager build (erf_inv compiled in another context).
     build = lambda: nnx.split(ViT(ViTConfig(), rngs=nnx.Rngs(0)), nnx.Param, ...)
     graphdef = nnx.eval_shape(build)[0]
     params0, rest = jax.jit(lambda: build()[1:])()
@@ -67,27 +66,26 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         key=jax.random.key(0),
         checkpoint_dir=ctx.checkpoint_dir("vit_pretrain"),
         checkpoint_every=sz.pretrain_steps,
-        compiler_options=compiler_options(ctx),
     )
     params = pre.params
 
     def stack(tree):
         return jax.tree.map(lambda x: x[None], tree)
 
-    fast = compiler_options(ctx)
     # The validation split serves the learning-rate tuning only: not evaluated without a grid.
     tuned = len(sz.lr_grid) > 1
     eval_splits = {k: ((x,), y) for k, (x, y) in splits.items() if tuned or k != "val"}
-    fp_eval = make_evaluator(
-        lambda p, consts, inputs: nnx.merge(graphdef, p, consts)(inputs[0]), rest, eval_splits, fast
-    )
+    fp_apply = jax.jit(lambda p, consts, inputs: nnx.merge(graphdef, p, consts)(inputs[0]))
+    fp_eval = make_evaluator(fp_apply, rest, eval_splits)
 
     pretrained = nnx.merge(graphdef, params, rest)
 
     def q_loss(d, aux, b):
         return xent(merge_scaled(gd, aux[0], d, aux[1])(b[0]), b[1])
 
+    @jax.jit
     def q_apply(d, consts, inputs):
+        # One jitted function for every bit width: their evaluators share its program.
         return merge_scaled(gd, consts[0], d, consts[1])(inputs[0])
 
     before = {
@@ -97,7 +95,7 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     # Codes one per byte: the INT4 and INT2 models share one structure, hence one loss, one
     # training program per ZO method and one evaluator program.
     gd = None
-    q_aux, q_eval, q_programs = [], {}, {}
+    q_aux, q_eval = [], {}
     for bits in sz.bits:
         qmodel = nnx.clone(pretrained)
         quantize_linears(qmodel, bits=bits, group_size=16, where=lambda path, m: path != ("embed",))
@@ -105,7 +103,7 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
         if gd is not None and gd_b != gd:
             raise ValueError(f"INT{bits} model's structure differs from the first bit width's")
         gd = gd_b
-        q_eval[bits] = make_evaluator(q_apply, (s0, qrest), eval_splits, fast, q_programs)
+        q_eval[bits] = make_evaluator(q_apply, (s0, qrest), eval_splits)
         before[f"INT{bits}"] = q_eval[bits](stack(zeros_like_tree(s0)))["test"][0]
         q_aux.append((s0, qrest))
     quantized = Quantized(
@@ -116,6 +114,7 @@ def run_vit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     values, extras = run_rows(
         ctx,
         prob,
+        bed="vit_digits",
         steps=sz.steps,
         fo_steps=sz.fo_steps,
         batch=sz.batch,

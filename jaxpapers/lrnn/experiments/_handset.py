@@ -53,7 +53,7 @@ def handset_gates(task: str) -> np.ndarray:
 
 def handset_accuracy(task: str, *, batch: int, length: int, split: int, seed: int) -> dict:
     """Accuracy of the hand-set BD-LRU on positions ``<= split`` and ``> split``."""
-    b = make_batch(task, np.random.default_rng([seed, 7]), batch, length)
+    b = make_batch(task, batch, length, seed=[seed, 7])
     gates = jnp.asarray(handset_gates(task))[jnp.asarray(b.tokens)]
     h0 = np.zeros((batch, BLOCKS, BLOCK), np.float32)
     h0[:, np.arange(BLOCKS), np.arange(BLOCKS)] = 1.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,12 +19,35 @@ from jaxpapers.lrnn import (
     init_models,
     load_corpus,
     masked_xent,
-    parse_mixer,
     seed_logits,
 )
+from jaxpapers.lrnn._models import parse_mixer
 from jaxpapers.lrnn.experiments._tracking import SHORT_RUN
 
 LM_MIXERS: tuple[str, ...] = ("lru", "hlru2", "bdlru4")
+
+
+class LMSizes(NamedTuple):
+    """Sizes of the character language models (every mixer alike but its state width)."""
+
+    d_model: int
+    d_state: int
+    n_layers: int
+    batch: int
+    steps: int
+    seq: int
+    eval_windows: int
+    lr: float
+    max_chars: int | None
+
+
+class LMResult(NamedTuple):
+    """One mixer's language models: per-seed validation bits per character, parameter count
+    and the state width that matched the LRU's parameter count."""
+
+    bpc: list[float]
+    n_params: int
+    d_state: int
 
 
 def _n_params(mixer: str, d_model: int, d_state: int, n_layers: int) -> int:
@@ -61,11 +84,11 @@ def matched_state_width(mixer: str, d_model: int, n_layers: int, target: int) ->
     return min(candidates, key=lambda w: (abs(_n_params(mixer, d_model, w, n_layers) - target), w))
 
 
-def _train_lm(ctx: Context, mixer: str, d_state: int, sizes) -> dict[str, Any]:
+def _train_lm(ctx: Context, mixer: str, d_state: int, sizes: LMSizes) -> LMResult:
     corpus = load_corpus(max_chars=sizes.max_chars)
     seq, batch = sizes.seq, sizes.batch
-    cfg = ModelConfig(VOCAB, VOCAB, mixer, sizes.d_model, d_state, sizes.n_layers)
-    models = init_models(cfg, ctx.seed_list)
+    config = ModelConfig(VOCAB, VOCAB, mixer, sizes.d_model, d_state, sizes.n_layers)
+    models = init_models(ctx.seed_list, config=config)
     train_codes = corpus.train.astype(np.int32)
 
     def batch_fn(step: int) -> dict[str, np.ndarray]:
@@ -80,34 +103,27 @@ def _train_lm(ctx: Context, mixer: str, d_state: int, sizes) -> dict[str, Any]:
         tokens, labels = np.stack(toks), np.stack(labs)
         return {"tokens": tokens, "labels": labels, "mask": np.ones(tokens.shape, np.float32)}
 
-    params = fit(
+    trained = fit(
         models,
         batch_fn,
         steps=sizes.steps,
         lr=sizes.lr,
         key=jax.random.key(1),
         # Short runs are resumed from the cached result; an end-only checkpoint is never read.
-        checkpoint_dir=None if sizes.steps <= SHORT_RUN else ctx.checkpoint_dir(mixer),
+        checkpoint_dir=None if sizes.steps <= SHORT_RUN else ctx.checkpoint_dir(f"lm_{mixer}"),
         desc=f"P13 LM {mixer}",
-        compiler_options=ctx.quick_compile,
     )
     valid = corpus.valid.astype(np.int32)
     n_win = min(sizes.eval_windows, (valid.size - 1) // seq)
     win = np.stack([valid[i * seq : i * seq + seq + 1] for i in range(n_win)])
     tokens = np.broadcast_to(win[:, :-1], (ctx.seeds, *win[:, :-1].shape))
     labels = np.broadcast_to(win[:, 1:], tokens.shape)
-    logits = jax.jit(seed_logits(models.graphdef), compiler_options=ctx.quick_compile)(
-        params, jnp.asarray(tokens)
-    )
+    logits = jax.jit(seed_logits(models.graphdef))(trained.params, jnp.asarray(tokens))
     nats = masked_xent(logits, jnp.asarray(labels), jnp.ones(tokens.shape, jnp.float32))
-    return {
-        "bpc": (np.asarray(nats) / math.log(2.0)).tolist(),
-        "n_params": models.n_params,
-        "d_state": d_state,
-    }
+    return LMResult((np.asarray(nats) / math.log(2.0)).tolist(), models.n_params, d_state)
 
 
-def lm_results(ctx: Context, sizes) -> dict[str, Any]:
+def lm_results(ctx: Context, sizes: LMSizes) -> dict[str, LMResult]:
     """Validation bits per character of every LM mixer (state widths matched to the LRU)."""
     d, layers = sizes.d_model, sizes.n_layers
     target = _n_params("lru", d, sizes.d_state, layers)
@@ -115,10 +131,6 @@ def lm_results(ctx: Context, sizes) -> dict[str, Any]:
         m: sizes.d_state if m == "lru" else matched_state_width(m, d, layers, target)
         for m in LM_MIXERS
     }
-    res = {
-        m: ctx.cached(f"{m}_s{ctx.seeds}", lambda m=m: _train_lm(ctx, m, widths[m], sizes))
-        for m in LM_MIXERS
+    return {
+        m: ctx.cached(f"lm_{m}", lambda m=m: _train_lm(ctx, m, widths[m], sizes)) for m in LM_MIXERS
     }
-    corpus = load_corpus(max_chars=sizes.max_chars)
-    res["_corpus_chars"] = {"train": int(corpus.train.size), "valid": int(corpus.valid.size)}
-    return res

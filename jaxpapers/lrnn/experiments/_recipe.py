@@ -19,8 +19,7 @@ both BD-LRU variants (stacked with the seeds, :func:`jaxpapers.lrnn.fit`).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +40,8 @@ TASK = "s5"
 
 
 class RecipeSizes(NamedTuple):
+    """Sizes of the S_5 recipe study (its own CPU-sized table, ``--full`` only)."""
+
     d_model: int
     d_state: int
     n_layers: int
@@ -69,7 +70,7 @@ def curriculum_length(step: int, sizes: RecipeSizes) -> int:
 def _batches(variants: list[tuple[bool, int]], step: int, sizes: RecipeSizes) -> dict:
     out = {"tokens": [], "labels": [], "mask": []}
     for i, (curriculum, seed) in enumerate(variants):
-        b = make_batch(TASK, np.random.default_rng([seed, i, step]), sizes.batch, sizes.train_len)
+        b = make_batch(TASK, sizes.batch, sizes.train_len, seed=[seed, i, step])
         mask = b.mask
         if curriculum:
             length = curriculum_length(step, sizes)
@@ -82,8 +83,7 @@ def _batches(variants: list[tuple[bool, int]], step: int, sizes: RecipeSizes) ->
 def _eval(variants, sizes: RecipeSizes) -> dict:
     toks, labs, masks, seen = [], [], [], []
     for _, seed in variants:
-        b = make_batch(TASK, np.random.default_rng([20_000 + seed]), sizes.eval_batch,
-                       sizes.test_len)  # fmt: skip
+        b = make_batch(TASK, sizes.eval_batch, sizes.test_len, seed=[20_000 + seed])
         short = (np.arange(b.mask.shape[1]) <= sizes.train_len).astype(np.float32)
         toks.append(b.tokens)
         labs.append(b.labels)
@@ -97,47 +97,63 @@ def _eval(variants, sizes: RecipeSizes) -> dict:
     }
 
 
-def _train(ctx: Context, work: Path, mixer: str, curricula: tuple[bool, ...], sizes) -> dict:
+class Accuracy(NamedTuple):
+    """Per-seed accuracy at the training lengths (``train``) and beyond them (``test``)."""
+
+    train: list[float]
+    test: list[float]
+
+
+class RecipeRun(NamedTuple):
+    """One mixer of the recipe study: its parameter count and, per curriculum setting (``True``:
+    with the length curriculum), the per-seed accuracies."""
+
+    n_params: int
+    by_curriculum: dict[bool, Accuracy]
+
+
+def _train(ctx: Context, mixer: str, curricula: tuple[bool, ...], sizes: RecipeSizes) -> RecipeRun:
     spec = task_spec(TASK)
-    cfg = ModelConfig(spec.vocab, spec.n_classes, mixer, sizes.d_model, sizes.d_state,
-                      sizes.n_layers)  # fmt: skip
+    config = ModelConfig(
+        spec.vocab, spec.n_classes, mixer, sizes.d_model, sizes.d_state, sizes.n_layers
+    )
     variants = [(c, s) for c in curricula for s in ctx.seed_list]
-    models = init_models(cfg, [500 * i + s for i, (_, s) in enumerate(variants)])
-    params = fit(
+    models = init_models([500 * i + s for i, (_, s) in enumerate(variants)], config=config)
+    trained = fit(
         models,
         lambda step: _batches(variants, step, sizes),
         steps=sizes.steps,
         lr=sizes.lr,
         key=jax.random.key(2),
-        checkpoint_dir=(work / "ckpt" / mixer).absolute(),
+        checkpoint_dir=ctx.checkpoint_dir(f"recipe_{mixer}"),
         desc=f"P13 S5 recipe {mixer}",
     )
     ev = _eval(variants, sizes)
-    logits = jax.jit(seed_logits(models.graphdef))(params, jnp.asarray(ev["tokens"]))
+    logits = jax.jit(seed_logits(models.graphdef))(trained.params, jnp.asarray(ev["tokens"]))
     longer = masked_accuracy(logits, ev["labels"], ev["mask"])
     train = masked_accuracy(logits, ev["labels"], ev["mask_train"])
     n = len(ctx.seed_list)
-    out: dict[str, Any] = {"n_params": models.n_params}
+    by_curriculum = {}
     for j, c in enumerate(curricula):
         part = slice(j * n, (j + 1) * n)
-        out["curriculum" if c else "flat"] = {
-            "train": train[part].tolist(),
-            "test": longer[part].tolist(),
-        }
-    return out
+        by_curriculum[c] = Accuracy(train[part].tolist(), longer[part].tolist())
+    return RecipeRun(models.n_params, by_curriculum)
 
 
-def recipe_results(ctx: Context, sizes: RecipeSizes) -> dict[str, Any]:
+class RecipeResults(NamedTuple):
+    """The rows of the recipe study and the parameter count of each mixer."""
+
+    rows: dict[str, Accuracy]
+    n_params: dict[str, int]
+
+
+def recipe_results(ctx: Context, sizes: RecipeSizes) -> RecipeResults:
     """Accuracies (training lengths and longer) of every row, cached per mixer."""
-    work = ctx.workdir
-    work.mkdir(parents=True, exist_ok=True)
-    lru = ctx.cached(f"lru_s{ctx.seeds}", lambda: _train(ctx, work, "lru", (True,), sizes))
-    bd = ctx.cached(
-        f"bdlru8_s{ctx.seeds}", lambda: _train(ctx, work, "bdlru8", (False, True), sizes)
-    )
-    return {
-        "lru": lru["curriculum"],
-        "bdlru8_flat": bd["flat"],
-        "bdlru8_curriculum": bd["curriculum"],
-        "n_params": {"lru": lru["n_params"], "bdlru8": bd["n_params"]},
+    lru = ctx.cached("recipe_lru", lambda: _train(ctx, "lru", (True,), sizes))
+    bd = ctx.cached("recipe_bdlru8", lambda: _train(ctx, "bdlru8", (False, True), sizes))
+    rows = {
+        "lru": lru.by_curriculum[True],
+        "bdlru8_flat": bd.by_curriculum[False],
+        "bdlru8_curriculum": bd.by_curriculum[True],
     }
+    return RecipeResults(rows, {"lru": lru.n_params, "bdlru8": bd.n_params})

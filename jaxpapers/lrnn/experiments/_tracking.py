@@ -5,18 +5,17 @@ Every mixer is trained on the size's tasks (``sizes.tasks``) and all seeds in on
 embeddings and heads are padded to the largest of *all* :data:`~jaxpapers.lrnn.TASKS` so the
 stacked models share shapes, and a replica's index (which fixes its initialisation and batches)
 is its place among all tasks, so a task's models and numbers do not depend on which other tasks
-are trained with it. The result is cached per mixer (``ctx.cached``) and shared by the
-training-length and length-generalisation experiments.
+are trained with it. The result of each mixer is kept with ``ctx.cached`` (name: the mixer and
+the tasks) and shared by the training-length and length-generalisation experiments.
 Every mixer sees the same training batches; runs of up to ``SHORT_RUN`` steps build them once and
 share them between the mixers, and skip the orbax checkpoint (the cached result is their resume
-point; a checkpoint written only at the end cost ~1 CPU-s a mixer and was never read).
+point).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,6 +37,31 @@ MIXERS: tuple[str, ...] = ("lru", "hlru2", "hlru4", "bdlru2", "bdlru4", "bdlru8"
 SHORT_RUN = 1000  # steps up to which batches are shared in memory and no checkpoint is written
 
 
+class TrackingSizes(NamedTuple):
+    """Sizes of the state-tracking trainings (every mixer, task and seed alike)."""
+
+    d_model: int
+    d_state: int
+    n_layers: int
+    batch: int
+    steps: int
+    train_len: int
+    test_len: int
+    eval_batch: int
+    lr: float
+    mixers: tuple[str, ...]
+    tasks: tuple[str, ...]
+
+
+class MixerResult(NamedTuple):
+    """One mixer trained on every task of a run: its parameter count and, per task, the
+    per-seed accuracy at the training lengths (``train``) and beyond them (``test``)."""
+
+    n_params: int
+    train: dict[str, list[float]]
+    test: dict[str, list[float]]
+
+
 def _stack_batches(batches: list[Any]) -> dict[str, np.ndarray]:
     return {k: np.stack([getattr(b, k) for b in batches]) for k in ("tokens", "labels", "mask")}
 
@@ -51,9 +75,10 @@ def _replicas(seeds: list[int], tasks: tuple[str, ...] = TASKS) -> list[tuple[in
 def _train_batches(replicas, step: int, sizes) -> dict[str, np.ndarray]:
     out = []
     for i, task, seed in replicas:
-        rng = np.random.default_rng([seed, i, step])
         lo = 3 if task == "mod5_brackets" else 1
-        out.append(make_batch(task, rng, sizes.batch, sizes.train_len, min_length=lo))
+        out.append(
+            make_batch(task, sizes.batch, sizes.train_len, seed=[seed, i, step], min_length=lo)
+        )
     return _stack_batches(out)
 
 
@@ -65,9 +90,10 @@ def _eval_batches(replicas, sizes) -> dict[str, np.ndarray]:
     """
     out, train_masks = [], []
     for i, task, seed in replicas:
-        rng = np.random.default_rng([10_000 + seed, i])
         lo = 3 if task == "mod5_brackets" else 1
-        b = make_batch(task, rng, sizes.eval_batch, sizes.test_len, min_length=lo)
+        b = make_batch(
+            task, sizes.eval_batch, sizes.test_len, seed=[10_000 + seed, i], min_length=lo
+        )
         if task == "mod5_brackets":
             bos = task_spec(task).vocab - 2
             n = sizes.test_len - np.argmax(b.tokens == bos, axis=1)
@@ -104,10 +130,10 @@ def _shared_batches(replicas, sizes) -> Callable[[int], dict[str, np.ndarray]]:
     return batch_fn
 
 
-def _train_mixer(ctx: Context, work: Path, mixer: str, sizes, batch_fn) -> dict[str, Any]:
+def _train_mixer(ctx: Context, mixer: str, sizes: TrackingSizes, batch_fn) -> MixerResult:
     replicas = _replicas(ctx.seed_list, sizes.tasks)
     specs = [task_spec(t) for t in TASKS]
-    cfg = ModelConfig(
+    config = ModelConfig(
         max(s.vocab for s in specs),
         max(s.n_classes for s in specs),
         mixer,
@@ -116,36 +142,33 @@ def _train_mixer(ctx: Context, work: Path, mixer: str, sizes, batch_fn) -> dict[
         sizes.n_layers,
     )
     # Replica i is initialised from seed 1000 * i + seed: every task and seed its own model.
-    models = init_models(cfg, [1000 * i + s for i, _, s in replicas])
-    params = fit(
+    models = init_models([1000 * i + s for i, _, s in replicas], config=config)
+    long_run = sizes.steps > SHORT_RUN
+    trained = fit(
         models,
         batch_fn,
         steps=sizes.steps,
         lr=sizes.lr,
         key=jax.random.key(0),
-        checkpoint_dir=None if sizes.steps <= SHORT_RUN else (work / "ckpt" / mixer).absolute(),
+        checkpoint_dir=ctx.checkpoint_dir(f"tracking_{mixer}") if long_run else None,
         desc=f"P13 {mixer}",
-        compiler_options=ctx.quick_compile,
     )
-    logits_fn = jax.jit(seed_logits(models.graphdef), compiler_options=ctx.quick_compile)
-    test_acc, train_acc = _accuracy(logits_fn, params, _eval_batches(replicas, sizes))
-    result: dict[str, Any] = {"n_params": models.n_params}
+    logits_fn = jax.jit(seed_logits(models.graphdef))
+    test_acc, train_acc = _accuracy(logits_fn, trained.params, _eval_batches(replicas, sizes))
+    train, test = {}, {}
     for task in sizes.tasks:
         idx = [j for j, (_, t, _) in enumerate(replicas) if t == task]
-        result[task] = {"test": test_acc[idx].tolist(), "train": train_acc[idx].tolist()}
-    return result
+        train[task], test[task] = train_acc[idx].tolist(), test_acc[idx].tolist()
+    return MixerResult(models.n_params, train, test)
 
 
-def tracking_results(ctx: Context, sizes) -> dict[str, Any]:
+def tracking_results(ctx: Context, sizes: TrackingSizes) -> dict[str, MixerResult]:
     """Every mixer trained on ``sizes.tasks`` once; cached, shared by the tracking experiments."""
-    work = ctx.workdir.parent / "_state_tracking"
-    shared = Context(size=ctx.size, seeds=ctx.seeds, workdir=work)
-    work.mkdir(parents=True, exist_ok=True)
     batch_fn = _shared_batches(_replicas(ctx.seed_list, sizes.tasks), sizes)
     return {
-        m: shared.cached(
-            f"{m}_{ctx.size}_{'-'.join(sizes.tasks)}_s{ctx.seeds}",
-            lambda m=m: _train_mixer(ctx, work, m, sizes, batch_fn),
+        m: ctx.cached(
+            f"tracking_{m}_{'-'.join(sizes.tasks)}",
+            lambda m=m: _train_mixer(ctx, m, sizes, batch_fn),
         )
         for m in sizes.mixers
     }
