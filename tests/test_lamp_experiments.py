@@ -1,23 +1,18 @@
 """Smoke run of P07's experiments (tiny sizes) through the runner: every experiment is
-registered; a representative subset runs (one backbone on the mixture and Gaussian beds, both
+declared; a representative subset runs (one backbone on the mixture and Gaussian beds, both
 metrics, the sanity checks and one digits task), which exercises every runner module."""
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import json
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxpapers.core.diffusion import DenoiserTerm, grid_mixture
-from jaxpapers.core.experiment import Context, experiments_for, run_paper
-from jaxpapers.core.pytrees import FAST_COMPILE
-from jaxpapers.lamp import MatrixOperator, sample_posterior
+from jaxpapers.core.experiment import Context, experiments_for, paper_config, run_paper
 from jaxpapers.lamp.experiments import _mixture
-from jaxpapers.lamp.experiments._common import BACKBONES, SCH, build, padded_grid, run_chain
+from jaxpapers.lamp.experiments._common import DiscNfe
 
 BEDS = [f"mixture_{b}_d{d}" for b in ("dps", "diffpir", "ddrm") for d in (8, 80, 800)] + [
     f"gaussian_{b}_d16" for b in ("dps", "diffpir", "ddrm")
@@ -36,7 +31,7 @@ RUN = [
 ]
 
 
-def test_p07_registered():
+def test_p07_declared():
     ids = {e.id for e in experiments_for("P07")}
     assert {
         *BEDS,
@@ -78,40 +73,17 @@ def test_p07_smoke(tmp_path):
     assert record["experiments"]
 
 
-def test_run_chain_matches_sample_posterior():
-    """The experiments' lean loop (one program for every step count, padded time grid)
-    reproduces ``sample_posterior`` bit for bit for every backbone, with LAMP on."""
-    prior = grid_mixture(4, key=jax.random.key(3))
-    term = DenoiserTerm(lambda x, t: prior.eps(x, t, SCH), SCH)
-    op = MatrixOperator(jax.random.normal(jax.random.key(4), (2, 4)))
-    y = jnp.array([0.3, -0.7])
-    hps = {"DPS": 0.3, "DiffPIR": 0.3, "DDRM": 0.6}
-
-    # Both programs compiled with the same cheap XLA settings (compiling is the test's cost).
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
-    def lean(sampler, key, taus, steps):
-        return run_chain(term, sampler, y, key, taus, steps)
-
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
-    def reference(sampler, key):
-        return sample_posterior(term, sampler, y, key=key, num_steps=4)
-
-    # One lag per backbone keeps the compiles (the test's cost) down; both lags are covered.
-    for kind, lag in zip(BACKBONES, ("denoised", "data_consistent", "denoised"), strict=True):
-        sampler = build(kind, op, 0.05, hps[kind], 0.7, lag)
-        ref = reference(sampler, jax.random.key(5))
-        x, nfe = lean(sampler, jax.random.key(5), padded_grid(4, 6), jnp.int32(4))
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(ref.x), err_msg=kind)
-        assert int(nfe) == int(ref.nfe) == 4
-
-
 def test_disc_nfe_study_is_zero_at_its_reference(tmp_path):
     """The --full discretisation study (run here at a tiny size, on the smoke run's program
     shapes): at NFE = ref_nfe each sampler is its own reference (same knob, noise and keys), so
     the distance is exactly 0; below it positive; LAMP-X rows are the paired differences."""
-    ctx = Context(size="smoke", seeds=2, workdir=tmp_path)
-    sz = _mixture.DiscNfeSizes(nfe=(4, 8), ref_nfe=8, problems=2, samples=64)
-    v = _mixture.run_disc_nfe(ctx, _mixture.BEDS["gauss_d16"], "DDRM", sz).values
+    config = dataclasses.replace(
+        paper_config("P07", "smoke"),
+        disc_nfe=DiscNfe(nfe=(4, 8), ref_nfe=8, problems=2, samples=64),
+    )
+    ctx = Context(size="smoke", seeds=2, workdir=tmp_path, config=config)
+    bed = _mixture.BEDS["gauss_d16"]
+    v = _mixture.run_disc_nfe(ctx, config, bed=bed, kind="DDRM").values
     assert v["DDRM @NFE 8"] == [0.0, 0.0] and v["DDRM+LAMP @NFE 8"] == [0.0, 0.0]
     assert min(v["DDRM @NFE 4"] + v["DDRM+LAMP @NFE 4"]) > 0.0
     np.testing.assert_allclose(

@@ -1,4 +1,4 @@
-"""Tests of the flax.nnx U-Net and MLP denoisers and of SSIM."""
+"""Tests of the flax.nnx U-Net and MLP denoisers."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import optax
 import pytest
 from flax import nnx
 from helpers import FAST_COMPILE
-from scipy.signal import convolve2d
 
-from jaxpapers.core.image_metrics import gaussian_window, ssim
 from jaxpapers.core.nn.mlp import MLPDenoiser, sinusoidal_embedding
 from jaxpapers.core.nn.unet import UNet
 
@@ -93,28 +91,3 @@ def test_mlp_denoiser_and_embedding():
     assert out.shape == (2, 5) and not np.allclose(out[0], out[1])
     with pytest.raises(ValueError, match=r"x must be \[b, 5\]"):
         model(jnp.ones((2, 4)), jnp.ones(2))
-
-
-def _ssim_numpy(x, y, data_range, win=7, sigma=1.5):
-    """Float64 reference with scipy's 2-D convolution and an outer-product window."""
-    w1 = gaussian_window(win, sigma)
-    w = np.outer(w1, w1)
-    f = lambda a: convolve2d(a, w[::-1, ::-1], mode="valid")
-    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
-    mx, my = f(x), f(y)
-    sxx, syy, sxy = f(x * x) - mx**2, f(y * y) - my**2, f(x * y) - mx * my
-    m = ((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx**2 + my**2 + c1) * (sxx + syy + c2))
-    return m.mean()
-
-
-def test_ssim_matches_numpy_reference(rng, x64):
-    x = rng.uniform(-1, 1, size=(3, 16, 16))
-    y = np.clip(x + 0.3 * rng.normal(size=x.shape), -1, 1)
-    ours = np.asarray(ssim(jnp.asarray(x), jnp.asarray(y), data_range=2.0))
-    ref = [_ssim_numpy(x[i], y[i], 2.0) for i in range(3)]
-    np.testing.assert_allclose(ours, ref, rtol=1e-10)
-    np.testing.assert_allclose(ssim(jnp.asarray(x), jnp.asarray(x), data_range=2.0), 1.0)
-    worse = ssim(jnp.asarray(x), jnp.asarray(x + rng.normal(size=x.shape)), data_range=2.0)
-    assert np.all(np.asarray(worse) < ours)
-    with pytest.raises(ValueError, match="equal shapes"):
-        ssim(jnp.zeros((1, 16, 16)), jnp.zeros((1, 16, 15)))

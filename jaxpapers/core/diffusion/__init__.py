@@ -35,23 +35,30 @@ Example (DPM-Solver++(2M) on a toy denoiser, trajectory at three times)::
     sol = solve_diffusion(term, DPMSolverPP2M(), x_init, time_grid(20),
                           save_ts=jnp.array([0.9, 0.5, 0.1]))
 
-:class:`NNXEps` adapts a flax.nnx epsilon network (U-Net or MLP) to ``eps_fn(x, t)``;
-:func:`clip_x0` ``(eps_fn, schedule, bound)`` clips the implied :math:`\hat x_0` to the data range
-at every call (static thresholding for images in ``[-1, 1]``).
+:class:`NNXEps` is the one adapter where a diffrax term wraps an nnx network: it calls a split
+flax.nnx epsilon network (U-Net or MLP) as ``eps_fn(x, t)``, for ``DenoiserTerm(NNXEps(...),
+schedule)``. :func:`clip_x0` ``(eps_fn, schedule, bound)`` clips the implied :math:`\hat x_0` to
+the data range at every call (static thresholding for images in ``[-1, 1]``).
 
-Legacy API (kept working): :class:`AbstractReverseStep` steps that hold their own denoiser, run
-by :func:`solve_reverse` through :class:`ReverseDiffusionSolver`; :class:`DDIMStep`.
+On a counted denoiser (:class:`CountingDenoiser`), without building a term: :func:`sample_ddim`
+(DDIM/DDPM through :class:`DDIM`) and :func:`probability_flow_ode` (a standard diffrax solver on
+the probability-flow drift); both return ``SampleOutput(x, nfe)``. The DDIM step algebra
+(:func:`renoise`, :func:`ddim_noise_std`, :func:`renoise_x0_coefficient`) is exported for
+posterior samplers built on it (``jaxpapers.lamp``).
 """
 
 from jaxpapers.core.diffusion._exponential import (
     DDIM,
     DPMSolverPP2M,
     LaggedMemory,
+    ddim_noise_std,
     lagged_coefficient,
     lagged_estimate,
+    renoise,
+    renoise_x0_coefficient,
 )
 from jaxpapers.core.diffusion._mixture import GaussianMixture, MixturePosterior, grid_mixture
-from jaxpapers.core.diffusion._nfe import CountingDenoiser, count_trace_calls, zero_count
+from jaxpapers.core.diffusion._nfe import CountingDenoiser, zero_count
 from jaxpapers.core.diffusion._nnx import NNXEps
 from jaxpapers.core.diffusion._parametrisation import (
     clip_x0,
@@ -62,36 +69,22 @@ from jaxpapers.core.diffusion._parametrisation import (
     x0_to_eps,
     x0_to_score,
 )
-from jaxpapers.core.diffusion._samplers import (
-    DDIMStep,
-    SampleOutput,
-    ddim_noise_std,
-    probability_flow_ode,
-    renoise,
-    renoise_x0_coefficient,
-    sample_ddim,
-)
+from jaxpapers.core.diffusion._samplers import SampleOutput, probability_flow_ode, sample_ddim
 from jaxpapers.core.diffusion._schedule import VPSchedule, time_grid
 from jaxpapers.core.diffusion._solver import (
     AbstractDiffusionSolver,
-    AbstractReverseStep,
     DiffusionSolution,
     DiffusionSolverState,
-    ReverseDiffusionSolver,
-    ReverseSolution,
     UncheckedStepTo,
     check_time_grid,
     solve_diffusion,
-    solve_reverse,
 )
 from jaxpapers.core.diffusion._term import DenoiserTerm
 
 __all__ = [
     "DDIM",
     "AbstractDiffusionSolver",
-    "AbstractReverseStep",
     "CountingDenoiser",
-    "DDIMStep",
     "DPMSolverPP2M",
     "DenoiserTerm",
     "DiffusionSolution",
@@ -100,14 +93,11 @@ __all__ = [
     "LaggedMemory",
     "MixturePosterior",
     "NNXEps",
-    "ReverseDiffusionSolver",
-    "ReverseSolution",
     "SampleOutput",
     "UncheckedStepTo",
     "VPSchedule",
     "check_time_grid",
     "clip_x0",
-    "count_trace_calls",
     "ddim_noise_std",
     "eps_to_score",
     "eps_to_x0",
@@ -120,7 +110,6 @@ __all__ = [
     "sample_ddim",
     "score_to_eps",
     "solve_diffusion",
-    "solve_reverse",
     "time_grid",
     "tweedie_denoise",
     "x0_to_eps",

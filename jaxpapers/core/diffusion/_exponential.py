@@ -1,4 +1,16 @@
-r"""DDIM and DPM-Solver++(2M) as diffrax solvers on a :class:`DenoiserTerm`.
+r"""DDIM and DPM-Solver++(2M) as diffrax solvers on a :class:`DenoiserTerm`, and the DDIM step
+algebra they share with posterior samplers.
+
+DDIM step (Song, Meng & Ermon 2021) from :math:`t` to :math:`t' < t` given an estimate
+:math:`\hat x_0` (:func:`renoise`, noise level :func:`ddim_noise_std`):
+
+.. math:: x_{t'} = \alpha_{t'} \hat x_0 + \sqrt{\sigma_{t'}^2 - c^2}\,
+          \frac{x_t - \alpha_t \hat x_0}{\sigma_t} + c\, z, \qquad
+          c = \eta\, \frac{\sigma_{t'}}{\sigma_t}\sqrt{1 - \alpha_t^2 / \alpha_{t'}^2},
+
+``eta = 0`` is deterministic DDIM (the first-order exponential integrator of the probability-flow
+ODE in data prediction, DPM-Solver++(1)); ``eta = 1`` is DDPM's ancestral step. The map is affine
+in :math:`\hat x_0`, which posterior samplers exploit (slope :func:`renoise_x0_coefficient`).
 
 With :math:`\lambda_t = \log(\alpha_t/\sigma_t)` and :math:`h = \lambda_{t'} - \lambda_t`, the
 probability-flow ODE in data prediction, integrated exactly in its linear part (Lu et al. 2022),
@@ -16,9 +28,10 @@ e^{\lambda}\hat x_0\,d\lambda`.
 
 Both use one denoiser evaluation per step; 2M keeps the previous prediction in the solver state.
 
-NaN contract (see :mod:`jaxpapers.core.checks`): :func:`lagged_coefficient` and
-:func:`lagged_estimate` are step algebra inside compiled solves and check no values; NaN in an
-estimate propagates to the step's output, which the solve reports in its result.
+NaN contract (see :mod:`jaxpapers.core.checks`): the step algebra (:func:`ddim_noise_std`,
+:func:`renoise`, :func:`renoise_x0_coefficient`, :func:`lagged_coefficient`,
+:func:`lagged_estimate`) runs inside compiled solves and checks no values: NaN in, NaN out
+(``sigma_t = 0`` divides by zero); the solve reports a non-finite state in its result.
 
 References:
   Song, Meng & Ermon, Denoising Diffusion Implicit Models, ICLR 2021,
@@ -35,10 +48,57 @@ import jax.numpy as jnp
 from diffrax._custom_types import Args, Y
 from jaxtyping import Array, ArrayLike, Bool, Float, PRNGKeyArray
 
-from jaxpapers.core.diffusion._samplers import ddim_noise_std, renoise
 from jaxpapers.core.diffusion._schedule import VPSchedule
 from jaxpapers.core.diffusion._solver import AbstractDiffusionSolver
 from jaxpapers.core.diffusion._term import DenoiserTerm
+
+
+def ddim_noise_std(schedule: VPSchedule, t: ArrayLike, t_next: ArrayLike, eta: ArrayLike) -> Array:
+    r"""Standard deviation :math:`c` of the fresh noise of a DDIM(:math:`\eta`) step."""
+    a, s = schedule.alpha(t), schedule.sigma(t)
+    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
+    return eta * (s1 / s) * jnp.sqrt(jnp.maximum(1.0 - (a / a1) ** 2, 0.0))
+
+
+def renoise(
+    x: Float[Array, ...],
+    x0: Float[Array, ...],
+    noise: Float[Array, ...],
+    schedule: VPSchedule,
+    t: ArrayLike,
+    t_next: ArrayLike,
+    noise_std: ArrayLike,
+) -> Float[Array, ...]:
+    r"""The DDIM-type transition, affine in the estimate ``x0``:
+
+    .. math:: x_{t'} = \alpha_{t'} x_0 + \sqrt{\sigma_{t'}^2 - c^2}\,
+              \frac{x_t - \alpha_t x_0}{\sigma_t} + c\, z.
+
+    Args:
+      x: state :math:`x_t`.
+      x0: estimate of the clean sample (denoised or data-consistent), same shape.
+      noise: standard normal :math:`z`, same shape.
+      schedule: the VP schedule.
+      t, t_next: times, ``t_next < t``.
+      noise_std: :math:`c \in [0, \sigma_{t'}]`.
+
+    Returns:
+      :math:`x_{t'}`, same shape as ``x``.
+    """
+    a, s = schedule.alpha(t), schedule.sigma(t)
+    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
+    k = jnp.sqrt(jnp.maximum(s1**2 - noise_std**2, 0.0))
+    return a1 * x0 + k * (x - a * x0) / s + noise_std * noise
+
+
+def renoise_x0_coefficient(
+    schedule: VPSchedule, t: ArrayLike, t_next: ArrayLike, noise_std: ArrayLike
+) -> Array:
+    r""":math:`\partial x_{t'} / \partial x_0 = \alpha_{t'} - \sqrt{\sigma_{t'}^2 - c^2}\,
+    \alpha_t / \sigma_t` of :func:`renoise` (a scalar)."""
+    a, s = schedule.alpha(t), schedule.sigma(t)
+    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
+    return a1 - jnp.sqrt(jnp.maximum(s1**2 - noise_std**2, 0.0)) * a / s
 
 
 def lagged_coefficient(

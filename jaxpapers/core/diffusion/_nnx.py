@@ -1,4 +1,11 @@
-"""Adapter from a flax.nnx epsilon network on batches to the ``eps_fn(x, t)`` of one sample."""
+"""The one adapter where a diffrax term wraps an nnx network.
+
+Networks are flax.nnx modules; diffrax terms and solvers are equinox modules. :class:`NNXEps` is
+where the two meet: it holds a split flax.nnx epsilon network (its graph static, its parameters a
+pytree leaf) and calls it as the ``eps_fn(x, t)`` of one sample that a
+:class:`~jaxpapers.core.diffusion.DenoiserTerm` wraps. Use it (not another wrapper) to sample
+with an nnx network through the diffusion core.
+"""
 
 from __future__ import annotations
 

@@ -1,31 +1,19 @@
-r"""DDPM/DDIM ancestral sampling (through :func:`solve_reverse`) and the probability-flow ODE.
-
-DDIM step (Song, Meng & Ermon 2021) from :math:`t` to :math:`t' < t` given an estimate
-:math:`\hat x_0`:
-
-.. math:: x_{t'} = \alpha_{t'} \hat x_0 + \sqrt{\sigma_{t'}^2 - c^2}\,
-          \frac{x_t - \alpha_t \hat x_0}{\sigma_t} + c\, z, \qquad
-          c = \eta\, \frac{\sigma_{t'}}{\sigma_t}\sqrt{1 - \alpha_t^2 / \alpha_{t'}^2},
-
-``eta = 0`` is deterministic DDIM (the first-order exponential integrator of the probability-flow
-ODE in data prediction, DPM-Solver++(1)); ``eta = 1`` is DDPM's ancestral step. The map is affine
-in :math:`\hat x_0`, which posterior samplers exploit (:func:`renoise`).
-
-NaN contract (see :mod:`jaxpapers.core.checks`): the step algebra (:func:`ddim_noise_std`,
-:func:`renoise`, :func:`renoise_x0_coefficient`) runs inside compiled steps and checks no values:
-NaN in, NaN out; ``sigma_t = 0`` divides by zero. The samplers check their arguments (steps, key,
-grid, a finite ``x_init``) eagerly and report a failed solve in their result.
+r"""Samplers on an epsilon network: DDIM/DDPM (:func:`sample_ddim`, one diffrax solve of
+:class:`~jaxpapers.core.diffusion.DDIM`) and the probability-flow ODE through a standard diffrax
+solver (:func:`probability_flow_ode`). Both take a counted denoiser and return
+``SampleOutput(x, nfe)`` with the exact number of evaluations.
 
 Probability-flow ODE (Song et al. 2021) of the VP SDE:
 :math:`\dot x = -\tfrac12\beta(t)\,(x + \nabla\log p_t(x)) = -\tfrac12\beta(t)(x -
 \hat\epsilon/\sigma_t)`, integrated from ``t_max`` down to ``t_min`` by a standard diffrax solver.
 
-Both samplers are free of host callbacks (see :mod:`jaxpapers.core.diffusion._solver`): they
-step with :class:`~jaxpapers.core.diffusion._solver.UncheckedStepTo` on a grid valid by
-construction and never raise at run time, so a jitted program that holds them dispatches
-asynchronously. They return only ``SampleOutput(x, nfe)``, so a failed solve shows in ``x``:
-``sample_ddim`` returns an all-NaN sample where a non-finite state stopped the solve (check
-``jnp.isfinite(out.x).all()``).
+NaN contract (see :mod:`jaxpapers.core.checks`): the samplers check their arguments (steps, key,
+grid, a finite ``x_init``) eagerly and never raise at run time. Both are free of host callbacks
+(see :mod:`jaxpapers.core.diffusion._solver`): they step with
+:class:`~jaxpapers.core.diffusion.UncheckedStepTo` on a grid valid by construction, so a jitted
+program that holds them dispatches asynchronously. They return only ``SampleOutput(x, nfe)``, so a
+failed solve shows in ``x``: ``sample_ddim`` returns an all-NaN sample where a non-finite state
+stopped the solve (check ``jnp.isfinite(out.x).all()``).
 """
 
 from __future__ import annotations
@@ -36,83 +24,14 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, Float, Int
 
 from jaxpapers.core.checks import check_finite, check_key
+from jaxpapers.core.diffusion._exponential import DDIM
 from jaxpapers.core.diffusion._nfe import CountingDenoiser
 from jaxpapers.core.diffusion._schedule import VPSchedule, time_grid
-from jaxpapers.core.diffusion._solver import AbstractReverseStep, UncheckedStepTo, check_time_grid
-
-
-def ddim_noise_std(schedule: VPSchedule, t: ArrayLike, t_next: ArrayLike, eta: ArrayLike) -> Array:
-    r"""Standard deviation :math:`c` of the fresh noise of a DDIM(:math:`\eta`) step."""
-    a, s = schedule.alpha(t), schedule.sigma(t)
-    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
-    return eta * (s1 / s) * jnp.sqrt(jnp.maximum(1.0 - (a / a1) ** 2, 0.0))
-
-
-def renoise(
-    x: Float[Array, ...],
-    x0: Float[Array, ...],
-    noise: Float[Array, ...],
-    schedule: VPSchedule,
-    t: ArrayLike,
-    t_next: ArrayLike,
-    noise_std: ArrayLike,
-) -> Float[Array, ...]:
-    r"""The DDIM-type transition, affine in the estimate ``x0``:
-
-    .. math:: x_{t'} = \alpha_{t'} x_0 + \sqrt{\sigma_{t'}^2 - c^2}\,
-              \frac{x_t - \alpha_t x_0}{\sigma_t} + c\, z.
-
-    Args:
-      x: state :math:`x_t`.
-      x0: estimate of the clean sample (denoised or data-consistent), same shape.
-      noise: standard normal :math:`z`, same shape.
-      schedule: the VP schedule.
-      t, t_next: times, ``t_next < t``.
-      noise_std: :math:`c \in [0, \sigma_{t'}]`.
-
-    Returns:
-      :math:`x_{t'}`, same shape as ``x``.
-    """
-    a, s = schedule.alpha(t), schedule.sigma(t)
-    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
-    k = jnp.sqrt(jnp.maximum(s1**2 - noise_std**2, 0.0))
-    return a1 * x0 + k * (x - a * x0) / s + noise_std * noise
-
-
-def renoise_x0_coefficient(
-    schedule: VPSchedule, t: ArrayLike, t_next: ArrayLike, noise_std: ArrayLike
-) -> Array:
-    r""":math:`\partial x_{t'} / \partial x_0 = \alpha_{t'} - \sqrt{\sigma_{t'}^2 - c^2}\,
-    \alpha_t / \sigma_t` of :func:`renoise` (a scalar)."""
-    a, s = schedule.alpha(t), schedule.sigma(t)
-    a1, s1 = schedule.alpha(t_next), schedule.sigma(t_next)
-    return a1 - jnp.sqrt(jnp.maximum(s1**2 - noise_std**2, 0.0)) * a / s
-
-
-class DDIMStep(AbstractReverseStep):
-    """Unconditional DDIM(eta) / DDPM step with a counted denoiser (one evaluation a step).
-
-    Attributes:
-      denoiser: the counted epsilon network.
-      schedule: the VP schedule (static configuration).
-      eta: stochasticity, ``0`` (DDIM) to ``1`` (DDPM ancestral); an array leaf.
-    """
-
-    denoiser: CountingDenoiser
-    schedule: VPSchedule
-    eta: Float[Array, ""] = eqx.field(converter=jnp.asarray, default=0.0)
-
-    def init_memory(self, x: Array, args: Any) -> None:
-        return None
-
-    def __call__(self, x, t, t_next, args, memory, key, nfe):
-        x0, _, nfe = self.denoiser.denoise(x, t, self.schedule, nfe)
-        c = ddim_noise_std(self.schedule, t, t_next, self.eta)
-        z = jax.random.normal(key, x.shape, x.dtype)
-        return renoise(x, x0, z, self.schedule, t, t_next, c), memory, nfe
+from jaxpapers.core.diffusion._solver import UncheckedStepTo, check_time_grid, solve_diffusion
+from jaxpapers.core.diffusion._term import DenoiserTerm
 
 
 class SampleOutput(NamedTuple):
@@ -177,10 +96,6 @@ def sample_ddim(
 
 @eqx.filter_jit
 def _sample_ddim(denoiser, schedule, shape, key, num_steps, eta, t_max, dtype):
-    from jaxpapers.core.diffusion._exponential import DDIM
-    from jaxpapers.core.diffusion._solver import solve_diffusion
-    from jaxpapers.core.diffusion._term import DenoiserTerm
-
     k0, k1 = jax.random.split(key)
     x_init = jax.random.normal(k0, shape, dtype)
     ts = time_grid(num_steps, t_max=t_max)

@@ -19,7 +19,7 @@ needs:
   checked for its shape only, the values are the caller's responsibility (``time_grid`` grids are
   valid by construction);
 * a failed solve (a non-finite state stops it) is reported in the returned ``result``
-  (:class:`DiffusionSolution`, :class:`ReverseSolution`) instead of raised, as with diffrax's
+  (:class:`DiffusionSolution`) instead of raised, as with diffrax's
   ``throw=False``; samplers that return only ``(x, nfe)`` (``sample_ddim``) mark a failed sample
   with NaN. ``solve_diffusion(..., throw=True)`` restores diffrax's checked path (``StepTo``'s
   run-time grid checks and the raise), host callbacks included.
@@ -27,20 +27,14 @@ needs:
 With ``save_ts``, diffrax itself checks ``SaveAt(ts=...)`` with ``equinox.error_if`` inside
 ``diffeqsolve``; that callback cannot be avoided through diffrax's API.
 
-Legacy interface (kept for compatibility): :class:`ReverseDiffusionSolver` runs an
-:class:`AbstractReverseStep` that carries its own denoiser.
-
 Discrete samplers (DDPM, DDIM, and posterior samplers built on them) are not discretisations of
 one vector field: each step is a map :math:`x_{t} \mapsto x_{t'}` that calls the denoiser, may
-draw noise, and may keep a memory of earlier steps. :class:`ReverseDiffusionSolver` lets one
-``diffrax.diffeqsolve`` run any such map (an :class:`AbstractReverseStep`) on a grid given by
-:class:`UncheckedStepTo`, with the PRNG key, the evaluation count and the step's memory carried in
-the solver state.
+draw noise, and may keep a memory of earlier steps; :class:`AbstractDiffusionSolver` lets one
+``diffrax.diffeqsolve`` run any such map on a grid given by :class:`UncheckedStepTo`.
 
 Time convention: diffrax integrates forward in its own time :math:`\tau`; the discrete solver
 uses :math:`\tau = -t`, so the decreasing diffusion grid :math:`t_0 > t_1 > \dots` becomes the
-increasing diffrax grid :math:`-t_0 < -t_1 < \dots`. The term passed to ``diffeqsolve`` carries no
-dynamics (the step does); it only satisfies diffrax's interface.
+increasing diffrax grid :math:`-t_0 < -t_1 < \dots`.
 
 The PRNG key of a stochastic sampler is part of the solver state: it starts as the solver's
 ``key`` field and step ``i`` draws from the ``i``-th split (a documented key in solver state,
@@ -70,49 +64,9 @@ from diffrax._custom_types import (
 )
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree, Real, UInt32
 
-from jaxpapers.core.checks import check_key, is_concrete
+from jaxpapers.core.checks import is_concrete
 from jaxpapers.core.diffusion._nfe import zero_count
 from jaxpapers.core.diffusion._term import DenoiserTerm
-
-
-class AbstractReverseStep(eqx.Module):
-    """One reverse transition :math:`x_t \\to x_{t'}` (``t' < t``) of a discrete sampler."""
-
-    @abc.abstractmethod
-    def init_memory(self, x: Float[Array, ...], args: Any) -> PyTree:
-        """The memory carried between steps before the first step (``None`` if unused)."""
-
-    @abc.abstractmethod
-    def __call__(
-        self,
-        x: Float[Array, ...],
-        t: Float[Array, ""],
-        t_next: Float[Array, ""],
-        args: Any,
-        memory: PyTree,
-        key: Array,
-        nfe: Int[Array, ""],
-    ) -> tuple[Float[Array, ...], PyTree, Int[Array, ""]]:
-        """Return ``(x_next, memory, nfe)`` after one step from ``t`` to ``t_next``.
-
-        Args:
-          x: current state at ``t``.
-          t, t_next: diffusion times, ``t_next < t``.
-          args: extra inputs shared by all steps (a measurement, for posterior samplers).
-          memory: what the previous step returned.
-          key: fresh PRNG key for this step.
-          nfe: evaluation count so far.
-        """
-
-
-class _SolverState(NamedTuple):
-    memory: PyTree
-    key: Array
-    nfe: Int[Array, ""]
-
-
-def _no_dynamics(t: Array, y: Array, args: Any) -> Array:
-    return jnp.zeros_like(y)
 
 
 class UncheckedStepTo(diffrax.AbstractStepSizeController[IntScalarLike, None]):
@@ -183,121 +137,6 @@ class UncheckedStepTo(diffrax.AbstractStepSizeController[IntScalarLike, None]):
             controller_state + 1,
             diffrax.RESULTS.successful,
         )
-
-
-class ReverseDiffusionSolver(diffrax.AbstractSolver):
-    """Runs an :class:`AbstractReverseStep` inside ``diffrax.diffeqsolve`` (time ``tau = -t``).
-
-    Legacy adapter for steps that carry their own denoiser; new samplers subclass
-    :class:`AbstractDiffusionSolver` and evaluate the term instead.
-
-    Attributes:
-      transition: the reverse step.
-      key: PRNG key; step ``i`` uses the ``i``-th split of it.
-    """
-
-    transition: AbstractReverseStep
-    key: PRNGKeyArray
-
-    term_structure: ClassVar = diffrax.AbstractTerm
-    interpolation_cls: ClassVar[Callable[..., diffrax.LocalLinearInterpolation]] = (
-        diffrax.LocalLinearInterpolation
-    )
-
-    def order(self, terms: PyTree[diffrax.AbstractTerm]) -> int | None:
-        return None
-
-    def init(
-        self,
-        terms: PyTree[diffrax.AbstractTerm],
-        t0: RealScalarLike,
-        t1: RealScalarLike,
-        y0: Y,
-        args: Args,
-    ) -> _SolverState:
-        return _SolverState(self.transition.init_memory(y0, args), self.key, zero_count())
-
-    def step(
-        self,
-        terms: PyTree[diffrax.AbstractTerm],
-        t0: RealScalarLike,
-        t1: RealScalarLike,
-        y0: Y,
-        args: Args,
-        solver_state: _SolverState,
-        made_jump: BoolScalarLike,
-    ) -> tuple[Y, None, DenseInfo, _SolverState, diffrax.RESULTS]:
-        del terms, made_jump
-        key, sub = jax.random.split(solver_state.key)
-        y1, memory, nfe = self.transition(
-            y0, -t0, -t1, args, solver_state.memory, sub, solver_state.nfe
-        )
-        state = _SolverState(memory, key, nfe)
-        return y1, None, {"y0": y0, "y1": y1}, state, diffrax.RESULTS.successful
-
-    def func(self, terms: PyTree[diffrax.AbstractTerm], t0: RealScalarLike, y0: Y, args: Args) -> Y:
-        return terms.vf(t0, y0, args)
-
-
-class ReverseSolution(NamedTuple):
-    """Output of :func:`solve_reverse`.
-
-    Attributes:
-      x: final state at the last grid time, same shape as the initial state.
-      nfe: exact number of denoiser evaluations (``int32``).
-      memory: the step's memory after the last step.
-      result: diffrax's ``RESULTS`` of the solve (``successful`` unless a step failed).
-    """
-
-    x: Float[Array, ...]
-    nfe: Int[Array, ""]
-    memory: PyTree
-    result: diffrax.RESULTS | None = None
-
-
-def solve_reverse(
-    step: AbstractReverseStep,
-    x_init: Float[Array, ...],
-    ts: Float[Array, " n"],
-    *,
-    key: Array,
-    args: Any = None,
-) -> ReverseSolution:
-    """Run ``step`` along the decreasing grid ``ts`` with one ``diffrax.diffeqsolve`` call.
-
-    Args:
-      step: the reverse transition.
-      x_init: state at ``ts[0]``, any shape.
-      ts: ``[n + 1]`` strictly decreasing diffusion times (``n >= 1`` steps), e.g. from
-        :func:`jaxpapers.core.diffusion.time_grid`; checked by :func:`check_time_grid` (its
-        values only where concrete).
-      key: PRNG key.
-      args: passed to every step (e.g. the measurement).
-
-    Returns:
-      :class:`ReverseSolution` with the state at ``ts[-1]`` and the exact evaluation count. It
-      never raises at run time (no host callbacks): a failed step is reported in ``result``.
-    """
-    check_key("key", key)
-    ts = check_time_grid(ts, x_init.dtype)
-    taus = -ts.astype(x_init.dtype)
-    sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(_no_dynamics),
-        ReverseDiffusionSolver(step, key),
-        t0=taus[0],
-        t1=taus[-1],
-        dt0=None,
-        y0=x_init,
-        args=args,
-        stepsize_controller=UncheckedStepTo(ts=taus),
-        saveat=diffrax.SaveAt(t1=True, solver_state=True),
-        max_steps=int(ts.shape[0]) - 1,
-        adjoint=diffrax.RecursiveCheckpointAdjoint(),
-        # No run-time check (a host callback); typed PRNG keys in the state could not pass it.
-        throw=False,
-    )
-    state: _SolverState = sol.solver_state
-    return ReverseSolution(sol.ys[0], state.nfe, state.memory, sol.result)
 
 
 def unwrap_term(terms: PyTree[diffrax.AbstractTerm]) -> DenoiserTerm:

@@ -1,17 +1,15 @@
-"""Shared pieces of the P07 experiments: the size table's type, the samplers under test, the lean
-sampling loop, tuning grids and the paired verdict rule."""
+"""Shared pieces of the P07 experiments: the configuration of a run size, the samplers under test,
+tuning grids and the paired verdict rule."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxpapers.core.diffusion import DenoiserTerm, VPSchedule
+from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.core.experiment import AllOf, Threshold
-from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.lamp import DDRM, DPS, DiffPIR, LinearOperator, lamp
 
 SCH = VPSchedule()
@@ -43,21 +41,36 @@ class DigitsModel(NamedTuple):
     kde_components: int = 200
 
 
-class Sizes(NamedTuple):
-    """Sizes of every P07 experiment at one size (``smoke``, ``quick``, ``full``).
+class DiscNfe(NamedTuple):
+    """Sizes of the discretisation-error-vs-NFE study (``disc_nfe_*``, sized for a CPU; the
+    same at every run size: the study runs at ``--full`` only, or when named explicitly)."""
+
+    nfe: tuple[int, ...] = (5, 10, 20, 40)
+    ref_nfe: int = 400
+    problems: int = 2
+    samples: int = 512
+
+
+DISC_NFE = DiscNfe()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """Every size-dependent setting of the P07 experiments at one run size.
 
     Attributes:
       nfe: (low, high) evaluation budgets of the synthetic test beds.
       ref_nfe: steps of each sampler's own converged output (the discretisation reference).
       problems: measurement problems per seed.
       samples: posterior samples per problem.
-      tune: whether to tune the knob over ``GRIDS`` (smoke: the grid's middle value).
+      tune: whether to tune the knob over ``GRIDS`` (otherwise: the grid's middle value).
       risk_steps: step counts of the one-step risk analysis.
       digits: the digits denoiser.
       digits_nfe: steps of the digits samplers.
       digits_images: test images per seed (and validation images for tuning).
-      per_dim: overrides of ``problems``, ``samples``, ``tune`` per bed dimension (quick mode
-        runs the d = 80 bed smaller).
+      samples_by_dim: ``((dim, samples), ...)``: posterior samples per problem of the beds of
+        these dimensions, instead of ``samples`` (quick mode runs the d = 80 bed smaller).
+      disc_nfe: the discretisation-error-vs-NFE study.
     """
 
     nfe: tuple[int, int]
@@ -69,7 +82,8 @@ class Sizes(NamedTuple):
     digits: DigitsModel
     digits_nfe: int
     digits_images: int
-    per_dim: dict[int, dict[str, Any]] | None = None
+    samples_by_dim: tuple[tuple[int, int], ...] = ()
+    disc_nfe: DiscNfe = DISC_NFE
 
 
 def build(
@@ -92,9 +106,9 @@ def build(
     return lamp(bb, strength, lag)
 
 
-def tune(scores: np.ndarray, kind: str, tune_enabled: bool) -> tuple[float, bool]:
+def tune(scores: np.ndarray | None, kind: str, tune_enabled: bool) -> tuple[float, bool]:
     """``(best grid value, on_edge)`` from the validation scores over ``GRIDS[kind]`` (lower is
-    better); at smoke size the grid's middle value, untuned."""
+    better); without tuning, the grid's middle value."""
     grid = GRIDS[kind][1]
     if not tune_enabled:
         return float(grid[len(grid) // 2]), False
@@ -103,54 +117,5 @@ def tune(scores: np.ndarray, kind: str, tune_enabled: bool) -> tuple[float, bool
 
 
 def paired_rule(names: list[str], lower_is_better: bool) -> AllOf:
+    """Every named paired-difference row on the right side of 0."""
     return AllOf(tuple(Threshold(n, 0.0, below=lower_is_better) for n in names))
-
-
-# XLA's backend optimisation level 1: compiles the sampling programs in about half the time of the
-# default pipeline and runs them as fast (measured on 2 cores, d = 80, 3,072 chains x 100 steps:
-# DPS compile 3.9 s -> 2.0 s, run 2.0 s -> 2.2 s); level 0 (FAST_COMPILE) runs them 3-5x slower.
-LEVEL1 = {"xla_backend_optimization_level": 1}
-
-
-def padded_grid(num_steps: int, max_steps: int) -> jax.Array:
-    """Diffusion-time grid of ``num_steps`` uniform steps (``time_grid``), as diffrax times
-    ``-t``, padded with zeros to ``max_steps + 1`` entries (one shape for every step count)."""
-    from jaxpapers.core.diffusion import time_grid
-
-    if not 1 <= num_steps <= max_steps:
-        raise ValueError(f"num_steps={num_steps}; expected 1 <= num_steps <= {max_steps}")
-    ts = time_grid(num_steps)
-    return -jnp.concatenate([ts, jnp.zeros(max_steps - num_steps, ts.dtype)])
-
-
-def run_chain(term: DenoiserTerm, sampler: Any, y: jax.Array, key: jax.Array, taus, num_steps):
-    """One posterior sample: the steps of ``sample_posterior`` in a ``fori_loop`` whose trip
-    count ``num_steps`` is a traced integer, over the padded grid ``taus`` (``padded_grid``).
-
-    Same initial draw, same solver ``init``/``step`` calls on the same times as
-    :func:`jaxpapers.lamp.sample_posterior` (bit for bit, tested), without diffrax's
-    ``diffeqsolve`` bookkeeping: one compiled program serves every step count of an experiment
-    (the low, high and reference NFE), where ``sample_posterior`` compiles one per count.
-    Returns ``(x, counted nfe)``.
-    """
-    k0, k1 = jax.random.split(key)
-    x = jax.random.normal(k0, sampler.operator.in_shape, y.dtype)
-    solver = sampler.with_key(k1)
-    taus = taus.astype(x.dtype)
-    state = solver.init(term, taus[0], taus[-1], x, y)
-
-    def body(i, carry):
-        x, st = carry
-        x, _, _, st, _ = solver.step(term, taus[i], taus[i + 1], x, y, st, False)
-        return x, st
-
-    x, state = jax.lax.fori_loop(0, num_steps, body, (x, state))
-    return x, state.nfe
-
-
-def jit_by_size(fn, static: tuple[str, ...]):
-    """``jit(fn)`` with cheap XLA settings at smoke size (compiling dominates there) and XLA's
-    backend optimisation level 1 otherwise (``LEVEL1``)."""
-    opt = jax.jit(fn, static_argnames=static, compiler_options=LEVEL1)
-    fast = jax.jit(fn, static_argnames=static, compiler_options=FAST_COMPILE)
-    return lambda ctx: fast if ctx.size == "smoke" else opt

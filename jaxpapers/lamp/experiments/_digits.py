@@ -1,24 +1,22 @@
 """Digits test bed: inpainting, deblurring and 2x super-resolution of sklearn's digits (16x16,
 [-1, 1]); PSNR and SSIM against the ground truth.
 
-The denoiser (``Sizes.digits.kind``): at ``--full`` (and before this change, in quick mode too) a
-U-Net trained here; in quick and smoke mode the exact denoiser of ``kde_components`` training
-digits (chosen at random) smoothed by an isotropic Gaussian kernel (a Gaussian mixture with
-per-pixel variance ``kde_var``; no training). Quick mode cannot afford the U-Net: training plus
-one compile of a U-Net sampling program per task and backbone (DPS's through a U-Net VJP 4.5 s
-each) cost ~40 CPU-s of a ~100 CPU-s budget; a kernel over all 1,400 training digits cost 170
-CPU-s (every step touches a [1400, 256] array per chain). The kernel denoiser is exact for its
-smoothed distribution, so the quick digits rows measure the samplers' integration on
-image-shaped operators, not a learned score's errors; the learned-denoiser claim is resolved at
-``--full``. The digits experiments now run at ``--full`` only (``Experiment.sizes``; quick
-mode ran the kernel version for 58 of its 155 CPU-s); ``--quick --experiments digits_inpaint``
-still runs the kernel version.
+The denoiser (``Config.digits.kind``): at ``--full`` a U-Net trained here; in quick and smoke mode
+the exact denoiser of ``kde_components`` training digits (chosen at random) smoothed by an
+isotropic Gaussian kernel (a Gaussian mixture with per-pixel variance ``kde_var``; no training).
+Quick mode cannot afford the U-Net (training plus one compile of a U-Net sampling program per task
+and backbone), nor a kernel over all 1,400 training digits (every step touches a [1400, 256]
+array per chain). The kernel denoiser is exact for its smoothed distribution, so the quick digits
+rows measure the samplers' integration on image-shaped operators, not a learned score's errors;
+the learned-denoiser claim is resolved at ``--full``. The digits experiments run at ``--full``
+only (``Experiment.sizes``); ``--quick --experiments digits_inpaint`` still runs the kernel
+version.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -30,23 +28,12 @@ from flax import nnx
 from jaxpapers.core.data.digits import load_digits
 from jaxpapers.core.diffusion import DenoiserTerm, GaussianMixture, NNXEps
 from jaxpapers.core.experiment import Context, Outcome
-from jaxpapers.core.image_metrics import ssim
 from jaxpapers.core.metrics import psnr
 from jaxpapers.core.nn.unet import UNet
 from jaxpapers.core.train import train
-from jaxpapers.lamp import AveragePool, GaussianBlur, Inpainting, LinearOperator
-from jaxpapers.lamp.experiments._common import (
-    BACKBONES,
-    GRIDS,
-    LEVEL1,
-    SCH,
-    Sizes,
-    build,
-    jit_by_size,
-    padded_grid,
-    run_chain,
-    tune,
-)
+from jaxpapers.lamp import AveragePool, GaussianBlur, Inpainting, LinearOperator, sample_posterior
+from jaxpapers.lamp._image_metrics import ssim
+from jaxpapers.lamp.experiments._common import BACKBONES, GRIDS, SCH, Config, build, tune
 from jaxpapers.lamp.experiments._mixture import DEFAULT_LAG
 
 DIGITS_SIGMA_Y = 0.05
@@ -68,17 +55,14 @@ class KernelEps(eqx.Module):
         return self.mixture.eps(x.reshape(-1), t, SCH).reshape(x.shape)
 
 
-def digits_model(ctx: Context, sz: Sizes) -> NNXEps | KernelEps:
-    """The digits denoiser: the kernel denoiser, or the U-Net trained here (or resumed from the
-    shared orbax checkpoint)."""
-    spec = sz.digits
+def digits_model(ctx: Context, config: Config) -> NNXEps | KernelEps:
+    """The digits denoiser: the kernel denoiser, or the U-Net trained here (once per run of the
+    paper, ``ctx.cached``; an interrupted training resumes from its orbax checkpoint)."""
+    spec = config.digits
     if spec.kind == "kernel":
         pick = np.random.default_rng(0).choice(TRAIN, spec.kde_components, replace=False)
         means = digits16()[np.sort(pick)].reshape(spec.kde_components, -1)
         return KernelEps(GaussianMixture(means, np.ones(spec.kde_components), spec.kde_var))
-    shared = Context(ctx.size, ctx.seeds, ctx.workdir.parent / "_digits")
-    tag = "x".join(map(str, spec.channels))
-    ckpt = shared.checkpoint_dir(f"unet{tag}_{spec.steps}_b{spec.batch}")
     data = digits16()[:TRAIN]
     graphdef, params = nnx.split(UNet(1, spec.channels, emb=64, rngs=nnx.Rngs(0)), nnx.Param)
 
@@ -93,19 +77,22 @@ def digits_model(ctx: Context, sz: Sizes) -> NNXEps | KernelEps:
         pred = nnx.merge(graphdef, p)(xt[..., None], t)[..., 0]
         return jnp.mean((pred - eps) ** 2)
 
-    opt = optax.adam(optax.cosine_decay_schedule(2e-3, spec.steps, alpha=0.05))
-    res = train(
-        loss_fn,
-        params,
-        opt,
-        batch_fn,
-        steps=spec.steps,
-        key=jax.random.key(0),
-        checkpoint_dir=ckpt,
-        checkpoint_every=spec.checkpoint_every,
-        desc="digits denoiser",
-    )
-    return NNXEps(graphdef, res.params, "unet")
+    def fit_unet():
+        opt = optax.adam(optax.cosine_decay_schedule(2e-3, spec.steps, alpha=0.05))
+        res = train(
+            loss_fn,
+            params,
+            opt,
+            batch_fn,
+            steps=spec.steps,
+            key=jax.random.key(0),
+            checkpoint_dir=ctx.checkpoint_dir("digits_unet"),
+            checkpoint_every=spec.checkpoint_every,
+            desc="digits denoiser",
+        )
+        return res.params
+
+    return NNXEps(graphdef, ctx.cached("digits_unet", fit_unet), "unet")
 
 
 @jax.jit
@@ -129,23 +116,24 @@ def operator(task: str) -> LinearOperator:
     return AveragePool((16, 16), 2)
 
 
-def _run_impl(eps_fn, kind, num_steps, op, ys, hps, strengths, key):
-    """Reconstructions ``[configs, images, 16, 16]`` (clipped) and counted NFE (the steps of
-    ``sample_posterior``, bit for bit, through ``run_chain``)."""
+@functools.partial(jax.jit, static_argnames=("kind", "num_steps"))
+def _run(eps_fn, kind, num_steps, op, ys, hps, strengths, key):
+    """Reconstructions ``[configs, images, 16, 16]`` (clipped) and counted NFE of
+    :func:`sample_posterior` for every (knob, strength) configuration."""
     term = DenoiserTerm(eps_fn, SCH)
     keys = jax.random.split(key, ys.shape[0])
-    taus = padded_grid(num_steps, num_steps)
 
     def one(hp, strength):
         sampler = build(kind, op, DIGITS_SIGMA_Y, hp, strength, DEFAULT_LAG)
-        run = lambda y, k: run_chain(term, sampler, y, k, taus, num_steps)
+
+        def run(y, k):
+            out = sample_posterior(term, sampler, y, key=k, num_steps=num_steps, throw=False)
+            return out.x, out.nfe
+
         x, nfe = jax.vmap(run)(ys, keys)
         return jnp.clip(x, -1.0, 1.0), nfe
 
     return jax.vmap(one)(hps, strengths)
-
-
-_run = jit_by_size(_run_impl, ("kind", "num_steps"))
 
 
 @jax.jit
@@ -155,7 +143,7 @@ def _measure(op: LinearOperator, images: jax.Array, seed) -> jax.Array:
     return jax.vmap(op.apply)(images) + DIGITS_SIGMA_Y * noise
 
 
-@functools.partial(jax.jit, compiler_options=LEVEL1)
+@jax.jit
 def _scores(x: jax.Array, truth: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Mean PSNR and SSIM per leading index of ``x [C, N, H, W]`` against ``truth [N, H, W]``
     (or ``[C, N, H, W]``)."""
@@ -165,14 +153,34 @@ def _scores(x: jax.Array, truth: jax.Array) -> tuple[jax.Array, jax.Array]:
     return p, s
 
 
-def digits_task(ctx: Context, sz: Sizes, task: str) -> dict[str, Any]:
+class DigitsResult(NamedTuple):
+    """Every backbone with and without LAMP on one digits task.
+
+    Attributes:
+      nfe: sampler steps.
+      denoiser: the denoiser's settings and its held-out epsilon-prediction MSE.
+      tuned, tuned_on_grid_edge: each row's knob and whether it is at an end of its grid.
+      psnr, ssim: per-seed mean PSNR / SSIM of each row (``"X"``, ``"X+LAMP"``).
+      examples: four test digits: truth, measurement (adjoint) and each row's reconstruction.
+    """
+
+    nfe: int
+    denoiser: dict
+    tuned: dict[str, float]
+    tuned_on_grid_edge: dict[str, bool]
+    psnr: dict[str, list[float]]
+    ssim: dict[str, list[float]]
+    examples: dict[str, list]
+
+
+def digits_task(ctx: Context, config: Config, task: str) -> DigitsResult:
     """PSNR/SSIM of every backbone with and without LAMP on one task (cached, shared by the PSNR
     and SSIM experiments)."""
 
-    def compute() -> dict[str, Any]:
-        eps = digits_model(ctx, sz)
+    def compute() -> DigitsResult:
+        eps = digits_model(ctx, config)
         op = operator(task)
-        n, n_img = sz.digits_nfe, sz.digits_images
+        n, n_img = config.digits_nfe, config.digits_images
         data = digits16()
         seeds = ctx.seed_list
         # Validation as large as the pooled test set of all seeds, so that the tuning call and
@@ -185,27 +193,28 @@ def digits_task(ctx: Context, sz: Sizes, task: str) -> dict[str, Any]:
         y = jnp.concatenate(
             [_measure(op, jnp.asarray(test[i]), s) for i, s in zip(idx, seeds, strict=True)]
         )
-        out: dict[str, Any] = {
-            "nfe": n,
-            "tuned": {},
-            "tuned_on_grid_edge": {},
-            "psnr": {},
-            "ssim": {},
-            "examples": {},
-        }
-        out["denoiser"] = {
-            **sz.digits._asdict(),
-            "heldout_eps_mse": float(heldout_eps_mse(eps, jnp.asarray(test))),
-        }
-        out["examples"]["truth"] = np.asarray(truth[:4]).round(3).tolist()
-        out["examples"]["measurement"] = np.asarray(jax.vmap(op.adjoint)(y[:4])).round(3).tolist()
+        out = DigitsResult(
+            nfe=n,
+            denoiser={
+                **config.digits._asdict(),
+                "heldout_eps_mse": float(heldout_eps_mse(eps, jnp.asarray(test))),
+            },
+            tuned={},
+            tuned_on_grid_edge={},
+            psnr={},
+            ssim={},
+            examples={
+                "truth": np.asarray(truth[:4]).round(3).tolist(),
+                "measurement": np.asarray(jax.vmap(op.adjoint)(y[:4])).round(3).tolist(),
+            },
+        )
         for kind in BACKBONES:
             grid = np.float32(GRIDS[kind][1])
             labels = (kind, f"{kind}+LAMP")
-            if sz.tune:
+            if config.tune:
                 hps = np.concatenate([grid, grid])
                 strengths = np.repeat(np.float32([0.0, 1.0]), grid.size)
-                x, _ = _run(ctx)(eps, kind, n, op, y_val, hps, strengths, jax.random.key(3))
+                x, _ = _run(eps, kind, n, op, y_val, hps, strengths, jax.random.key(3))
                 neg = -np.asarray(_scores(x, jnp.asarray(val))[0])
                 tuned = [tune(neg[: grid.size], kind, True), tune(neg[grid.size :], kind, True)]
                 pick = [
@@ -215,35 +224,36 @@ def digits_task(ctx: Context, sz: Sizes, task: str) -> dict[str, Any]:
             else:
                 tuned = [tune(None, kind, False)] * 2
                 hps, strengths, pick = np.float32([t[0] for t in tuned]), np.float32([0, 1]), [0, 1]
-            x, nfe = _run(ctx)(eps, kind, n, op, y, hps, strengths, jax.random.key(11))
+            x, nfe = _run(eps, kind, n, op, y, hps, strengths, jax.random.key(11))
             x, nfe = x[np.asarray(pick)], np.asarray(nfe)[np.asarray(pick)]
             if not int(nfe.min()) == int(nfe.max()) == n:
                 raise RuntimeError(f"{kind}: counted NFE {nfe} differs from {n} steps")
             for j, (label, (hp, edge)) in enumerate(zip(labels, tuned, strict=True)):
-                out["tuned"][label], out["tuned_on_grid_edge"][label] = hp, edge
+                out.tuned[label], out.tuned_on_grid_edge[label] = hp, edge
                 xs = x[j].reshape(len(seeds), n_img, 16, 16)
                 ts = truth.reshape(len(seeds), n_img, 16, 16)
                 p, q = (np.asarray(v) for v in _scores(xs, ts))
-                out["psnr"][label], out["ssim"][label] = p.tolist(), q.tolist()
-                out["examples"][label] = np.asarray(x[j, :4]).round(3).tolist()
+                out.psnr[label], out.ssim[label] = p.tolist(), q.tolist()
+                out.examples[label] = np.asarray(x[j, :4]).round(3).tolist()
         return out
 
-    return ctx.cached(f"digits_{task}_{ctx.size}_{ctx.seeds}", compute, shared=True)
+    return ctx.cached(f"digits_{task}", compute)
 
 
-def run_psnr(ctx: Context, sz: Sizes, task: str) -> Outcome:
-    r = digits_task(ctx, sz, task)
+def run_psnr(ctx: Context, config: Config, *, task: str) -> Outcome:
+    """PSNR rows of one task: ``X``, ``X+LAMP`` and ``LAMP-X`` (paired per-seed difference)."""
+    r = digits_task(ctx, config, task)
     values = {}
     for kind in BACKBONES:
-        values[kind] = r["psnr"][kind]
-        values[f"{kind}+LAMP"] = r["psnr"][f"{kind}+LAMP"]
-        values[f"LAMP-{kind}"] = list(np.subtract(r["psnr"][f"{kind}+LAMP"], r["psnr"][kind]))
+        values[kind] = r.psnr[kind]
+        values[f"{kind}+LAMP"] = r.psnr[f"{kind}+LAMP"]
+        values[f"LAMP-{kind}"] = list(np.subtract(r.psnr[f"{kind}+LAMP"], r.psnr[kind]))
     extras = {
-        "nfe": r["nfe"],
-        "denoiser": r["denoiser"],
-        "tuned": r["tuned"],
-        "tuned_on_grid_edge": r["tuned_on_grid_edge"],
-        "examples": r["examples"],
+        "nfe": r.nfe,
+        "denoiser": r.denoiser,
+        "tuned": r.tuned,
+        "tuned_on_grid_edge": r.tuned_on_grid_edge,
+        "examples": r.examples,
         "task": task,
         "sigma_y": DIGITS_SIGMA_Y,
         "lag": DEFAULT_LAG,
@@ -251,13 +261,14 @@ def run_psnr(ctx: Context, sz: Sizes, task: str) -> Outcome:
     return Outcome(values, extras)
 
 
-def run_ssim(ctx: Context, sz: Sizes) -> Outcome:
+def run_ssim(ctx: Context, config: Config) -> Outcome:
+    """SSIM rows of every task and the paired LAMP - backbone difference pooled over tasks."""
     values: dict[str, list[float]] = {}
     for task in TASKS:
-        r = digits_task(ctx, sz, task)
+        r = digits_task(ctx, config, task)
         for kind in BACKBONES:
-            values[f"{task} {kind}"] = r["ssim"][kind]
-            values[f"{task} {kind}+LAMP"] = r["ssim"][f"{kind}+LAMP"]
+            values[f"{task} {kind}"] = r.ssim[kind]
+            values[f"{task} {kind}+LAMP"] = r.ssim[f"{kind}+LAMP"]
     pooled = {}
     for kind in BACKBONES:
         diffs = [np.subtract(values[f"{t} {kind}+LAMP"], values[f"{t} {kind}"]) for t in TASKS]

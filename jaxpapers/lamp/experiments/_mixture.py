@@ -18,7 +18,9 @@ evaluated in one vmapped call. Seeds are vmapped too: the problems of all seeds 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import dataclasses
+import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,18 +30,16 @@ from jaxpapers.core.diffusion import DenoiserTerm, GaussianMixture, grid_mixture
 from jaxpapers.core.experiment import SIZES as RUN_SIZES
 from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.core.metrics import sliced_wasserstein
-from jaxpapers.core.pytrees import FAST_COMPILE, stack_trees
-from jaxpapers.lamp import MatrixOperator
+from jaxpapers.core.pytrees import stack_trees
+from jaxpapers.lamp import MatrixOperator, sample_posterior
 from jaxpapers.lamp.experiments._common import (
     BACKBONES,
     GRIDS,
-    LEVEL1,
     LEVELS,
     SCH,
-    Sizes,
+    Config,
+    DiscNfe,
     build,
-    padded_grid,
-    run_chain,
     tune,
 )
 
@@ -62,9 +62,9 @@ MIXTURE_BEDS = (
     Bed("d80", "grid", 80, 2, 0.05),
     Bed("d800", "grid", 800, 2, 0.05),
 )
-# Beds too costly for quick mode: run at --full only (``Experiment.sizes``; an explicit ``only=``
-# still runs them at any size). Quick mode ran d = 800 untuned at 32 samples on one problem per
-# seed (indicative verdicts only) for ~23 of the quick run's 169 CPU-s (measured under heavy load).
+# Beds too costly for quick mode: run at --full only (``Experiment.sizes``; an explicit
+# ``--experiments`` still runs them at any size). Quick mode ran d = 800 untuned at 32 samples on
+# one problem per seed, for indicative verdicts only.
 FULL_ONLY_DIMS = (800,)
 
 
@@ -86,7 +86,8 @@ def make_prior(bed: Bed) -> GaussianMixture:
     return GaussianMixture(mean, jnp.ones(1), 1.0)
 
 
-def _draw_problems_impl(prior, m, sigma_y, n_problems, n_ref, seeds):
+@functools.partial(jax.jit, static_argnames=("m", "n_problems", "n_ref"))
+def _draw_problems(prior, m, sigma_y, n_problems, n_ref, seeds):
     def one(seed, p):
         k = jax.random.fold_in(jax.random.key(seed), p)
         ka, kx, kn, kr = jax.random.split(k, 4)
@@ -99,50 +100,37 @@ def _draw_problems_impl(prior, m, sigma_y, n_problems, n_ref, seeds):
     return jax.vmap(one)(grid_s.reshape(-1), grid_p.reshape(-1))
 
 
-# Compile-bound (XLA's default pipeline: 4-5 s per bed, the cheap one 1.6 s; runs in < 0.1 s).
-_draw_problems = jax.jit(
-    _draw_problems_impl,
-    static_argnames=("m", "n_problems", "n_ref"),
-    compiler_options=FAST_COMPILE,
-)
-
-
-def problems(bed: Bed, sz: Sizes, seeds: list[int]):
-    """Measurement problems of ``seeds`` (``problems`` each, seed-major): (prior, stacked
-    operators, measurements, exact posterior samples)."""
+def problems(bed: Bed, n_problems: int, samples: int, seeds: list[int]):
+    """Measurement problems of ``seeds`` (``n_problems`` each, seed-major): (prior, stacked
+    operators, measurements, ``samples`` exact posterior samples of each)."""
     prior = make_prior(bed)
     mats, ys, refs = _draw_problems(
-        prior, bed.m, bed.sigma_y, sz.problems, sz.samples, jnp.asarray(seeds)
+        prior, bed.m, bed.sigma_y, n_problems, samples, jnp.asarray(seeds)
     )
     ops = stack_trees([MatrixOperator(a) for a in np.asarray(mats)])
     return prior, ops, ys, refs
 
 
-def _chains_impl(kind, lag, prior, sigma_y, ops, ys, prob, hps, strengths, etas, keys, steps, taus):
+@functools.partial(jax.jit, static_argnames=("kind", "lag", "steps"))
+def _chains(kind, lag, steps, prior, sigma_y, ops, ys, prob, hps, strengths, etas, keys):
     """Samples ``[B, d]`` and counted NFE ``[B]`` of ``B`` independent chains, chain ``b``
     running ``lamp(kind(hps[b]), strengths[b], lag)`` (DPS re-noising ``etas[b]``) on problem
-    ``prob[b]`` from key ``keys[b]`` for ``steps`` steps (a traced count: one compile per
-    sampler kind, lag and bed serves tuning, testing and the high-NFE reference)."""
+    ``prob[b]`` from key ``keys[b]`` for ``steps`` steps of :func:`sample_posterior`."""
     term = DenoiserTerm(lambda x, t: prior.eps(x, t, SCH), SCH)
 
     def one(p, hp, strength, eta, key):
-        op = jax.tree_util.tree_map(lambda a: a[p], ops)
+        op = jax.tree.map(lambda a: a[p], ops)
         sampler = build(kind, op, sigma_y, hp, strength, lag, eta)
-        return run_chain(term, sampler, ys[p], key, taus, steps)
+        out = sample_posterior(term, sampler, ys[p], key=key, num_steps=steps, throw=False)
+        return out.x, out.nfe
 
     return jax.vmap(one)(prob, hps, strengths, etas, keys)
 
 
-_chains = jax.jit(_chains_impl, static_argnames=("kind", "lag"), compiler_options=LEVEL1)
-_chains_smoke = jax.jit(
-    _chains_impl, static_argnames=("kind", "lag"), compiler_options=FAST_COMPILE
-)
-
-
 class Block(NamedTuple):
     """One batch of chains (every call of a bed and kind has the same number ``B`` of chains, so
-    they share one compiled program): problem index, knob, strength, key and DPS re-noising eta
-    (``None``: 1) of each chain."""
+    the calls at one step count share one compiled program): problem index, knob, strength, key
+    and DPS re-noising eta (``None``: 1) of each chain."""
 
     prob: np.ndarray
     hps: np.ndarray
@@ -190,12 +178,12 @@ def _tuning_block(grid: np.ndarray, n_problems: int, b: int) -> tuple[Block, int
     return blk, n_val
 
 
-def run_block(ctx, kind, lag, prior, sigma_y, ops, ys, blk: Block, steps: int, max_steps: int):
+def run_block(kind, lag, prior, sigma_y, ops, ys, blk: Block, steps: int):
     """Run one block of chains for ``steps`` steps: samples ``[B, d]`` and counted NFE ``[B]``."""
-    fn = _chains_smoke if ctx.size == "smoke" else _chains
-    x, nfe = fn(
+    x, nfe = _chains(
         kind,
         lag,
+        steps,
         prior,
         jnp.asarray(sigma_y, jnp.float32),
         ops,
@@ -205,13 +193,12 @@ def run_block(ctx, kind, lag, prior, sigma_y, ops, ys, blk: Block, steps: int, m
         jnp.asarray(blk.strengths),
         jnp.ones(blk.prob.shape[0], jnp.float32) if blk.etas is None else jnp.asarray(blk.etas),
         blk.keys,
-        jnp.int32(steps),
-        padded_grid(steps, max_steps),
     )
     return np.asarray(x), np.asarray(nfe)
 
 
-def _sw_impl(xs, refs, key):
+@jax.jit
+def _sw(xs, refs, key):
     """Sliced W2 ``[K]`` between ``xs [K, n, d]`` and ``refs [K, n, d]``."""
     keys = jax.random.split(key, xs.shape[0])
     return jax.vmap(lambda x, r, k: sliced_wasserstein(x, r, key=k, n_projections=128))(
@@ -219,55 +206,74 @@ def _sw_impl(xs, refs, key):
     )
 
 
-_sw = jax.jit(_sw_impl, compiler_options=LEVEL1)
-
-
 def _per_seed(values: np.ndarray, n_seeds: int) -> list[float]:
     """Mean over each seed's problems of a ``[problems * seeds]`` array (seed-major)."""
     return np.asarray(values).reshape(n_seeds, -1).mean(1).tolist()
 
 
-def bed_sizes(sz: Sizes, bed: Bed) -> Sizes:
-    """The sizes of ``bed`` (``sz.per_dim`` overrides for its dimension)."""
-    return sz._replace(**(sz.per_dim or {}).get(bed.dim, {}))
+def bed_config(config: Config, bed: Bed) -> Config:
+    """The configuration of ``bed``: ``samples`` from ``config.samples_by_dim`` for its
+    dimension."""
+    samples = dict(config.samples_by_dim).get(bed.dim, config.samples)
+    return dataclasses.replace(config, samples=samples)
 
 
-def bed_results(ctx: Context, sz: Sizes, bed: Bed, kind: str) -> dict[str, Any]:
-    """Both distances of ``kind`` and LAMP over it, per NFE level and seed (cached, shared by the
-    posterior and the discretisation experiments)."""
-    sz = bed_sizes(sz, bed)
+class Level(NamedTuple):
+    """The runs of one bed and backbone at one NFE level.
 
-    def compute() -> dict[str, Any]:
-        val = problems(bed, sz, [99_999 + s for s in ctx.seed_list])
-        test = problems(bed, sz, ctx.seed_list)
+    Attributes:
+      nfe: steps (= denoiser evaluations) of the level.
+      tuned: the knob of the backbone and of LAMP over it, ``{row label: value}``.
+      tuned_on_grid_edge: whether each tuned knob is at an end of its grid.
+      validation_scores: the validation distances ``[strength 0, 1][grid]`` (``None`` untuned).
+      posterior: per-seed sliced W2 to the exact posterior, ``(backbone, LAMP)``.
+      discretisation: per-seed sliced W2 to the sampler's own ``ref_nfe``-step output.
+      counted_nfe: ``(backbone min, max, LAMP min, max)`` counted evaluations over the chains.
+    """
+
+    nfe: int
+    tuned: dict[str, float]
+    tuned_on_grid_edge: dict[str, bool]
+    validation_scores: list[list[float]] | None
+    posterior: tuple[list[float], list[float]]
+    discretisation: tuple[list[float], list[float]]
+    counted_nfe: tuple[int, int, int, int]
+
+
+def bed_results(ctx: Context, config: Config, bed: Bed, kind: str) -> dict[str, Level]:
+    """Both distances of ``kind`` and LAMP over it, per NFE level (``{level: Level}``); cached,
+    shared by the posterior and the discretisation experiments, the ablation and the NFE count."""
+    config = bed_config(config, bed)
+
+    def compute() -> dict[str, Level]:
+        val = problems(bed, config.problems, config.samples, [99_999 + s for s in ctx.seed_list])
+        test = problems(bed, config.problems, config.samples, ctx.seed_list)
         prior, refs = test[0], test[3]
         n_p, n = refs.shape[0], refs.shape[1]
         b = n_p * n
         grid = np.asarray(GRIDS[kind][1], np.float32)
-        max_steps = max(sz.ref_nfe, *sz.nfe)
-        out: dict[str, Any] = {"levels": {}, "ref_nfe": sz.ref_nfe}
         s = len(ctx.seed_list)
-        run = lambda probs, blk, steps: run_block(
-            ctx, kind, DEFAULT_LAG, prior, bed.sigma_y, probs[1], probs[2], blk, steps, max_steps
-        )
-        if sz.tune:
+
+        def run(probs, blk, steps):
+            return run_block(kind, DEFAULT_LAG, prior, bed.sigma_y, probs[1], probs[2], blk, steps)
+
+        if config.tune:
             # Validation: the first `problems` validation problems, n_val samples per cell.
-            n_vp = min(sz.problems, n_p)
+            n_vp = min(config.problems, n_p)
             tblk, n_val = _tuning_block(grid, n_vp, b)
             vref = val[3][:n_vp, :n_val]
-        refs_needed: dict[tuple[float, float], tuple[np.ndarray, str]] = {}
-        for level, steps in zip(LEVELS, sz.nfe, strict=True):
-            if sz.tune:
+        refs_needed: dict[tuple[float, float], np.ndarray | None] = {}
+        runs = {}
+        for level, steps in zip(LEVELS, config.nfe, strict=True):
+            if config.tune:
                 x, _ = run(val, tblk, steps)
                 cells = 2 * grid.size * n_vp
                 xc = x[: cells * n_val].reshape(cells, n_val, -1)
                 rc = jnp.tile(vref, (2 * grid.size, 1, 1))
                 scores = np.asarray(_sw(xc, rc, jax.random.key(1))).reshape(2, grid.size, n_vp)
                 scores = scores.mean(2)
-                (hp_b, edge_b), (hp_l, edge_l) = (
-                    tune(scores[0], kind, True),
-                    tune(scores[1], kind, True),
-                )
+                hp_b, edge_b = tune(scores[0], kind, True)
+                hp_l, edge_l = tune(scores[1], kind, True)
                 val_scores = scores.round(5).tolist()
             else:
                 (hp_b, edge_b), (hp_l, edge_l) = (tune(None, kind, False),) * 2
@@ -277,76 +283,65 @@ def bed_results(ctx: Context, sz: Sizes, bed: Bed, kind: str) -> dict[str, Any]:
                 x, nfe = run(test, _config_block(hp, g, n_p, n, 7), steps)
                 rows[label] = (x.reshape(n_p, n, -1), nfe)
                 refs_needed[(hp, g)] = None
-            out["levels"][level] = {
-                "nfe": steps,
-                "tuned": {kind: hp_b, f"{kind}+LAMP": hp_l},
-                "tuned_on_grid_edge": {kind: edge_b, f"{kind}+LAMP": edge_l},
-                "validation_scores (strength 0, 1 x grid)": val_scores,
-                "_rows": rows,
-            }
+            tuned = {kind: hp_b, f"{kind}+LAMP": hp_l}
+            runs[level] = (steps, tuned, {kind: edge_b, f"{kind}+LAMP": edge_l}, val_scores, rows)
         # The high-NFE reference of every configuration that was tested (same keys).
         for cfg in refs_needed:
-            x, _ = run(test, _config_block(*cfg, n_p, n, 7), sz.ref_nfe)
+            x, _ = run(test, _config_block(*cfg, n_p, n, 7), config.ref_nfe)
             refs_needed[cfg] = x.reshape(n_p, n, -1)
-        for level in LEVELS:
-            lv = out["levels"][level]
-            rows = lv.pop("_rows")
+        out = {}
+        for level, (steps, tuned, edges, val_scores, rows) in runs.items():
             post, disc, counts = [], [], []
             for label, g in ((kind, 0.0), (f"{kind}+LAMP", 1.0)):
                 x, nfe = rows[label]
-                x_ref = refs_needed[(lv["tuned"][label], g)]
+                x_ref = refs_needed[(tuned[label], g)]
                 post.append(_per_seed(np.asarray(_sw(x, refs, jax.random.key(2))), s))
                 disc.append(_per_seed(np.asarray(_sw(x, x_ref, jax.random.key(3))), s))
                 counts += [int(nfe.min()), int(nfe.max())]
-            lv.update(posterior=post, discretisation=disc, counted_nfe=counts)
-        out["sizes"] = {"problems": sz.problems, "samples": sz.samples, "tune": sz.tune}
+            out[level] = Level(
+                steps, tuned, edges, val_scores, tuple(post), tuple(disc), tuple(counts)
+            )
         return out
 
-    return ctx.cached(f"mix_{bed.name}_{kind}_{ctx.size}_{ctx.seeds}", compute, shared=True)
+    return ctx.cached(f"mix_{bed.name}_{kind}", compute)
 
 
-def run_bed(ctx: Context, sz: Sizes, bed: Bed, kind: str, metric: str) -> Outcome:
+def run_bed(ctx: Context, config: Config, *, bed: Bed, kind: str, metric: str) -> Outcome:
     """Outcome of one bed and backbone for ``metric`` (``"posterior"`` or
     ``"discretisation"``): rows ``X @level``, ``X+LAMP @level`` and ``LAMP-X @level`` (paired
     per-seed difference)."""
-    r = bed_results(ctx, sz, bed, kind)
-    bsz = bed_sizes(sz, bed)
+    levels = bed_results(ctx, config, bed, kind)
+    bcfg = bed_config(config, bed)
+    other = "discretisation" if metric == "posterior" else "posterior"
     values: dict[str, list[float]] = {}
     for level in LEVELS:
-        base, meth = r["levels"][level][metric]
+        base, meth = getattr(levels[level], metric)
         values[f"{kind} @{level}"] = base
         values[f"{kind}+LAMP @{level}"] = meth
         values[f"LAMP-{kind} @{level}"] = list(np.subtract(meth, base))
-    lv = r["levels"]
     extras = {
         "settings": {
             **bed._asdict(),
-            "nfe": bsz.nfe,
-            "ref_nfe": bsz.ref_nfe,
-            "problems": bsz.problems,
-            "samples": bsz.samples,
-            "tuned_here": bsz.tune,
+            "nfe": bcfg.nfe,
+            "ref_nfe": bcfg.ref_nfe,
+            "problems": bcfg.problems,
+            "samples": bcfg.samples,
+            "tuned_here": bcfg.tune,
             "lag": DEFAULT_LAG,
         },
         "knob": GRIDS[kind][0],
         "grid": GRIDS[kind][1],
-        "tuned": {k: v["tuned"] for k, v in lv.items()},
-        "tuned_on_grid_edge": {k: v["tuned_on_grid_edge"] for k, v in lv.items()},
-        "validation_scores": {
-            k: v["validation_scores (strength 0, 1 x grid)"] for k, v in lv.items()
-        },
+        "tuned": {k: v.tuned for k, v in levels.items()},
+        "tuned_on_grid_edge": {k: v.tuned_on_grid_edge for k, v in levels.items()},
+        "validation_scores": {k: v.validation_scores for k, v in levels.items()},
         "other_metric": {
-            k: {
-                "metric": "discretisation" if metric == "posterior" else "posterior",
-                "values": v["discretisation" if metric == "posterior" else "posterior"],
-            }
-            for k, v in lv.items()
+            k: {"metric": other, "values": list(getattr(v, other))} for k, v in levels.items()
         },
         "backbone": kind,
         "metric_kind": metric,
-        "levels": dict(zip(LEVELS, bsz.nfe, strict=True)),
+        "levels": dict(zip(LEVELS, bcfg.nfe, strict=True)),
     }
-    if not bsz.tune:
+    if not bcfg.tune:
         extras["note"] = (
             "not tuned at this size: every knob at its grid's middle value (tuned at --full)"
         )
@@ -364,25 +359,23 @@ def ablation_row(kind: str, strength: float, lag: str) -> str:
     return f"LAMP-{kind} g={strength:g} {lag}"
 
 
-def run_ablation(ctx: Context, sz: Sizes) -> Outcome:
+def run_ablation(ctx: Context, config: Config) -> Outcome:
     """Every strength and lag against the backbone tuned at high NFE (its tuned knob reused), on
-    the test problems and keys of the headline bed (the same compiled programs)."""
-    bed, n_steps = ABLATION_BED, sz.nfe[1]
-    sz = bed_sizes(sz, bed)
-    test = problems(bed, sz, ctx.seed_list)
-    prior, ops, ys, refs = test
+    the test problems and keys of the headline bed."""
+    bed, n_steps = ABLATION_BED, config.nfe[1]
+    config = bed_config(config, bed)
+    prior, ops, ys, refs = problems(bed, config.problems, config.samples, ctx.seed_list)
     n_p, n = refs.shape[0], refs.shape[1]
-    max_steps = max(sz.ref_nfe, *sz.nfe)
     s = len(ctx.seed_list)
     values: dict[str, list[float]] = {}
     tuned = {}
     for kind in BACKBONES:
-        hp = bed_results(ctx, sz, bed, kind)["levels"][LEVELS[1]]["tuned"][kind]
+        hp = bed_results(ctx, config, bed, kind)[LEVELS[1]].tuned[kind]
         tuned[kind] = hp
 
         def sw(lag, g, kind=kind, hp=hp):
             blk = _config_block(hp, g, n_p, n, 7)
-            x, _ = run_block(ctx, kind, lag, prior, bed.sigma_y, ops, ys, blk, n_steps, max_steps)
+            x, _ = run_block(kind, lag, prior, bed.sigma_y, ops, ys, blk, n_steps)
             return np.asarray(_sw(x.reshape(n_p, n, -1), refs, jax.random.key(2)))
 
         base = sw(DEFAULT_LAG, 0.0)
@@ -394,8 +387,8 @@ def run_ablation(ctx: Context, sz: Sizes) -> Outcome:
         "settings": {
             **bed._asdict(),
             "nfe": n_steps,
-            "problems": sz.problems,
-            "samples": sz.samples,
+            "problems": config.problems,
+            "samples": config.samples,
             "tuned (backbone, reused by every variant)": tuned,
         },
         "lags": ABLATION_LAGS,
@@ -411,21 +404,20 @@ UNCOND_SAMPLERS = {"DDIM": 0.0, "DDPM": 1.0}  # re-noising eta of the DPS step w
 UNCOND_BLOCKS = 3  # blocks of chains per configuration: 3 x 1,024 samples per seed in quick
 
 
-def run_unconditional(ctx: Context, sz: Sizes) -> Outcome:
+def run_unconditional(ctx: Context, config: Config) -> Outcome:
     """With A = 0 the DPS gradient vanishes: the step is DDIM(eta) on the exact score and LAMP over
     it DPM-Solver++(2M). Runs through the d = 8 bed's DPS program (zero operators, zeta = 0),
     ``UNCOND_BLOCKS`` blocks per configuration (one block, 1,024 samples per seed, left the
     high-NFE DDIM difference inside the seed spread: -0.007 +- 0.007)."""
     bed = MIXTURE_BEDS[0]
-    sz = bed_sizes(sz, bed)
+    config = bed_config(config, bed)
     prior = make_prior(bed)
     s = len(ctx.seed_list)
-    n_p, n = s * sz.problems, sz.samples
+    n_p, n = s * config.problems, config.samples
     b = n_p * n
     per_seed = b // s
     ops = stack_trees([MatrixOperator(np.zeros((bed.m, bed.dim), np.float32))] * n_p)
     ys = jnp.zeros((n_p, bed.m))
-    max_steps = max(sz.ref_nfe, *sz.nfe)
     ref = jnp.stack(
         [
             prior.sample(jax.random.key(20_000 + seed), per_seed * UNCOND_BLOCKS)
@@ -433,7 +425,7 @@ def run_unconditional(ctx: Context, sz: Sizes) -> Outcome:
         ]
     )
     values: dict[str, list[float]] = {}
-    for level, steps in zip(LEVELS, sz.nfe, strict=True):
+    for level, steps in zip(LEVELS, config.nfe, strict=True):
         for name, eta in UNCOND_SAMPLERS.items():
             sw = []
             for g in (0.0, 1.0):
@@ -441,9 +433,7 @@ def run_unconditional(ctx: Context, sz: Sizes) -> Outcome:
                 for r in range(UNCOND_BLOCKS):
                     blk = _config_block(0.0, g, n_p, n, 30_000 + 97 * r)
                     blk = blk._replace(etas=np.full(b, eta, np.float32))
-                    x, _ = run_block(
-                        ctx, "DPS", DEFAULT_LAG, prior, 0.05, ops, ys, blk, steps, max_steps
-                    )
+                    x, _ = run_block("DPS", DEFAULT_LAG, prior, 0.05, ops, ys, blk, steps)
                     xs.append(x.reshape(s, per_seed, -1))
                 x = np.concatenate(xs, axis=1)
                 sw.append(np.asarray(_sw(x, ref, jax.random.key(1))))
@@ -454,7 +444,7 @@ def run_unconditional(ctx: Context, sz: Sizes) -> Outcome:
         "settings": {
             "dim": bed.dim,
             "samples per seed": per_seed * UNCOND_BLOCKS,
-            "nfe": sz.nfe,
+            "nfe": config.nfe,
         },
         "note": "A = 0: the backbone step is DDIM(eta) with the exact mixture score; LAMP over it "
         "is DPM-Solver++(2M), with the same noise draws",
@@ -465,20 +455,20 @@ def run_unconditional(ctx: Context, sz: Sizes) -> Outcome:
 # ---- equal evaluation counts -------------------------------------------------------------------
 
 
-def run_nfe(ctx: Context, sz: Sizes) -> Outcome:
+def run_nfe(ctx: Context, config: Config) -> Outcome:
     """Counted evaluations of every backbone and LAMP over it on the d = 8 bed (the counts
     returned by the runs of the headline experiments)."""
     values: dict[str, list[float]] = {}
     counts = {}
     for kind in BACKBONES:
-        r = bed_results(ctx, sz, MIXTURE_BEDS[0], kind)
+        levels = bed_results(ctx, config, MIXTURE_BEDS[0], kind)
         ratios, per_step = [], []
         for level in LEVELS:
-            lv = r["levels"][level]
-            b_min, b_max, l_min, l_max = lv["counted_nfe"]
-            counts[f"{kind} NFE={lv['nfe']}"] = lv["counted_nfe"]
+            lv = levels[level]
+            b_min, b_max, l_min, l_max = lv.counted_nfe
+            counts[f"{kind} NFE={lv.nfe}"] = list(lv.counted_nfe)
             ratios.append((l_min / b_min + l_max / b_max) / 2)
-            per_step.append(max(b_max, l_max) / lv["nfe"] if b_min == b_max else np.nan)
+            per_step.append(max(b_max, l_max) / lv.nfe if b_min == b_max else np.nan)
         values[f"{kind}+LAMP / {kind} NFE"] = [float(np.mean(ratios))] * len(ctx.seed_list)
         values[f"{kind} NFE / steps"] = [float(np.mean(per_step))] * len(ctx.seed_list)
     return Outcome(values, {"counts [backbone min, max, LAMP min, max]": counts})
@@ -487,17 +477,6 @@ def run_nfe(ctx: Context, sz: Sizes) -> Outcome:
 # ---- --full study: discretisation error against NFE (CPU-sized) ------------------------------
 
 
-class DiscNfeSizes(NamedTuple):
-    """Sizes of the discretisation-error-vs-NFE study (one table: it runs at ``--full`` only,
-    sized for a CPU)."""
-
-    nfe: tuple[int, ...] = (5, 10, 20, 40)
-    ref_nfe: int = 400
-    problems: int = 2
-    samples: int = 512
-
-
-DISC_NFE = DiscNfeSizes()
 DISC_NFE_BEDS = (BEDS["gauss_d16"], BEDS["d8"])
 
 
@@ -507,28 +486,24 @@ def disc_nfe_row(kind: str, nfe: int, lamp_on: bool | None) -> str:
     return f"{name} @NFE {nfe}"
 
 
-def run_disc_nfe(ctx: Context, bed: Bed, kind: str, sz: DiscNfeSizes = DISC_NFE) -> Outcome:
+def run_disc_nfe(ctx: Context, config: Config, *, bed: Bed, kind: str) -> Outcome:
     """Discretisation error (sliced W2 to the same sampler's ``ref_nfe``-step output, same knob,
     same initial noise and re-noising keys) of ``kind`` and LAMP over it at every NFE of
-    ``sz.nfe``; the knob fixed at its grid's middle value (the error is measured against the
-    same knob's converged output, so it is defined for any knob), the distance to the exact
-    posterior in the extras. One compiled program (traced step count) serves every NFE and the
-    reference."""
-    prob_sz = Sizes(sz.nfe[:2], sz.ref_nfe, sz.problems, sz.samples, False, (), None, 0, 0)
-    prior, ops, ys, refs = problems(bed, prob_sz, ctx.seed_list)
+    ``config.disc_nfe.nfe``; the knob fixed at its grid's middle value (the error is measured
+    against the same knob's converged output, so it is defined for any knob), the distance to
+    the exact posterior in the extras."""
+    sz: DiscNfe = config.disc_nfe
+    prior, ops, ys, refs = problems(bed, sz.problems, sz.samples, ctx.seed_list)
     n_p, n = refs.shape[0], refs.shape[1]
     s = len(ctx.seed_list)
     hp, _ = tune(None, kind, False)
-    max_steps = max(sz.ref_nfe, *sz.nfe)
     values: dict[str, list[float]] = {}
     posterior: dict[str, list[float]] = {}
     for g, lamp_on in ((0.0, False), (1.0, True)):
         blk = _config_block(hp, g, n_p, n, 7)
 
         def run(steps, blk=blk):
-            x, _ = run_block(
-                ctx, kind, DEFAULT_LAG, prior, bed.sigma_y, ops, ys, blk, steps, max_steps
-            )
+            x, _ = run_block(kind, DEFAULT_LAG, prior, bed.sigma_y, ops, ys, blk, steps)
             return x.reshape(n_p, n, -1)
 
         x_ref = run(sz.ref_nfe)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,7 +13,7 @@ import numpy as np
 
 from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.lamp import monte_carlo_one_step_risk, one_step_risk
-from jaxpapers.lamp.experiments._common import SCH, Sizes, jit_by_size
+from jaxpapers.lamp.experiments._common import SCH, Config
 
 RISK_STRENGTHS = (0.5, 1.0, 2.0, 4.0)
 RISK_SIGMAS = (0.02, 0.3)
@@ -22,7 +22,8 @@ HURT = "measured R_LAMP/R_backbone where predicted to hurt"
 AGREE = "sign agreement (prediction vs measurement)"
 
 
-def _cell_impl(mean, matrix, y, sigma_y, t_prev, t, t_next, key):
+@jax.jit
+def _cell(mean, matrix, y, sigma_y, t_prev, t, t_next, key):
     exact = one_step_risk(mean, 0.5, matrix, y, sigma_y, SCH, t_prev, t, t_next)
     strengths = jnp.asarray(RISK_STRENGTHS, mean.dtype)
     predicted = jax.vmap(exact.risk)(strengths) / exact.risk_backbone
@@ -34,10 +35,18 @@ def _cell_impl(mean, matrix, y, sigma_y, t_prev, t, t_next, key):
     return predicted, mc[1] / mc[0], exact.best_strength
 
 
-_cell = jit_by_size(_cell_impl, ())
+class RiskSeed(NamedTuple):
+    """One seed's risk analysis: the mean measured ratio where LAMP is predicted to help and to
+    hurt, the fraction of cells where prediction and measurement agree, and every cell's row
+    ``[seed, steps, sigma_y, step index, strength, predicted, measured, best strength]``."""
+
+    help: float
+    hurt: float
+    agree: float
+    cells: list[list[float]]
 
 
-def _risk_seed(ctx: Context, steps: tuple[int, ...], seed: int) -> dict[str, Any]:
+def _risk_seed(steps: tuple[int, ...], seed: int) -> RiskSeed:
     """Predicted and measured risk ratios of every cell of one seed's problem."""
     with jax.enable_x64(True):
         k = jax.random.split(jax.random.key(seed), 4)
@@ -49,30 +58,31 @@ def _risk_seed(ctx: Context, steps: tuple[int, ...], seed: int) -> dict[str, Any
             ts = np.linspace(1.0, 0.0, n + 1)
             y = matrix @ x_true + sigma_y * jax.random.normal(k[3], (4,), jnp.float64)
             for i in sorted({1, n // 2, n - 2}):
-                pred, meas, best = _cell(ctx)(
+                pred, meas, best = _cell(
                     mean, matrix, y, sigma_y, ts[i - 1], ts[i], ts[i + 1], k[3]
                 )
                 for g, p, m in zip(RISK_STRENGTHS, np.asarray(pred), np.asarray(meas), strict=True):
                     (help_ratios if p < 1 else hurt_ratios).append(float(m))
                     agree.append(float((p < 1) == (m < 1)))
                     cells.append([seed, n, sigma_y, i, g, float(p), float(m), float(best)])
-    return {
-        "help": float(np.mean(help_ratios)) if help_ratios else math.nan,
-        "hurt": float(np.mean(hurt_ratios)) if hurt_ratios else math.nan,
-        "agree": float(np.mean(agree)),
-        "cells": cells,
-    }
+    return RiskSeed(
+        float(np.mean(help_ratios)) if help_ratios else math.nan,
+        float(np.mean(hurt_ratios)) if hurt_ratios else math.nan,
+        float(np.mean(agree)),
+        cells,
+    )
 
 
-def run_risk(ctx: Context, sz: Sizes) -> Outcome:
+def run_risk(ctx: Context, config: Config) -> Outcome:
+    """Predicted and measured one-step risk ratios over every seed's cells."""
     values: dict[str, list[float]] = {HELP: [], HURT: [], AGREE: []}
     table = []
     for seed in ctx.seed_list:
-        r = ctx.cached(f"seed{seed}", lambda seed=seed: _risk_seed(ctx, sz.risk_steps, seed))
-        values[HELP].append(r["help"])
-        values[HURT].append(r["hurt"])
-        values[AGREE].append(r["agree"])
-        table += r["cells"]
+        r = ctx.cached(f"risk_seed{seed}", lambda seed=seed: _risk_seed(config.risk_steps, seed))
+        values[HELP].append(r.help)
+        values[HURT].append(r.hurt)
+        values[AGREE].append(r.agree)
+        table += r.cells
     extras = {
         "columns": [
             "seed",

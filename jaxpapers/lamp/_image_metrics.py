@@ -1,4 +1,5 @@
-r"""SSIM (Wang et al., IEEE TIP 2004); PSNR lives in :mod:`jaxpapers.core.metrics`.
+r"""SSIM (Wang et al., IEEE TIP 2004) of the P07 digits experiments; PSNR lives in
+:mod:`jaxpapers.core.metrics`.
 
 .. math:: \mathrm{SSIM}(x, y) = \operatorname{mean}_{\text{window}}
           \frac{(2\mu_x\mu_y + C_1)(2\sigma_{xy} + C_2)}{(\mu_x^2 + \mu_y^2 + C_1)
