@@ -25,10 +25,11 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from jaxpapers.cayley import LayerGNN, count_params, layer_graph
+from jaxpapers.cayley import LayerGNN, layer_graph
 from jaxpapers.core.bench import bench_main, median_time, paired_time_ratio, row
 from jaxpapers.core.nn.bert import load_minilm
 from jaxpapers.core.nn.decoder import DecoderLM, sample
+from jaxpapers.core.pytrees import count_params
 from jaxpapers.rapo import (
     COMPLETION_LEN,
     PROMPT_LEN,
@@ -80,7 +81,7 @@ def _rl_rows(quick: bool) -> list[dict]:
     no_kl = RLConfig(group_size=8)
     opt_state = optax.adam(config.learning_rate).init(state)
     train, _ = split_profiles(world)
-    batch = draw_batch(jax.random.key(1), jnp.asarray(train), 16 if quick else 64)
+    batch = draw_batch(jnp.asarray(train), 16 if quick else 64, key=jax.random.key(1))
 
     @partial(jax.jit, static_argnames=("use_pmi", "config"))
     def step(state, opt_state, key, use_pmi, config):

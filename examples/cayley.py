@@ -14,10 +14,11 @@ measures the paper's claims).
 
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
-from jaxpapers.cayley import LayerGNN, accuracy, count_params, encode_layers, fit_head, layer_graph
+from jaxpapers.cayley import LayerGNN, apply_head, encode_layers, fit_head, layer_graph
+from jaxpapers.core.metrics import accuracy
 from jaxpapers.core.nn.bert import load_minilm, load_tokenizer, tokenize
+from jaxpapers.core.pytrees import count_params
 
 # your labelled sentences (1 = about food, 0 = about weather)
 train = [
@@ -46,10 +47,10 @@ xt, yt = features(test)
 scale = x.std(axis=0).mean(axis=-1, keepdims=True)  # put every layer on the same scale
 head = LayerGNN(layer_graph(x.shape[1]), x.shape[2], 2, key=jax.random.key(0), hidden=16)
 fit = fit_head(head, x / scale, y, steps=100, learning_rate=1e-2)
-lm_params = sum(v.size for v in jax.tree.leaves(nnx.state(lm, nnx.Param)))
+lm_params = count_params(lm)
 print(f"head parameters: {count_params(head)} ({count_params(head) / lm_params:.3%} of MiniLM)")
-train_acc = float(accuracy(fit.head, x / scale, y))
-test_acc = float(accuracy(fit.head, xt / scale, yt))
+train_acc = float(accuracy(apply_head(fit.head, x / scale), y))
+test_acc = float(accuracy(apply_head(fit.head, xt / scale), yt))
 print(f"train accuracy {train_acc:.2f}, test accuracy {test_acc:.2f}")
 outcome = "as expected" if train_acc == 1.0 and test_acc == 1.0 else "NOT as expected"
 print(f"Expected: every training and held-out sentence labelled correctly: {outcome}.")

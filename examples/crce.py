@@ -38,7 +38,7 @@ class MyCNN(nnx.Module):
         return self.fc(jnp.mean(a, axis=(1, 2)))
 
 
-scenes = make_scenes(SceneConfig(num_objects=1, num_classes=3), 32, key=jax.random.key(0))
+scenes = make_scenes(32, config=SceneConfig(num_objects=1, num_classes=3), key=jax.random.key(0))
 images, labels = scenes.image, scenes.main_class
 context = 1.0 - cell_fractions(scenes.instances > 0, (8, 8))  # background share of each cell
 
@@ -73,7 +73,7 @@ def cams(model):
     # the margin of the predicted class over the softmax-weighted others, without the bias
     onehot = jax.nn.one_hot(pred, logits.shape[1])
     q = jax.nn.softmax(jnp.where(onehot > 0, -jnp.inf, logits), axis=1)
-    margin = jnp.sum((onehot - q) * (logits - model.fc.bias.value), axis=1)
+    margin = jnp.sum((onehot - q) * (logits - model.fc.bias[...]), axis=1)
     cam = contrastive_cam(model.head, feats, pred)
     return cam, grad_cam(model.head, feats, pred), margin
 

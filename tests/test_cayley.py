@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 from helpers import tolerance
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
@@ -20,9 +20,8 @@ from jaxpapers.cayley import (
     LayerGNN,
     LayerGraph,
     LayerProbe,
-    accuracy,
+    apply_head,
     cayley_modulus,
-    count_params,
     fit_head,
     layer_attribution,
     layer_graph,
@@ -31,6 +30,8 @@ from jaxpapers.cayley import (
     sl2_order,
 )
 from jaxpapers.core.data.text import afinn_valence, vader_sentiment
+from jaxpapers.core.metrics import accuracy
+from jaxpapers.core.pytrees import count_params
 
 
 def brute_force_sl2(n: int) -> set[tuple[int, ...]]:
@@ -106,11 +107,8 @@ def test_gnn_is_permutation_equivariant():
     vinv = np.argsort(vperm)
     head = LayerGNN(g, 5, 3, key=jax.random.key(3), hidden=4, aggregation="sum")
     graph_p = LayerGraph(vinv[g.senders], vinv[g.receivers], 24, 7)
-    head_p = eqx.tree_at(
-        lambda m: m.node_embedding,
-        LayerGNN(graph_p, 5, 3, key=jax.random.key(3), hidden=4, aggregation="sum"),
-        head.node_embedding[vperm],
-    )
+    head_p = LayerGNN(graph_p, 5, 3, key=jax.random.key(3), hidden=4, aggregation="sum")
+    head_p.node_embedding.set_value(head.node_embedding[...][vperm])
     x = jax.random.normal(jax.random.key(4), (7, 5))
     np.testing.assert_allclose(
         np.asarray(head_p(x)), np.asarray(head(x)), **tolerance(np.float32, 10)
@@ -127,6 +125,28 @@ def test_param_counts_closed_form():
     )
 
 
+def test_initialisation_is_equinox_linear_draws():
+    """The nnx heads draw their weights as ``equinox.nn.Linear`` did for the same key (the
+    initialisation the committed results were measured with)."""
+    import equinox as eqx
+
+    key = jax.random.key(7)
+    probe = LayerProbe(7, 5, 3, layer=-1, key=key)
+    ref = eqx.nn.Linear(5, 3, key=key)
+    np.testing.assert_array_equal(np.asarray(probe.linear.weight[...]), np.asarray(ref.weight))
+    np.testing.assert_array_equal(np.asarray(probe.linear.bias[...]), np.asarray(ref.bias))
+    head = LayerGNN(layer_graph(7), 5, 3, key=key, hidden=4)
+    k_proj, _, k_out, k_rounds = jax.random.split(key, 4)
+    k_msg = jax.random.split(k_rounds, 4)[1]
+    for layer, ref in (
+        (head.proj, eqx.nn.Linear(5, 4, key=k_proj)),
+        (head.readout, eqx.nn.Linear(4, 3, key=k_out)),
+        (head.message[0], eqx.nn.Linear(4, 4, use_bias=False, key=k_msg)),
+    ):
+        np.testing.assert_array_equal(np.asarray(layer.weight[...]), np.asarray(ref.weight))
+    assert head.message[0].bias is None
+
+
 def test_fit_under_vmap_equals_loop_and_attribution_against_numpy():
     x = jax.random.normal(jax.random.key(0), (64, 3, 4))
     y = (x[:, 1, 0] > 0).astype(jnp.int32)
@@ -134,7 +154,7 @@ def test_fit_under_vmap_equals_loop_and_attribution_against_numpy():
 
     def run(key):
         fit = fit_head(LayerProbe(3, 4, 2, layer=1, key=key), x, y, steps=50, learning_rate=0.05)
-        return fit.head.linear.weight, accuracy(fit.head, x, y), fit.finite
+        return fit.head.linear.weight[...], accuracy(jax.vmap(fit.head)(x), y), fit.finite
 
     w_v, acc_v, ok = jax.jit(jax.vmap(run))(keys)
     w_0, _, _ = run(keys[0])
@@ -142,8 +162,12 @@ def test_fit_under_vmap_equals_loop_and_attribution_against_numpy():
     assert bool(ok.all()) and float(acc_v.min()) > 0.9
     head = LayerProbe(3, 4, 2, layer=None, key=keys[1])
     got = np.asarray(layer_attribution(head, x, y))
-    w, b = np.asarray(head.linear.weight, np.float64), np.asarray(head.linear.bias, np.float64)
+    w = np.asarray(head.linear.weight[...], np.float64)
+    b = np.asarray(head.linear.bias[...], np.float64)
     xn, yn = np.asarray(x, np.float64), np.asarray(y)
+    np.testing.assert_allclose(
+        np.asarray(apply_head(head, x)), xn.mean(1) @ w.T + b, **tolerance(np.float32, 10)
+    )
 
     def acc(a):
         return np.mean(np.argmax(a.mean(1) @ w.T + b, -1) == yn)
@@ -164,20 +188,21 @@ def test_switched_heads_are_the_heads_they_stand_for():
     sizes = {"layers": 7, "features": 5, "hidden": 4}
     x = jax.random.normal(jax.random.key(0), (6, 7, 5))
 
-    @eqx.filter_jit
+    @nnx.jit
     def logits_and_grads(head):
         def loss(h):
             return jnp.sum(jnp.tanh(jax.vmap(h)(x)))
 
-        return jax.vmap(head)(x), eqx.filter_grad(loss)(head)
+        return jax.vmap(head)(x), nnx.grad(loss, argnums=nnx.DiffState(0, nnx.Param))(head)
 
     for make, switches in _programs(7).values():
         for name, switch in switches.items():
             got = logits_and_grads(make(jax.random.key(1), variant=switch, **sizes))
             want = logits_and_grads(GRAPH_HEADS[name](jax.random.key(1), **sizes))
-            got_grads = getattr(got[1], "head", got[1])  # a switched head's trained part
             np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]), err_msg=name)
-            for a, b in zip(jax.tree.leaves(got_grads), jax.tree.leaves(want[1]), strict=True):
+            # the switches are not parameters: the gradients have the head's structure
+            assert jax.tree.structure(got[1]) == jax.tree.structure(want[1]), name
+            for a, b in zip(jax.tree.leaves(got[1]), jax.tree.leaves(want[1]), strict=True):
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
 
 
@@ -186,7 +211,7 @@ def test_non_finite_loss_stops_learning():
     fit = fit_head(
         LayerProbe(2, 3, 2, layer=0, key=jax.random.key(0)), x, jnp.zeros(8, jnp.int32), steps=5
     )
-    assert not bool(fit.finite) and np.isfinite(np.asarray(fit.head.linear.weight)).all()
+    assert not bool(fit.finite) and np.isfinite(np.asarray(fit.head.linear.weight[...])).all()
 
 
 def test_offline_tasks():

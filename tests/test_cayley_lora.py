@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from jaxpapers.cayley._lora import merge_lora
 from jaxpapers.cayley.experiments._lora import lora_model, lower_states, train_lora
 from jaxpapers.cayley.experiments._train import cell_order
 from jaxpapers.core.nn.bert import Bert, BertConfig, mean_pool
-from jaxpapers.core.nn.lora import merge_lora
 
 TINY = BertConfig(vocab_size=30, hidden=16, layers=2, heads=2, intermediate=32, max_position=6)
 
@@ -36,17 +36,17 @@ def test_train_lora_matches_full_model_and_trains_only_adapters_and_head():
         model, keys, np.stack([h, h]), np.stack([mask, mask]), np.stack([y, y]), h, mask, y,
         rank=4, adapted=1, num_classes=3, steps=40, learning_rate=2e-2, weight_decay=1e-2,
     )  # fmt: skip
-    assert run["finite"] == [True, True]
-    assert run["adapter"] == 2 * 4 * (16 + 16) and run["trainable"] == run["adapter"] + 16 * 3 + 3
+    assert run.finite.tolist() == [True, True] and run.losses.shape == (2, 40)
+    assert run.adapter == 2 * 4 * (16 + 16) and run.trainable == run.adapter + 16 * 3 + 3
     # the frozen model is untouched, and only the top layer's A, B and the head were trained
     # (the frozen leaves are the model's, in order; the adapted projections nest them in "base")
-    frozen_after = jax.tree.leaves(run["frozen"])
+    frozen_after = jax.tree.leaves(run.frozen)
     assert len(frozen_after) == len(jax.tree.leaves(frozen_before))
     assert all(
         np.array_equal(a, b)
         for a, b in zip(jax.tree.leaves(frozen_before), frozen_after, strict=True)
     )
-    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(run["params"])]
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(run.params)]
     assert sorted(p.split("'")[-2] for p in paths) == [
         "b",
         "lora_a",
@@ -56,7 +56,7 @@ def test_train_lora_matches_full_model_and_trains_only_adapters_and_head():
         "w",
     ]
     assert all("[1]" in p for p in paths if "lora" in p)  # layers[1] only
-    trained = jax.tree.map(lambda a: a[0], run["params"])
+    trained = jax.tree.map(lambda a: a[0], run.params)
     assert float(jnp.abs(trained["lora"]["layers"][1]["value"]["lora_b"][...]).max()) > 0
 
     # reference: the adapted model with the trained adapters merged into its weights, run from
@@ -69,8 +69,8 @@ def test_train_lora_matches_full_model_and_trains_only_adapters_and_head():
     )
     logits = z @ np.asarray(trained["head"]["w"], np.float64) + np.asarray(trained["head"]["b"])
     reference = np.mean(np.argmax(logits, -1) == y)
-    assert abs(run["test"][0] - reference) <= 1.0 / n  # at most one near-tie flips
-    assert min(run["test"]) >= 0.9  # the training texts are fitted (test = train here)
+    assert abs(run.test[0] - reference) <= 1.0 / n  # at most one near-tie flips
+    assert min(run.test) >= 0.9  # the training texts are fitted (test = train here)
 
 
 def test_cells_are_nested_and_seeded():

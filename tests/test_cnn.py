@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import FAST_COMPILE, tolerance
+from helpers import tolerance
 
 from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
 
@@ -20,7 +20,7 @@ def test_forward_shapes_and_cam_decomposition():
         out = m.forward(x)
         return out, m(x), m.head.kernel[...], m.head.bias[...]
 
-    out, logits, w, b = jax.jit(run, compiler_options=FAST_COMPILE)(state, x)
+    out, logits, w, b = jax.jit(run)(state, x)
     assert out.features.shape == (2, 8, 8, 8) and out.logits.shape == (2, 3)
     assert float(out.features.min()) >= 0.0
     np.testing.assert_allclose(out.logits, logits, **tolerance(np.float32))

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import FAST_COMPILE, tolerance
+from helpers import tolerance
 
 from jaxpapers.crce import (
     CRCE,
@@ -42,8 +42,7 @@ def test_cam_equals_gradcam_up_to_normalisation_and_decomposes_logits():
             class_activation_map(a, w, t),
             grad_cam(head, a, t),
             grad_cam(head, a, t, relu=False),
-        ),
-        compiler_options=FAST_COMPILE,
+        )
     )(a)
     np.testing.assert_allclose(gc_signed * 16, cam, **tolerance(np.float32, 10.0))
 
@@ -94,9 +93,7 @@ def test_deletion_insertion_against_numpy_loop():
     def model(z):
         return z.reshape(z.shape[0], -1) @ wts
 
-    out = jax.jit(
-        lambda x, s: deletion_insertion(model, x, s, t, steps=4), compiler_options=FAST_COMPILE
-    )(x, sal)
+    out = jax.jit(lambda x, s: deletion_insertion(model, x, s, t, steps=4))(x, sal)
     xn, sn, wn = np.asarray(x, np.float64), np.asarray(sal), np.asarray(wts, np.float64)
     for i in range(2):
         order = np.argsort(-sn[i].ravel(), kind="stable")

@@ -62,11 +62,9 @@ def test_train_step_is_adam_on_ce_plus_weighted_penalty():
 
     data = birds(16, 0.95, seed=3)
     cfg = CNNConfig(channels=3, widths=(4, 8), classes=2, stem_stride=2)
-    graphdef, params = init_model(cfg, 0, fast=True)
+    graphdef, params = init_model(cfg, 0)
     w = Penalties(0.5, 0.25, 0.0)
-    got = train_model(
-        graphdef, params, data, w, seed=5, steps=1, batch=8, grid=(8, 8), lr=1e-2, fast=True
-    )
+    got = train_model(graphdef, params, data, w, seed=5, steps=1, batch=8, grid=(8, 8), lr=1e-2)
     idx = np.random.default_rng(5).integers(0, 16, (1, 8))[0]
     x, y = data.images[idx], data.labels[idx]
     ctx = 1.0 - cell_fractions(data.objects[idx], (8, 8))
@@ -79,15 +77,31 @@ def test_train_step_is_adam_on_ce_plus_weighted_penalty():
         return crce.loss + 0.25 * grad.penalty
 
     # Adam's first step moves every weight by -lr * g / (|g| + eps): compare where |g| is well
-    # above the float32 noise of the gradient (compiled at another optimisation level).
+    # above the float32 noise of the gradient (compiled as another program).
     value, g = jax.jit(jax.value_and_grad(loss))(params)  # eager, it dispatches op by op
-    np.testing.assert_allclose(got.final_loss, value, rtol=1e-4)
+    assert got.losses.shape == (1,)
+    np.testing.assert_allclose(got.losses[-1], value, rtol=1e-4)
     assert got.finite
     moved = jax.tree.map(lambda a, b: np.asarray(a) - np.asarray(b), got.params, params)
     for d, gg in zip(jax.tree.leaves(moved), jax.tree.leaves(g), strict=True):
         big = np.abs(np.asarray(gg)) > 1e-4
         np.testing.assert_allclose(d[big], -1e-2 * np.sign(np.asarray(gg)[big]), rtol=1e-3)
     assert sum(int((np.abs(np.asarray(gg)) > 1e-4).sum()) for gg in jax.tree.leaves(g)) > 100
+
+
+def test_non_finite_step_freezes_the_run():
+    """A step whose loss is not finite is not applied, nor any later one (the freeze of
+    core.fit.fit): the parameters stay the initial ones and the run is marked."""
+    data = birds(16, 0.95, seed=3)
+    data = data._replace(images=data.images.at[:].set(np.nan))
+    cfg = CNNConfig(channels=3, widths=(4, 8), classes=2, stem_stride=2)
+    graphdef, params = init_model(cfg, 0)
+    got = train_model(
+        graphdef, params, data, Penalties(1.0, 0.0, 0.0), seed=5, steps=2, batch=8, grid=(8, 8)
+    )
+    assert not got.finite and not np.isfinite(got.losses).any()
+    for a, b in zip(jax.tree.leaves(got.params), jax.tree.leaves(params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_p09_smoke(tmp_path):

@@ -1,5 +1,6 @@
-"""core.nn.lora: adapters against a float64 NumPy reference, B = 0 leaves the frozen model exact,
-merged weights equal the adapter path, only adapter parameters are trainable, clear errors."""
+"""cayley._lora, the adapters of P03's LoRA baseline: against a float64 NumPy reference, B = 0
+leaves the frozen model exact, merged weights equal the adapter path, only adapter parameters are
+trainable, clear errors."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from flax import nnx
 from helpers import tolerance
 
+from jaxpapers.cayley._lora import LoRALinear, add_lora, lora_param_count, merge_lora
 from jaxpapers.core.nn.bert import Bert, BertConfig
-from jaxpapers.core.nn.lora import LoRALinear, add_lora, lora_param_count, merge_lora
 
 TINY = BertConfig(vocab_size=40, hidden=16, layers=1, heads=2, intermediate=32, max_position=8)
 

@@ -30,42 +30,34 @@ and phrase valence tasks from the VADER and AFINN lexicons (no sentence-level la
 ships in a package), in a few-shot regime (16 / 64 / 256 labelled examples); accuracy of every
 head, the added-parameter fraction, per-layer occlusion attributions, a synthetic sanity check
 whose Bayes accuracy is known in closed form, and LoRA fine-tuning of MiniLM on the same training
-texts (``vs_lora``: rank-8 adapters, :mod:`jaxpapers.core.nn.lora`, on the attention query and
-value projections, plus a linear head on the mean-pooled last layer; B = 0 at the start).
+texts (``vs_lora``: rank-8 adapters on the attention query and value projections, plus a linear
+head on the mean-pooled last layer; B = 0 at the start; :mod:`jaxpapers.cayley.experiments`).
+Measured numbers are in ``results/P03`` (``result.json`` and ``NOTES.md``).
 
-What the quick run showed (3 seeds, 2 tasks, 7 layers, hidden 16, 150 full-batch AdamW steps):
-every layer GNN beats every single-layer probe clearly (256 examples: about 0.76 vs 0.69 for the
-best single layer and 0.66 for the last layer; 16 examples: 0.58 vs 0.51), at 0.03% of MiniLM's
-parameters; the Cayley graph ties the fully connected one rather than beating it. With only 7
-layers the complete graph has 42 directed edges against the Cayley graph's 96 over 24 nodes, so
-neither sparsity nor overfitting separates them; the paper's gain is expected for deep LMs (24-80
-layers), where a complete graph's edges grow quadratically. ``--full`` uses more steps and a
-wider head; a deeper encoder would be the real test and none ships offline beyond MiniLM.
+With only 7 layers the complete graph has 42 directed edges against the Cayley graph's 96 over 24
+nodes, so neither sparsity nor overfitting is expected to separate them here; the paper's gain is
+expected for deep LMs (24-80 layers), where a complete graph's edges grow quadratically.
+``--full`` uses more steps and a wider head; a deeper encoder would be the real test and none
+ships offline beyond MiniLM.
 
-LoRA (``vs_lora``; quick: VADER task only, 3 seeds, 16 and 64 examples, adapters on the top layer
-only, 50 full-batch AdamW steps at the heads' learning rate; ``--full``: both tasks, 16/64/256
-examples, all six layers, 300 steps). Each layer adapted costs a transformer layer's forward and
-backward per step that no cache can spare (only the frozen layers below the lowest adapter are
-computed once), which is why quick adapts one layer. Quick run (load average ~35 on 2 cores):
-Cayley-Encoder 0.673 ± 0.036 vs LoRA 0.702 ± 0.036 at 16 examples, 0.811 ± 0.038 vs 0.820 ± 0.032
-at 64 (3 seeds). The abstract's verb is "outperforms", so ``vs_lora`` is a strict paired test,
-judged once ``lora_baseline`` holds (LoRA above the frozen last-layer probe it starts from: it
-does, by ~0.2); with 5 seeds LoRA stays ahead (by 0.039 and 0.030, 90% intervals across 0):
-inconclusive, pointing against the claim (``results/P03/NOTES.md``). Trainable
-fraction of MiniLM: 0.034% (Cayley) vs 0.061% (LoRA on one layer, head included; ~0.33% with all
-six layers adapted). CPU seconds per training step of one cell: 0.0066 for the Cayley head (every
-cell padded to 256 examples) vs 0.011 (16 examples) and 0.033 (64) for one-layer LoRA, each LoRA
-program costing ~4.5 CPU-s to compile. LoRA fits its training texts to a loss of ~1e-5 in 50
-steps; the Cayley head leaves MiniLM untouched and could share one encoder pass across tasks.
+LoRA (``vs_lora``; quick: VADER task only, 16 and 64 examples, adapters on the top layer only, 50
+full-batch AdamW steps at the heads' learning rate; ``--full``: both tasks, 16/64/256 examples,
+all six layers, 300 steps). Each layer adapted costs a transformer layer's forward and backward
+per step that no cache can spare (only the frozen layers below the lowest adapter are computed
+once), which is why quick adapts one layer. The abstract's verb is "outperforms", so ``vs_lora``
+is a strict paired test, judged once ``lora_baseline`` holds (LoRA above the frozen last-layer
+probe it starts from). The Cayley head leaves MiniLM untouched and could share one encoder pass
+across tasks.
 
 Examples:
     >>> import jax, jax.numpy as jnp
-    >>> from jaxpapers.cayley import LayerGNN, fit_head, layer_graph, accuracy
+    >>> from jaxpapers.cayley import LayerGNN, apply_head, fit_head, layer_graph
+    >>> from jaxpapers.core.metrics import accuracy
     >>> x = jax.random.normal(jax.random.key(0), (32, 7, 8))
     >>> y = (x[:, 3, 0] > 0).astype(jnp.int32)
     >>> head = LayerGNN(layer_graph(7), 8, 2, key=jax.random.key(1), hidden=8)
     >>> fit = fit_head(head, x, y, steps=200, learning_rate=1e-2)
-    >>> bool(accuracy(fit.head, x, y) > 0.9)
+    >>> bool(accuracy(apply_head(fit.head, x), y) > 0.9)
     True
 
 References:
@@ -77,7 +69,7 @@ References:
 
 from jaxpapers.cayley._encoder import LayerGNN, message_passing
 from jaxpapers.cayley._features import encode_layers
-from jaxpapers.cayley._fit import FitResult, accuracy, count_params, fit_head, layer_attribution
+from jaxpapers.cayley._fit import FitResult, apply_head, fit_head, layer_attribution
 from jaxpapers.cayley._graph import (
     CayleyGraph,
     LayerGraph,
@@ -95,9 +87,8 @@ __all__ = [
     "LayerGNN",
     "LayerGraph",
     "LayerProbe",
-    "accuracy",
+    "apply_head",
     "cayley_modulus",
-    "count_params",
     "encode_layers",
     "fit_head",
     "layer_attribution",

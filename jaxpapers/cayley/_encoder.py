@@ -13,12 +13,13 @@ the layer nodes' final states.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxpapers.cayley._graph import LayerGraph
@@ -69,7 +70,35 @@ def message_passing(
     return total / jnp.maximum(degree, 1.0)[:, None]
 
 
-class LayerGNN(eqx.Module):
+class _Linear(nnx.Module):
+    """``W x + b`` on one vector ``x [in]``, with ``W [out, in]`` and ``b`` drawn from
+    ``U(-1/sqrt(in), 1/sqrt(in))``: PyTorch's layout and initialisation (and equinox's draws
+    for the same key, with which the committed P03 results were computed).
+
+    The heads apply it to one node or layer at a time under ``jax.vmap``; ``nnx.Linear``'s
+    ``x @ kernel`` gives the same numbers up to rounding in the last bits (a head's training
+    loss ~1e-7 apart after 150 steps), this order gives the committed ones exactly.
+    """
+
+    def __init__(self, in_features: int, out_features: int, *, key: jax.Array, use_bias=True):
+        k_weight, k_bias = jax.random.split(key)
+        lim = 1.0 / math.sqrt(in_features)
+        shape = (out_features, in_features)
+        self.weight = nnx.Param(jax.random.uniform(k_weight, shape, minval=-lim, maxval=lim))
+        self.bias = (
+            nnx.Param(jax.random.uniform(k_bias, (out_features,), minval=-lim, maxval=lim))
+            if use_bias
+            else None
+        )
+        self.in_features = in_features
+        self.out_features = out_features
+
+    def __call__(self, x: Float[Array, " features"]) -> Float[Array, " out"]:
+        y = self.weight[...] @ x
+        return y if self.bias is None else y + self.bias[...]
+
+
+class LayerGNN(nnx.Module):
     """GNN head over an LM's per-layer representations: ``[L, D]`` -> class logits ``[C]``.
 
     Args:
@@ -91,17 +120,6 @@ class LayerGNN(eqx.Module):
         (3,)
     """
 
-    proj: eqx.nn.Linear
-    node_embedding: Float[Array, "nodes hidden"]
-    update: tuple[eqx.nn.Linear, ...]
-    message: tuple[eqx.nn.Linear, ...]
-    readout: eqx.nn.Linear
-    senders: tuple[int, ...] = eqx.field(static=True)
-    receivers: tuple[int, ...] = eqx.field(static=True)
-    num_layers: int = eqx.field(static=True)
-    aggregation: str = eqx.field(static=True)
-    virtual_features: str = eqx.field(static=True)
-
     def __init__(
         self,
         graph: LayerGraph,
@@ -114,31 +132,30 @@ class LayerGNN(eqx.Module):
         aggregation: Literal["sum", "mean"] = "mean",
         virtual_features: Literal["learned", "zero"] = "learned",
     ):
+        if aggregation not in ("sum", "mean"):
+            raise ValueError(f"aggregation={aggregation!r}; expected 'sum' or 'mean'")
+        if virtual_features not in ("learned", "zero"):
+            raise ValueError(f"virtual_features={virtual_features!r}; expected 'learned' or 'zero'")
+        if not (isinstance(rounds, int) and rounds >= 1):
+            raise ValueError(f"rounds={rounds!r}; expected at least 1")
         k_proj, k_emb, k_out, k_rounds = jax.random.split(key, 4)
-        keys = jax.random.split(k_rounds, 2 * max(rounds, 1))
-        self.proj = eqx.nn.Linear(in_features, hidden, key=k_proj)
-        self.node_embedding = 0.1 * jax.random.normal(k_emb, (graph.num_nodes, hidden))
-        self.update = tuple(eqx.nn.Linear(hidden, hidden, key=keys[2 * r]) for r in range(rounds))
-        self.message = tuple(
-            eqx.nn.Linear(hidden, hidden, use_bias=False, key=keys[2 * r + 1])
-            for r in range(rounds)
+        keys = jax.random.split(k_rounds, 2 * rounds)
+        self.proj = _Linear(in_features, hidden, key=k_proj)
+        self.node_embedding = nnx.Param(0.1 * jax.random.normal(k_emb, (graph.num_nodes, hidden)))
+        self.update = nnx.List([_Linear(hidden, hidden, key=keys[2 * r]) for r in range(rounds)])
+        self.message = nnx.List(
+            [_Linear(hidden, hidden, key=keys[2 * r + 1], use_bias=False) for r in range(rounds)]
         )
-        self.readout = eqx.nn.Linear(hidden, num_classes, key=k_out)
+        self.readout = _Linear(hidden, num_classes, key=k_out)
         self.senders = tuple(int(s) for s in np.asarray(graph.senders))
         self.receivers = tuple(int(r) for r in np.asarray(graph.receivers))
         self.num_layers = int(graph.num_layers)
         self.aggregation = aggregation
         self.virtual_features = virtual_features
 
-    def __check_init__(self):
-        if self.aggregation not in ("sum", "mean"):
-            raise ValueError(f"aggregation={self.aggregation!r}; expected 'sum' or 'mean'")
-        if self.virtual_features not in ("learned", "zero"):
-            raise ValueError(
-                f"virtual_features={self.virtual_features!r}; expected 'learned' or 'zero'"
-            )
-        if len(self.update) < 1:
-            raise ValueError(f"rounds={len(self.update)}; expected at least 1")
+    def embedding(self) -> Float[Array, "nodes hidden"]:
+        """The learned node embedding added to the starting states (a subclass may switch it)."""
+        return self.node_embedding[...]
 
     def node_states(
         self, x: Float[Array, "layers features"], *, edge_mask: Bool[Array, " edges"] | None = None
@@ -146,8 +163,9 @@ class LayerGNN(eqx.Module):
         """Final node states after every round (before the read-out); ``edge_mask``: edges left
         out where False (see :func:`message_passing`)."""
         check_shape("x", x, (self.num_layers, self.proj.in_features))
-        layers = jax.vmap(self.proj)(x) + self.node_embedding[: self.num_layers]
-        virtual = self.node_embedding[self.num_layers :]
+        embedding = self.embedding()
+        layers = jax.vmap(self.proj)(x) + embedding[: self.num_layers]
+        virtual = embedding[self.num_layers :]
         if self.virtual_features == "zero":
             virtual = jnp.zeros_like(virtual)
         h = jnp.concatenate([layers, virtual], axis=0)

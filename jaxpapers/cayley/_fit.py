@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
+from flax import nnx
 from jaxtyping import Array, Float, Int
 
 from jaxpapers.core.checks import check_dtype, check_ndim, check_positive, check_shape
+from jaxpapers.core.fit import fit
+from jaxpapers.core.metrics import accuracy
 
 
 class FitResult(NamedTuple):
     """A trained head, its training loss per step, and whether every step was finite.
 
-    A non-finite loss stops learning: later steps keep the last finite weights.
+    A non-finite loss, gradient or update stops learning: later steps keep the last finite
+    weights (:func:`jaxpapers.core.fit.fit`).
     """
 
-    head: Any
+    head: nnx.Module
     losses: Float[Array, " steps"]
     finite: jax.Array
 
@@ -32,31 +34,18 @@ def _weighted_xent(head, x, y, w):
     return jnp.sum(w * nll) / jnp.maximum(jnp.sum(w), 1.0)
 
 
-@partial(eqx.filter_jit, donate="none")
-def _fit(head, x, y, w, steps, learning_rate, weight_decay):
-    params, static = eqx.partition(head, eqx.is_inexact_array)
-    opt = optax.adamw(learning_rate, weight_decay=weight_decay)
+@partial(jax.jit, static_argnames=("graphdef", "steps", "learning_rate", "weight_decay"))
+def _fit(graphdef, params, rest, x, y, w, steps, learning_rate, weight_decay):
+    def loss_fn(p, batch, key):
+        del batch, key  # full batch, no randomness
+        return _weighted_xent(nnx.merge(graphdef, p, rest), x, y, w)
 
-    def loss_fn(p):
-        return _weighted_xent(eqx.combine(p, static), x, y, w)
-
-    def step(carry, _):
-        p, state, ok = carry
-        loss, g = jax.value_and_grad(loss_fn)(p)
-        updates, new_state = opt.update(g, state, p)
-        ok = ok & jnp.isfinite(loss)
-        new_p = optax.apply_updates(p, updates)
-        p, state = jax.tree.map(lambda a, b: jnp.where(ok, a, b), (new_p, new_state), (p, state))
-        return (p, state, ok), loss
-
-    (params, _, ok), losses = jax.lax.scan(
-        step, (params, opt.init(params), jnp.array(True)), None, length=steps
-    )
-    return FitResult(eqx.combine(params, static), losses, ok)
+    optimizer = optax.adamw(learning_rate, weight_decay=weight_decay)
+    return fit(loss_fn, params, optimizer, steps=steps, key=jax.random.key(0))
 
 
 def fit_head(
-    head: Any,
+    head: nnx.Module,
     x: Float[Array, "batch layers features"],
     y: Int[Array, " batch"],
     *,
@@ -65,16 +54,19 @@ def fit_head(
     learning_rate: float = 3e-3,
     weight_decay: float = 1e-2,
 ) -> FitResult:
-    """Fit ``head`` (an eqx module ``[L, D] -> [C]``) to labels ``y`` by full-batch AdamW.
+    """Fit ``head`` (an nnx module ``[L, D] -> [C]``) to labels ``y`` by full-batch AdamW.
+
+    Only the head's ``nnx.Param`` variables are trained; the loss is the ``weights``-weighted
+    mean cross-entropy, and the loop is :func:`jaxpapers.core.fit.fit`.
 
     Args:
-      head: :class:`~jaxpapers.cayley.LayerGNN`, a probe, or any eqx module of that signature.
+      head: :class:`~jaxpapers.cayley.LayerGNN`, a probe, or any nnx module of that signature.
       x: ``[B, L, D]`` per-layer features.
       y: ``[B]`` int labels.
       weights: ``[B]`` example weights (0 pads an example out; default all 1), so training sets
         of several sizes share one compiled program.
       steps: optimiser steps (static).
-      learning_rate, weight_decay: AdamW settings.
+      learning_rate, weight_decay: AdamW settings (static).
 
     Returns:
       :class:`FitResult`. Works under ``jax.vmap`` over keys/heads and data.
@@ -88,43 +80,67 @@ def fit_head(
     if not (isinstance(steps, int) and steps >= 1):
         raise ValueError(f"steps={steps!r}; expected an int >= 1")
     check_positive("learning_rate", learning_rate)
-    return _fit(head, x, y, w, steps, learning_rate, weight_decay)
+    graphdef, params, rest = nnx.split(head, nnx.Param, ...)
+    res = _fit(graphdef, params, rest, x, y, w, steps, learning_rate, weight_decay)
+    return FitResult(nnx.merge(graphdef, res.params, rest), res.losses, res.finite)
+
+
+def _check_x(x) -> None:
+    check_ndim("x", x, 3)
+    check_dtype("x", x, "floating")
 
 
 def _check_xy(x, y) -> None:
-    """Static checks (shapes and dtypes, run at trace time) of features ``x`` and labels ``y``."""
-    check_ndim("x", x, 3)
-    check_dtype("x", x, "floating")
+    """Shape and dtype checks of features ``x`` and labels ``y``."""
+    _check_x(x)
     check_shape("y", y, (x.shape[0],))
     check_dtype("y", y, "integer")
 
 
-@eqx.filter_jit
-def accuracy(head: Any, x: Float[Array, "batch layers features"], y: Int[Array, " batch"]):
-    """Fraction of ``x`` whose argmax logit equals ``y``."""
-    _check_xy(x, y)
-    return jnp.mean(jnp.argmax(jax.vmap(head)(x), -1) == y)
+@nnx.jit
+def _apply(head, x):
+    return jax.vmap(head)(x)
 
 
-def count_params(head: Any) -> int:
-    """Number of trainable scalars in a head (its inexact array leaves)."""
-    return int(sum(np.size(a) for a in jax.tree.leaves(eqx.filter(head, eqx.is_inexact_array))))
+def apply_head(
+    head: nnx.Module, x: Float[Array, "batch layers features"]
+) -> Float[Array, "batch classes"]:
+    """Logits ``[B, C]`` of ``head`` on every example of ``x [B, L, D]`` (one compiled program).
+
+    Accuracy is :func:`jaxpapers.core.metrics.accuracy` of these logits.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp
+        >>> from jaxpapers.cayley import LayerProbe, apply_head
+        >>> probe = LayerProbe(7, 16, 2, layer=-1, key=jax.random.key(0))
+        >>> apply_head(probe, jnp.ones((5, 7, 16))).shape
+        (5, 2)
+    """
+    _check_x(x)
+    return _apply(head, x)
 
 
-@eqx.filter_jit
+@nnx.jit
+def _attribution(head, x, y):
+    base = accuracy(jax.vmap(head)(x), y)
+    mean = jnp.mean(x, axis=0)
+
+    def drop(layer):
+        occluded = x.at[:, layer].set(jnp.broadcast_to(mean[layer], x[:, layer].shape))
+        return base - accuracy(jax.vmap(head)(occluded), y)
+
+    return jax.lax.map(drop, jnp.arange(x.shape[1]))
+
+
 def layer_attribution(
-    head: Any, x: Float[Array, "batch layers features"], y: Int[Array, " batch"]
+    head: nnx.Module, x: Float[Array, "batch layers features"], y: Int[Array, " batch"]
 ) -> Float[Array, " layers"]:
     """Accuracy lost when one layer's features are replaced by their mean over ``x`` (occlusion).
 
     Returns ``[L]``: ``acc(x) - acc(x with layer l set to its batch mean)``.
     """
     _check_xy(x, y)
-    base = accuracy(head, x, y)
-    mean = jnp.mean(x, axis=0)
+    return _attribution(head, x, y)
 
-    def drop(layer):
-        occluded = x.at[:, layer].set(jnp.broadcast_to(mean[layer], x[:, layer].shape))
-        return base - accuracy(head, occluded, y)
 
-    return jax.lax.map(drop, jnp.arange(x.shape[1]))
+__all__ = ["FitResult", "apply_head", "fit_head", "layer_attribution"]

@@ -9,15 +9,16 @@ r"""Baseline heads over per-layer representations ``[L, D]``: linear probes and 
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
+from flax import nnx
 from jaxtyping import Array, Float
 
+from jaxpapers.cayley._encoder import _Linear
 from jaxpapers.core.checks import check_shape
 
 
-class LayerProbe(eqx.Module):
+class LayerProbe(nnx.Module):
     """Linear probe on layer ``layer`` (``None``: the mean over layers) of ``x [L, D]``.
 
     Examples:
@@ -26,29 +27,27 @@ class LayerProbe(eqx.Module):
         (2,)
     """
 
-    linear: eqx.nn.Linear
-    num_layers: int = eqx.field(static=True)
-    layer: int | None = eqx.field(static=True)
-
     def __init__(
-        self, num_layers: int, in_features: int, num_classes: int, *, layer: int | None, key
+        self,
+        num_layers: int,
+        in_features: int,
+        num_classes: int,
+        *,
+        layer: int | None,
+        key: jax.Array,
     ):
-        self.linear = eqx.nn.Linear(in_features, num_classes, key=key)
+        if layer is not None and not -num_layers <= layer < num_layers:
+            raise ValueError(f"layer={layer}; expected one of {num_layers} layers or None")
+        self.linear = _Linear(in_features, num_classes, key=key)
         self.num_layers = num_layers
         self.layer = layer
-
-    def __check_init__(self):
-        if self.layer is not None and not -self.num_layers <= self.layer < self.num_layers:
-            raise ValueError(
-                f"layer={self.layer}; expected one of {self.num_layers} layers or None"
-            )
 
     def __call__(self, x: Float[Array, "layers features"]) -> Float[Array, " classes"]:
         check_shape("x", x, (self.num_layers, self.linear.in_features))
         return self.linear(jnp.mean(x, axis=0) if self.layer is None else x[self.layer])
 
 
-class AttentionPooling(eqx.Module):
+class AttentionPooling(nnx.Module):
     """Attention-weighted aggregation of the layers, then a linear classifier.
 
     Examples:
@@ -57,22 +56,19 @@ class AttentionPooling(eqx.Module):
         (2,)
     """
 
-    score: eqx.nn.Linear
-    query: Float[Array, " hidden"]
-    linear: eqx.nn.Linear
-    num_layers: int = eqx.field(static=True)
-
-    def __init__(self, num_layers: int, in_features: int, num_classes: int, *, key, hidden=32):
+    def __init__(
+        self, num_layers: int, in_features: int, num_classes: int, *, key: jax.Array, hidden=32
+    ):
         k1, k2, k3 = jax.random.split(key, 3)
-        self.score = eqx.nn.Linear(in_features, hidden, key=k1)
-        self.query = jax.random.normal(k2, (hidden,)) / jnp.sqrt(hidden)
-        self.linear = eqx.nn.Linear(in_features, num_classes, key=k3)
+        self.score = _Linear(in_features, hidden, key=k1)
+        self.query = nnx.Param(jax.random.normal(k2, (hidden,)) / jnp.sqrt(hidden))
+        self.linear = _Linear(in_features, num_classes, key=k3)
         self.num_layers = num_layers
 
     def weights(self, x: Float[Array, "layers features"]) -> Float[Array, " layers"]:
         """Attention weights over layers (sum to 1)."""
         check_shape("x", x, (self.num_layers, self.linear.in_features))
-        return jax.nn.softmax(jnp.tanh(jax.vmap(self.score)(x)) @ self.query)
+        return jax.nn.softmax(jnp.tanh(jax.vmap(self.score)(x)) @ self.query[...])
 
     def __call__(self, x: Float[Array, "layers features"]) -> Float[Array, " classes"]:
         return self.linear(self.weights(x) @ x)

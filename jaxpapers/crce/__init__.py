@@ -87,16 +87,8 @@ background; class 1 is a ring): ``faithfulness`` (deletion / insertion AUC and m
 ContrastiveCAM, Grad-CAM and CAM on the two-class CE models), ``context_shift`` (worst-group
 accuracy of CE, Grad-CAM-regularised CE, CR-CE with known and with estimated context), and the
 sanity check ``no_context_information`` (backgrounds independent of the label: CR-CE must match
-CE). Measured at quick size (5 seeds, 200 steps; ``results/P09/NOTES.md``): the three CAMs nearly
-tie on deletion AUC (ContrastiveCAM 0.570, CAM 0.567, Grad-CAM 0.572; ContrastiveCAM 0.004 above
-CAM on 4 of 5 seeds, so ``faithfulness`` does not hold: with two classes the explained
-probability is a function of one logit margin; a separating test needs more classes, see
-:mod:`jaxpapers.crce.experiments`); with the squared penalty, CR-CE (known context) reaches
-worst-group accuracy 0.61 +- 0.24 against CE's 0.12 +- 0.09 and the Grad-CAM-regularised CE's
-0.07 +- 0.09 (``holds``, paired, 5 of 5 seeds against both; the share form collapsed to 0.0 on
-3/3); the estimated-context variant gets 0.18 +- 0.30; in the sanity set the 0.03 equivalence of
-CR-CE and CE is not resolved (0.92 +- 0.04 vs 0.91 +- 0.11, one CE seed at 0.72:
-``inconclusive``; the share form: 0.5, a constant predictor).
+CE). The measured numbers and verdicts are in ``results/P09`` (``result.json`` and
+``NOTES.md``).
 
 Examples:
     >>> import jax, jax.numpy as jnp

@@ -1,63 +1,38 @@
-"""P03 experiments: registrations and the table of sizes (the work is in ``_run``).
+"""P03 experiments: the claims, their rules and the configuration of each run size.
 
-Quick budget (session 9, 2026-12-01, ``/usr/bin/time jaxpapers reproduce P03 --quick`` on 2 quiet
-cores): 94.7 s wall on a day when this machine ran 10-17% slower than before; a compile log put
-35 of 96 s in XLA compiles (the five heads' grid programs 17 s). The heads', probes', LoRA and
-synthetic programs now compile at LLVM level 1 at the quick size (``core.pytrees.QUICK_COMPILE``):
-89.4 and 93.0 s in two runs, every row identical per seed; at the budget's edge on such a day.
-The Bayes limits' normal CDF is ``math.erfc`` instead of ``scipy.stats`` (the same floats; its
-import cost ~0.8 s): 93.9 s in a third run.
+Bed: the frozen all-MiniLM-L6-v2 (embeddings and six layers, mean-pooled per layer and
+standardised) on two offline valence lexicons (VADER words and phrases, binary; AFINN words, four
+classes), in a few-shot regime: every head trains by full-batch AdamW on the first 16, 64 or 256
+examples of a seeded order of each task's training pool (one (task, seed) cell per seed and task)
+and is tested on the same test texts (``_train``, ``_data``).
 
-Session 10 (same command, base = the previous commit, runs alternated, quiet cores checked by
-``/proc/stat``; an even slower day: the base took 104.2 and 98.8 s): 81.0 s wall, 130.5 CPU-s
-against the base's 98.8 s, 157.4 CPU-s (an intermediate state without the attention change:
-88.9 s / 144 CPU-s against 104.2 s / 166 CPU-s). Every quick row is identical per seed to the
-base's, the attention-aggregation row apart, which quick mode no longer runs. What changed:
-
-* one compiled program per group of heads that differ only in data (``_train._programs``): the
-  zero-virtual-node Cayley head is the Cayley head with a traced switch zeroing its virtual
-  nodes' starting states, the truncated-graph head the complete-graph head with a traced edge
-  mask (``message_passing(edge_mask=...)``; same nodes and initial weights for a key); both give
-  the very same floats (zeros added, exact), so 3 grid programs compile instead of 5 (~3 s each);
-* no eager op compiles around the grid: the cells' keys are folded inside the programs from
-  integer seeds, the training weights built there from the cell's size, the inputs indexed
-  there from one copy of the largest training sets (no tiling), the parameter counts taken from
-  ``jax.eval_shape`` (the eager inits compiled ~15 small programs, ~2.5 s) and the results
-  sliced as NumPy arrays; the LoRA inits are stacked on the host and the synthetic keys made in
-  its program (75 compiles in a run before, 41 after the first two changes);
-* ``probe_accuracy``'s "attention aggregation" row (no verdict reads it) runs at smoke and full
-  sizes only (``row_sizes``; its parameter fraction stays in ``param_budget``): its program was
-  a compile and 18 cells, ~8 s.
-
-Tried and not kept: (1) message passing by gathers alone (a custom VJP adding each node's in-
-and out-neighbours in edge order): bit-identical to ``segment_sum`` but no faster; (2) message
-passing as a dense adjacency product: ~35% less run time of the GNN programs but not
-bit-identical (dot-product sums reorder; every GNN row would shift at float level); (3)
-overlapping each program's compile with the previous one's run (async dispatch): 30.3 vs 31-33 s
-on three programs, within noise, as the runs already use both cores. Left as they are: the two
-LoRA programs (16 and 64 examples: different shapes; padding would change the loss's sums), the
-eager LoRA initialisation (~1 s of small compiles; it goes through ``core.nn.lora``), the Cayley
-program's run (~21 s: 24 cells of 256 examples, the 16- and 64-example cells padded), and the
-heads' sizes.
+* ``bayes_limit`` (sanity): synthetic layers holding independent noisy copies of the class signal,
+  whose Bayes accuracies are known in closed form (``Phi(s)`` from one layer, ``Phi(s sqrt L)``
+  from all); the Cayley-Encoder must beat the one-layer limit clearly without exceeding the
+  all-layer one, and a last-layer probe must land near ``Phi(s)``.
+* ``probe_accuracy``: at the largest training set, Cayley-Encoder > fully connected layer GNN >
+  best single layer (chosen on validation) > last-layer probe, each a paired one-sided test. The
+  zero-virtual-node and truncated-graph variants, the mean over layers and (at the smoke and full
+  sizes) attention aggregation are reported rows no verdict reads.
+* ``few_shot``: the Cayley-Encoder beats the best single layer at 16, 64 and 256 examples.
+* ``param_budget``: the head adds at most 0.1% of MiniLM's parameters (exact counts).
+* ``layer_contributions``: occlusion of one layer at a time; a layer contributes when hiding it
+  costs at least a quarter of the largest drop and one test example; several must.
+* ``lora_baseline`` (precondition of ``vs_lora``): LoRA (rank 8 on query and value of the top
+  MiniLM layers, plus a linear head, on the very training texts of the cells) is better than the
+  frozen last-layer probe it starts from (its adapters start at zero).
+* ``vs_lora``: the abstract's "outperforms LoRA fine-tuning", a strict paired test at 16 and 64
+  examples, judged only when ``lora_baseline`` holds.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
 from jaxpapers.cayley.experiments import _run
-from jaxpapers.cayley.experiments._run import Sizes
-from jaxpapers.core.experiment import (
-    AllOf,
-    Better,
-    Context,
-    Experiment,
-    Threshold,
-    register,
-)
+from jaxpapers.cayley.experiments._run import ATTENTION, GNN, LORA, Config
+from jaxpapers.core.experiment import AllOf, Better, Experiment, Threshold
 
 SIZES = {
-    "smoke": Sizes(
+    "smoke": Config(
         pool=256,
         val=16,
         test=32,
@@ -66,12 +41,13 @@ SIZES = {
         hidden=8,
         synthetic_train=32,
         synthetic_test=64,
+        attention=True,
         lora_tasks=("vader_sentiment",),
         lora_shots=(16, 64),
         lora_steps=5,
         lora_adapted=1,
     ),
-    "quick": Sizes(
+    "quick": Config(
         pool=320,
         val=128,
         test=512,
@@ -81,6 +57,8 @@ SIZES = {
         # 512 training examples keep the probe within 0.02 of Phi(s) (1024 cost 2x the run)
         synthetic_train=512,
         synthetic_test=4096,
+        # the attention-aggregation row (no verdict reads it) is left out of the quick budget
+        attention=False,
         # one task, the top layer adapted: the quick run's budget (every adapted layer is a
         # transformer layer's forward and backward per step, none of it cacheable)
         lora_tasks=("vader_sentiment",),
@@ -88,7 +66,7 @@ SIZES = {
         lora_steps=50,
         lora_adapted=1,
     ),
-    "full": Sizes(
+    "full": Config(
         pool=1024,
         val=512,
         test=1500,
@@ -97,6 +75,7 @@ SIZES = {
         hidden=32,
         synthetic_train=4096,
         synthetic_test=16384,
+        attention=True,
         lora_tasks=("vader_sentiment", "afinn_valence"),
         lora_shots=(16, 64, 256),
         lora_steps=300,
@@ -104,21 +83,14 @@ SIZES = {
     ),
 }
 
-
-def _sized(fn, ctx: Context):
-    return fn(ctx, ctx.pick(**SIZES))
-
-
-GNN = _run.GNN
-LORA = _run.LORA
 SHOTS = SIZES["quick"].shots
 #: rows of ``vs_lora`` (every size trains these; --full adds 256 examples, in the extras)
 LORA_SHOTS = (16, 64)
-assert all(set(LORA_SHOTS) <= set(s.lora_shots) for s in SIZES.values())
+assert all(set(LORA_SHOTS) <= set(c.lora_shots) for c in SIZES.values())
+assert all(c.shots == SHOTS for c in SIZES.values())
 
-register(
+EXPERIMENTS = (
     Experiment(
-        paper="P03",
         id="bayes_limit",
         claim="Sanity: on synthetic layers holding independent noisy copies of the class signal, "
         "the Cayley-Encoder beats the one-layer Bayes accuracy Phi(s) by > 0.1 without exceeding "
@@ -135,12 +107,9 @@ register(
                 Threshold("last-layer probe", _run.BAYES_ONE - 0.03, below=False),
             )
         ),
-        run=partial(_sized, _run.bayes_limit),
-    )
-)
-register(
+        run=_run.bayes_limit,
+    ),
     Experiment(
-        paper="P03",
         id="probe_accuracy",
         claim="Over frozen MiniLM layers, Cayley-Encoder > fully connected layer GNN > best single "
         "layer > last-layer probe",
@@ -148,7 +117,7 @@ register(
         lower_is_better=False,
         baselines=(
             "fully connected GNN",
-            "attention aggregation",
+            ATTENTION,
             "best single layer",
             "mean over layers",
             "last-layer probe",
@@ -161,13 +130,10 @@ register(
                 Better("best single layer", "last-layer probe"),
             )
         ),
-        run=partial(_sized, _run.probe_accuracy),
-        row_sizes={_run.ATTENTION: _run.ATTENTION_SIZES},
-    )
-)
-register(
+        run=_run.probe_accuracy,
+        row_sizes={ATTENTION: tuple(size for size, c in SIZES.items() if c.attention)},
+    ),
     Experiment(
-        paper="P03",
         id="few_shot",
         claim="The Cayley-Encoder beats the best single layer with 16, 64 and 256 labelled "
         "examples",
@@ -180,26 +146,20 @@ register(
         ),
         methods=tuple(f"{GNN} @{s}" for s in SHOTS),
         rule=AllOf(tuple(Better(f"{GNN} @{s}", f"best single layer @{s}") for s in SHOTS)),
-        run=partial(_sized, _run.few_shot),
+        run=_run.few_shot,
         plot=_run.plot_few_shot,
-    )
-)
-register(
+    ),
     Experiment(
-        paper="P03",
         id="param_budget",
         claim="The Cayley-Encoder adds at most 0.1% of the LM's parameters",
         metric="added parameters / all-MiniLM-L6-v2 parameters",
         lower_is_better=True,
-        baselines=("fully connected GNN", "attention aggregation", "linear probe"),
+        baselines=("fully connected GNN", ATTENTION, "linear probe"),
         methods=(GNN,),
         rule=Threshold(GNN, 0.001),
-        run=partial(_sized, _run.param_budget),
-    )
-)
-register(
+        run=_run.param_budget,
+    ),
     Experiment(
-        paper="P03",
         id="layer_contributions",
         claim="Several layers contribute to the Cayley-Encoder's prediction (occlusion drop of at "
         "least a quarter of the largest)",
@@ -208,13 +168,10 @@ register(
         baselines=(),
         methods=("layers contributing",),
         rule=Threshold("layers contributing", 1.5, below=False),
-        run=partial(_sized, _run.layer_contributions),
+        run=_run.layer_contributions,
         plot=_run.plot_contributions,
-    )
-)
-register(
+    ),
     Experiment(
-        paper="P03",
         id="lora_baseline",
         claim="Precondition of vs_lora: LoRA fine-tuning is trained, i.e. better than the "
         "frozen last-layer linear probe it starts from (its adapters start at zero, so an "
@@ -226,12 +183,9 @@ register(
         # strictly better: LoRA's head reads the probe's features, so a LoRA whose adapters did
         # not learn ties the probe and must not pass
         rule=AllOf(tuple(Better(f"{LORA} @{s}", f"last-layer probe @{s}") for s in LORA_SHOTS)),
-        run=partial(_sized, _run.lora_baseline),
-    )
-)
-register(
+        run=_run.lora_baseline,
+    ),
     Experiment(
-        paper="P03",
         id="vs_lora",
         claim="With MiniLM frozen, the Cayley-Encoder outperforms LoRA (rank 8) fine-tuning of "
         "MiniLM trained on the same texts (judged when lora_baseline holds)",
@@ -240,7 +194,7 @@ register(
         baselines=tuple(f"{LORA} @{s}" for s in LORA_SHOTS),
         methods=tuple(f"{GNN} @{s}" for s in LORA_SHOTS),
         rule=AllOf(tuple(Better(f"{GNN} @{s}", f"{LORA} @{s}") for s in LORA_SHOTS)),
-        run=partial(_sized, _run.vs_lora),
+        run=_run.vs_lora,
         requires=("lora_baseline",),
-    )
+    ),
 )

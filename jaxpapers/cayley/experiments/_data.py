@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax
 import numpy as np
-from flax import nnx
 
 from jaxpapers.cayley import encode_layers
 from jaxpapers.core.data.text import TextTask, afinn_valence, vader_sentiment
 from jaxpapers.core.experiment import Context
 from jaxpapers.core.nn.bert import load_minilm, load_tokenizer, tokenize
+from jaxpapers.core.pytrees import count_params
 
 #: Task loaders; both are human-rated word/phrase lexicons shipped by PyPI packages.
 TASKS = {"vader_sentiment": vader_sentiment, "afinn_valence": afinn_valence}
@@ -39,20 +38,6 @@ def _short_texts(task: TextTask, tokenizer, limit: int) -> tuple[list[str], np.n
     return [task.texts[i] for i in keep], task.labels[keep]
 
 
-def _cached_array(ctx: Context, name: str, compute) -> np.ndarray:
-    """An array step stored as ``.npy`` in the paper's shared work folder (reused on --resume)."""
-    folder = ctx.workdir.parent / "_shared"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.npy"
-    if path.exists():
-        return np.load(path)
-    value = np.asarray(compute())
-    tmp = folder / f".{name}.tmp.npy"
-    np.save(tmp, value)
-    tmp.replace(path)
-    return value
-
-
 def task_texts(name: str, tokenizer, *, train: int, val: int, test: int, seed: int = 0):
     """The texts and labels of task ``name`` in split order: train pool, validation, test.
 
@@ -67,12 +52,14 @@ def task_texts(name: str, tokenizer, *, train: int, val: int, test: int, seed: i
 def load_splits(ctx: Context, *, train: int, val: int, test: int, seed: int = 0) -> Splits:
     """Seeded random pools per task, encoded once by the frozen MiniLM and standardised.
 
+    Each task's encoding is a step of the paper's run cache (``ctx.cached``, keyed on the run's
+    configuration, which fixes ``train``, ``val`` and ``test``; ``seed`` is in the step's name).
     Features are centred per layer and dimension and scaled per layer over the whole pool (no
     labels involved), so that every layer enters the heads on the same scale.
     """
     tokenizer = load_tokenizer()
     model = load_minilm()
-    lm_params = int(sum(np.size(v) for v in jax.tree.leaves(nnx.state(model, nnx.Param))))
+    lm_params = count_params(model)
     parts = []
     for name in TASKS:
         texts, y = task_texts(name, tokenizer, train=train, val=val, test=test, seed=seed)
@@ -81,7 +68,7 @@ def load_splits(ctx: Context, *, train: int, val: int, test: int, seed: int = 0)
             ids, mask = tokenize(tokenizer, texts, MAX_TOKENS)
             return encode_layers(model, ids, mask, batch_size=512)
 
-        x = _cached_array(ctx, f"minilm_{name}_{train}_{val}_{test}_{seed}", encode)
+        x = ctx.cached(f"minilm_{name}_{train}_{val}_{test}_{seed}", encode)
         x = (x - x.mean(0)) / x.std(0).mean(-1, keepdims=True)
         cut = (train, train + val)
         parts.append((x[: cut[0]], y[: cut[0]], x[cut[0] : cut[1]], y[cut[0] : cut[1]]))

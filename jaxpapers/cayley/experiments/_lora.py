@@ -1,6 +1,6 @@
 r"""LoRA fine-tuning of MiniLM on a valence task: the parameter-efficient baseline of ``vs_lora``.
 
-The frozen all-MiniLM-L6-v2 gets rank-``r`` adapters (:mod:`jaxpapers.core.nn.lora`) on the
+The frozen all-MiniLM-L6-v2 gets rank-``r`` adapters (:mod:`jaxpapers.cayley._lora`) on the
 attention query and value projections of its top ``adapted`` layers; a linear head reads the
 mean-pooled last layer, standardised by the frozen model's statistics on the cell's training
 texts (mean per dimension, mean standard deviation: the scaling the layer heads' features get).
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,8 +26,9 @@ import numpy as np
 import optax
 from flax import nnx
 
+from jaxpapers.cayley._lora import add_lora, lora_param_count
+from jaxpapers.core.fit import fit
 from jaxpapers.core.nn.bert import Bert, mean_pool
-from jaxpapers.core.nn.lora import add_lora, lora_param_count
 from jaxpapers.core.pytrees import stack_trees
 
 TARGETS = ("query", "value")
@@ -54,7 +55,7 @@ def _logits(graphdef, frozen, params, h, mask, start, norm):
 @partial(jax.jit, static_argnames=("graphdef", "start", "steps"))
 def _train_cells(graphdef, frozen, params, h, mask, y, h_test, mask_test, y_test, hp, start, steps):
     """Train every cell (leading axis of ``params``, ``h``, ``mask``, ``y``); test accuracy each."""
-    opt = optax.adamw(hp["learning_rate"], weight_decay=hp["weight_decay"])
+    optimizer = optax.adamw(hp["learning_rate"], weight_decay=hp["weight_decay"])
 
     def one(args):
         p0, h, m, y = args
@@ -63,24 +64,14 @@ def _train_cells(graphdef, frozen, params, h, mask, y, h_test, mask_test, y_test
         z0 = mean_pool(nnx.merge(graphdef, p0["lora"], frozen)(None, m, hidden=h, start=start), m)
         norm = jax.lax.stop_gradient((jnp.mean(z0, 0), jnp.mean(jnp.std(z0, 0))))
 
-        def loss_fn(p):
+        def loss_fn(p, batch, key):
+            del batch, key  # full batch, no randomness
             logits = _logits(graphdef, frozen, p, h, m, start, norm)
             return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y))
 
-        def step(carry, _):
-            p, state, ok = carry
-            loss, g = jax.value_and_grad(loss_fn)(p)
-            updates, new_state = opt.update(g, state, p)
-            ok = ok & jnp.isfinite(loss)
-            new = (optax.apply_updates(p, updates), new_state)
-            p, state = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, (p, state))
-            return (p, state, ok), loss
-
-        (p, _, ok), losses = jax.lax.scan(
-            step, (p0, opt.init(p0), jnp.array(True)), None, length=steps
-        )
-        logits = _logits(graphdef, frozen, p, h_test, mask_test, start, norm)
-        return jnp.mean(jnp.argmax(logits, -1) == y_test), losses, ok, p
+        res = fit(loss_fn, p0, optimizer, steps=steps, key=jax.random.key(0))
+        logits = _logits(graphdef, frozen, res.params, h_test, mask_test, start, norm)
+        return jnp.mean(jnp.argmax(logits, -1) == y_test), res.losses, res.finite, res.params
 
     return jax.lax.map(one, (params, h, mask, y))
 
@@ -92,6 +83,35 @@ def lora_model(model: Bert, *, rank: int, adapted: int, key: jax.Array) -> Bert:
     model = nnx.clone(model)
     add_lora(list(model.layers)[-adapted:], TARGETS, rank=rank, key=key)
     return model
+
+
+class LoRARun(NamedTuple):
+    """LoRA trained on every cell (leading axis ``[C]``).
+
+    Attributes:
+      params: the trained adapters and head of every cell (``{"lora": ..., "head": ...}``).
+      losses: ``[C, steps]`` training loss of every step.
+      finite: ``[C]`` whether every step was finite.
+      test: ``[C]`` test accuracy (float64).
+      adapter: adapter scalars of one cell; trainable: adapter plus head scalars.
+      seconds_per_step, cpu_seconds_per_step: wall and CPU seconds of the training program per
+        step of one cell (the test evaluation and the program's compile, or its load from the
+        compilation cache, included).
+      graphdef, frozen, start: the adapted model's graph, its frozen weights and the first layer
+        the training program runs (for tests).
+    """
+
+    params: Any
+    losses: np.ndarray
+    finite: np.ndarray
+    test: np.ndarray
+    adapter: int
+    trainable: int
+    seconds_per_step: float
+    cpu_seconds_per_step: float
+    graphdef: Any
+    frozen: Any
+    start: int
 
 
 def train_lora(
@@ -110,17 +130,10 @@ def train_lora(
     steps: int,
     learning_rate: float,
     weight_decay: float,
-    compiler_options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> LoRARun:
     """Adapters + head trained per cell (``keys [C]``, ``h [C, n, T, D]`` states entering the
-    lowest adapted layer, ``mask [C, n, T]``, ``y [C, n]``); test accuracy per cell.
-
-    Returns a dict: ``test [C]``, ``final_loss [C]``, ``finite [C]``, ``trainable`` (adapter plus
-    head scalars), ``adapter``, ``seconds_per_step`` (wall time of the compiled program over
-    ``C * steps``, test evaluation included) and ``compile_s``; plus ``params`` (the trained
-    adapter and head of every cell, for tests). ``compiler_options``: XLA options of the
-    training program.
-    """
+    lowest adapted layer, ``mask [C, n, T]``, ``y [C, n]``) by full-batch AdamW
+    (:func:`jaxpapers.core.fit.fit`); test accuracy per cell (:class:`LoRARun`)."""
     start = len(model.layers) - adapted
     d = model.cfg.hidden
     inits = []
@@ -135,25 +148,35 @@ def train_lora(
         inits.append({"lora": lora, "head": head})
     params = stack_trees(inits, host=True)
     hp = {"learning_rate": learning_rate, "weight_decay": weight_decay}
-    args = (graphdef, frozen, params, h, mask, y, h_test, mask_test, y_test, hp)
     t0, c0 = time.perf_counter(), time.process_time()
-    compiled = _train_cells.lower(*args, start=start, steps=steps).compile(compiler_options)
-    t1, c1 = time.perf_counter(), time.process_time()
-    test, losses, finite, trained = jax.block_until_ready(compiled(*args[1:]))
-    t2, c2 = time.perf_counter(), time.process_time()
+    test, losses, finite, trained = jax.block_until_ready(
+        _train_cells(
+            graphdef,
+            frozen,
+            params,
+            h,
+            mask,
+            y,
+            h_test,
+            mask_test,
+            y_test,
+            hp,
+            start=start,
+            steps=steps,
+        )
+    )
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     adapter = lora_param_count(adapted_model)
-    return {
-        "test": np.asarray(test).tolist(),
-        "final_loss": np.asarray(losses)[:, -1].tolist(),
-        "finite": np.asarray(finite).tolist(),
-        "adapter": adapter,
-        "trainable": adapter + d * num_classes + num_classes,
-        "seconds_per_step": (t2 - t1) / (len(keys) * steps),
-        "cpu_seconds_per_step": (c2 - c1) / (len(keys) * steps),
-        "compile_s": t1 - t0,
-        "compile_cpu_s": c1 - c0,
-        "params": trained,
-        "graphdef": graphdef,
-        "frozen": frozen,
-        "start": start,
-    }
+    return LoRARun(
+        params=trained,
+        losses=np.asarray(losses),
+        finite=np.asarray(finite),
+        test=np.asarray(test, np.float64),
+        adapter=adapter,
+        trainable=adapter + d * num_classes + num_classes,
+        seconds_per_step=wall / (len(keys) * steps),
+        cpu_seconds_per_step=cpu / (len(keys) * steps),
+        graphdef=graphdef,
+        frozen=frozen,
+        start=start,
+    )

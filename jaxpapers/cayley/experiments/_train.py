@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 import time
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
 from jaxpapers.cayley import (
     AttentionPooling,
@@ -20,6 +20,7 @@ from jaxpapers.cayley import (
     fit_head,
     layer_graph,
 )
+from jaxpapers.core.pytrees import count_params
 
 NUM_CLASSES = 4  # the largest task's; binary tasks leave two logits unused, so shapes are shared
 
@@ -73,15 +74,13 @@ def _seven_node_edges(layers: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _cayley_cells(key, *, variant, layers, features, hidden):
-    return _Switched(
-        _cayley(key, layers=layers, features=features, hidden=hidden), zero_virtual=variant
-    )
+    graph = layer_graph(layers)
+    return _Switched(graph, features, NUM_CLASSES, key=key, hidden=hidden, zero_virtual=variant)
 
 
 def _seven_node_cells(key, *, variant, layers, features, hidden):
-    return _Switched(
-        _complete(key, layers=layers, features=features, hidden=hidden), edge_mask=variant
-    )
+    graph = layer_graph(layers, topology="complete")
+    return _Switched(graph, features, NUM_CLASSES, key=key, hidden=hidden, edge_mask=variant)
 
 
 def _attention_cells(key, *, variant, layers, features, hidden):
@@ -92,7 +91,7 @@ def _attention_cells(key, *, variant, layers, features, hidden):
 def _programs(layers: int) -> dict[str, tuple[Any, dict[str, Any]]]:
     """The compiled programs of :data:`GRAPH_HEADS`: ``{program: (maker, {head: switch})}``, the
     heads of a program differing only in the traced switch of their cells (:class:`_Switched`):
-    one compile per program instead of one per head (each ~3 s of a quick run)."""
+    one compile per program instead of one per head."""
     complete, truncated = _seven_node_edges(layers)
     return {
         "cayley": (
@@ -108,17 +107,16 @@ def _programs(layers: int) -> dict[str, tuple[Any, dict[str, Any]]]:
 
 
 def _param_count(make) -> int:
-    """:func:`~jaxpapers.cayley.count_params` of ``make(key)`` from shapes alone (no compile)."""
-    shapes = jax.eval_shape(lambda: eqx.filter(make(jax.random.key(0)), eqx.is_inexact_array))
-    return int(sum(np.prod(a.shape, dtype=int) for a in jax.tree.leaves(shapes)))
+    """:func:`~jaxpapers.core.pytrees.count_params` of ``make(key)`` from shapes alone (no
+    compile)."""
+    return count_params(nnx.eval_shape(lambda: make(jax.random.key(0))))
 
 
 def _over_cells(fn, *cells):
     """``fn`` over the leading (cell) axis by ``lax.map``, not ``vmap``.
 
-    On XLA:CPU a vmap over cells of the per-example-vmapped heads compiled ~4x slower (7.6 s vs
-    2 s for the Cayley head, 6 cells of 256 examples) and ran no faster: the work is already
-    batched over examples.
+    On XLA:CPU a vmap over cells of the per-example-vmapped heads compiled several times slower
+    and ran no faster: the work is already batched over examples.
     """
     return jax.lax.map(lambda args: fn(*args), cells)
 
@@ -129,7 +127,7 @@ def _train_one(make, hp, key, x, y, w, task, x_val, y_val, x_test, y_test, *, oc
     The evaluations share a single batched forward (validation, test and, with ``occlusion``,
     the ``L`` occluded copies of the test set of :func:`~jaxpapers.cayley.layer_attribution`:
     layer ``l`` set to its test-set mean): each separate forward of a head is another copy of
-    its graph code for XLA to compile (about 1 s each on the Cayley head).
+    its graph code for XLA to compile.
     """
     fit = fit_head(make(key), x, y, weights=w, **hp)
     xv, yv, xt, yt = x_val[task], y_val[task], x_test[task], y_test[task]
@@ -149,27 +147,34 @@ def _train_one(make, hp, key, x, y, w, task, x_val, y_val, x_test, y_test, *, oc
     return val, test, attr, fit.finite
 
 
-class _Switched(eqx.Module):
+class _Switched(LayerGNN):
     """A layer GNN with traced switches, so that heads which differ only in them are cells of one
     compiled program: virtual nodes starting from zero (``zero_virtual``, a bool scalar) and
     edges left out (``edge_mask``, bool ``[E]``; :func:`~jaxpapers.cayley.message_passing`).
 
-    Both give the very numbers of the head they stand for: the zeroed starting states and the
-    left-out edges' messages are exact zeros, and their gradients too. The switches are bool
-    arrays, so :func:`~jaxpapers.cayley.fit_head` does not train them.
+    Both give the very numbers of the head they stand for (same initial weights for a key): the
+    zeroed starting states and the left-out edges' messages are exact zeros, and their gradients
+    too. The switches are plain ``nnx.Variable`` values, not ``nnx.Param``, so
+    :func:`~jaxpapers.cayley.fit_head` does not train them.
     """
 
-    head: LayerGNN
-    zero_virtual: jax.Array | None = None
-    edge_mask: jax.Array | None = None
+    def __init__(
+        self, graph, in_features, num_classes, *, key, hidden, zero_virtual=None, edge_mask=None
+    ):
+        super().__init__(graph, in_features, num_classes, key=key, hidden=hidden)
+        self.zero_virtual = None if zero_virtual is None else nnx.Variable(zero_virtual)
+        self.edge_mask = None if edge_mask is None else nnx.Variable(edge_mask)
+
+    def embedding(self):
+        embedding = super().embedding()
+        if self.zero_virtual is None:
+            return embedding
+        virtual = jnp.arange(embedding.shape[0]) >= self.num_layers
+        return jnp.where((virtual & self.zero_virtual[...])[:, None], 0.0, embedding)
 
     def __call__(self, x):
-        head = self.head
-        if self.zero_virtual is not None:
-            virtual = jnp.arange(head.node_embedding.shape[0]) >= head.num_layers
-            emb = jnp.where((virtual & self.zero_virtual)[:, None], 0.0, head.node_embedding)
-            head = eqx.tree_at(lambda h: h.node_embedding, head, emb)
-        return head(x, edge_mask=self.edge_mask)
+        mask = None if self.edge_mask is None else self.edge_mask[...]
+        return super().__call__(x, edge_mask=mask)
 
 
 def _cells(one, top, seed, task, row, n, variant, x_top, y_top):
@@ -233,16 +238,15 @@ def _probe_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test):
 
 def normal_cdf(x: float) -> float:
     """Standard normal CDF ``Phi(x) = erfc(-x / sqrt 2) / 2`` (the same float as
-    ``scipy.stats.norm.cdf`` here, without importing scipy.stats: ~1 s of a quick run)."""
+    ``scipy.stats.norm.cdf`` here, without importing scipy.stats, a slow import)."""
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
-def _timed(fn, static, args, compiler_options=None):
-    """``fn(*static, *args)`` compiled ahead of time (with XLA's ``compiler_options``), then run:
-    its outputs, wall and CPU seconds of the run alone (the compile excluded)."""
-    compiled = fn.lower(*static, *args).compile(compiler_options)
+def _timed(fn, *args):
+    """``fn(*args)`` and the wall and CPU seconds of the call (its compile, or loading it from
+    the persistent compilation cache, included)."""
     t0, c0 = time.perf_counter(), time.process_time()
-    out = jax.block_until_ready(compiled(*args))
+    out = jax.block_until_ready(fn(*args))
     return out, time.perf_counter() - t0, time.process_time() - c0
 
 
@@ -256,6 +260,45 @@ def cell_order(task: int, seed: int, pool: int) -> np.ndarray:
     return np.random.default_rng([seed, task]).permutation(pool)
 
 
+class HeadRun(NamedTuple):
+    """One head trained at one training-set size on every (task, seed) cell.
+
+    Attributes:
+      val, test: ``[cells]`` accuracies (probes: ``[cells, L + 1]``, the last input being the
+        layer mean), float64.
+      finite: ``[cells]`` whether every training step was finite.
+      attr: ``[cells, L]`` occlusion drops on the test set (layer heads; ``None`` for probes).
+      seconds_per_step, cpu_seconds_per_step: wall and CPU seconds of the head's program per
+        training step of one cell (every cell padded to the largest size; the evaluation and the
+        program's compile, or its load from the compilation cache, included).
+    """
+
+    val: np.ndarray
+    test: np.ndarray
+    finite: np.ndarray
+    attr: np.ndarray | None = None
+    seconds_per_step: float = math.nan
+    cpu_seconds_per_step: float = math.nan
+
+
+class Grid(NamedTuple):
+    """Every head trained on every (task, seed) cell at every training-set size.
+
+    Attributes:
+      cells: the ``(task, seed)`` cells, in the order of the arrays' leading axis.
+      params: trainable scalars of each head (every head of :data:`GRAPH_HEADS` and the probe).
+      heads: ``{head: {training-set size: HeadRun}}`` of the layer heads trained.
+      probes: ``{training-set size: HeadRun}`` of the probes on each layer and the layer mean.
+      lm_params: parameters of the frozen LM (0 until the caller fills it in).
+    """
+
+    cells: tuple[tuple[int, int], ...]
+    params: dict[str, int]
+    heads: dict[str, dict[int, HeadRun]]
+    probes: dict[int, HeadRun]
+    lm_params: int = 0
+
+
 def run_grid(
     splits,
     *,
@@ -266,25 +309,20 @@ def run_grid(
     weight_decay,
     hidden,
     heads: tuple[str, ...] = tuple(GRAPH_HEADS),
-    compiler_options: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Grid:
     """Train every head for every (task, seed) at each training-set size; report accuracies.
 
     Every size is one compiled program per head, mapped over the (size, task, seed) cells; the
-    training examples of a (task, seed) cell (``grid``) are the first ``n`` of a seeded order of
-    the task's training pool (:func:`cell_order`), the rest padded in with weight 0.
-
-    Returns a JSON-able dict: ``grid`` (the (task, seed) cells), ``params`` per head, and per
-    head and size (``results[head][str(shots)]``) ``val``/``test`` accuracies ``[cells]``
-    (probes: ``[cells, L + 1]``, the last input being the layer mean), ``attr`` ``[cells, L]``
-    occlusion attributions on the test set, and ``finite``. ``heads``: the heads of
-    :data:`GRAPH_HEADS` trained (``params`` counts every one). ``compiler_options``: XLA options
-    of the heads' and probes' programs (quick mode: ``core.pytrees.QUICK_COMPILE``).
+    training examples of a (task, seed) cell are the first ``n`` of a seeded order of the task's
+    training pool (:func:`cell_order`), the rest padded in with weight 0. ``heads``: the heads of
+    :data:`GRAPH_HEADS` trained (``params`` counts every one).
     """
     num_tasks, pool, layers, features = splits.x_train.shape
     if max(shots) > pool:
         raise ValueError(f"shots={shots} exceed the training pool of {pool} examples")
-    grid = [(k, r) for k in range(num_tasks) for r in seeds]
+    if set(heads) - set(GRAPH_HEADS):
+        raise ValueError(f"heads={heads}; expected some of {tuple(GRAPH_HEADS)}")
+    grid = tuple((k, r) for k in range(num_tasks) for r in seeds)
     task_arr = np.array([k for k, _ in grid], np.int32)
     seed_arr = np.array([r for _, r in grid], np.int32)
     perms = np.stack([cell_order(k, r, pool) for k, r in grid])
@@ -313,15 +351,15 @@ def run_grid(
         )
 
     def split_groups(out, groups):
-        out = jax.tree.map(np.asarray, out)
+        """The program's outputs of each group, accuracies as float64 (the rows' precision)."""
+        out = [None if a is None else np.asarray(a) for a in out]
+        out = [a.astype(np.float64) if a is not None and a.dtype.kind == "f" else a for a in out]
         g = len(grid)
         return [
-            jax.tree.map(lambda a, i=i: a[i * g : (i + 1) * g], out) for i in range(len(groups))
+            [None if a is None else a[i * g : (i + 1) * g] for a in out] for i in range(len(groups))
         ]
 
-    results: dict[str, dict[str, Any]] = {}
-    if set(heads) - set(GRAPH_HEADS):
-        raise ValueError(f"heads={heads}; expected some of {tuple(GRAPH_HEADS)}")
+    results: dict[str, dict[int, HeadRun]] = {}
     for make, switches in _programs(layers).values():
         groups, names = [], []
         for name, switch in switches.items():
@@ -334,32 +372,29 @@ def run_grid(
             continue
         cells = cells_for(groups)
         (val, test, attr, finite), wall, cpu = _timed(
-            _graph_grid, (partial(make, **sizes), hp), (cells, *data), compiler_options
+            _graph_grid, partial(make, **sizes), hp, cells, *data
         )
-        per_step = {
-            # per training step of one cell (padded to the largest size), evaluation included
-            "seconds_per_step": wall / (len(cells[0]) * steps),
-            "cpu_seconds_per_step": cpu / (len(cells[0]) * steps),
-        }
-        outs = split_groups({"val": val, "test": test, "attr": attr, "finite": finite}, groups)
-        for (name, n), r in zip(names, outs, strict=True):
-            results.setdefault(name, {})[str(n)] = {**r, **per_step}
+        per_step = len(cells[0]) * steps
+        for (name, n), (v, t, a, f) in zip(
+            names, split_groups((val, test, attr, finite), groups), strict=True
+        ):
+            results.setdefault(name, {})[n] = HeadRun(v, t, f, a, wall / per_step, cpu / per_step)
     results = {name: results[name] for name in GRAPH_HEADS if name in heads}
     params = {name: _param_count(partial(GRAPH_HEADS[name], **sizes)) for name in GRAPH_HEADS}
     make = partial(_probe, **sizes)
     groups = [(n, None) for n in shots]
-    args = (cells_for(groups), *data)
-    val, test, finite = _probe_grid.lower(make, hp, *args).compile(compiler_options)(*args)
-    outs = split_groups({"val": val, "test": test, "finite": finite}, groups)
-    results["probes"] = {str(n): r for n, r in zip(shots, outs, strict=True)}
+    val, test, finite = _probe_grid(make, hp, cells_for(groups), *data)
+    probes = {
+        n: HeadRun(v, t, f)
+        for n, (v, t, f) in zip(shots, split_groups((val, test, finite), groups), strict=True)
+    }
     params["linear probe"] = _param_count(make)
-    out = {"grid": grid, "params": params, "results": results}
-    return jax.tree.map(lambda a: np.asarray(a).tolist() if hasattr(a, "shape") else a, out)
+    return Grid(grid, params, results, probes)
 
 
-def probe_rows(probes: dict[str, Any], layers: int) -> dict[str, np.ndarray]:
+def probe_rows(probes: HeadRun, layers: int) -> dict[str, np.ndarray]:
     """Last-layer probe, best single layer (argmax validation accuracy), mean over layers."""
-    val, test = np.asarray(probes["val"]), np.asarray(probes["test"])
+    val, test = np.asarray(probes.val), np.asarray(probes.test)
     best = np.argmax(val[:, :layers], axis=1)
     return {
         "last-layer probe": test[:, layers - 1],

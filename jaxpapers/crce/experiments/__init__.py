@@ -1,11 +1,11 @@
-"""P09 experiments, registered for ``jaxpapers reproduce P09``.
+"""P09 experiments (``jaxpapers reproduce P09``): the claims, their rules and the run sizes.
 
 * ``maps_can_differ`` (precondition of ``faithfulness``): the explained CE models' head has a
   class-shared component large enough for ContrastiveCAM and CAM to rank cells differently.
 * ``context_shift_exists`` (precondition of ``context_shift``): the training shortcut costs plain
   CE more than 0.1 between its mean-group and worst-group accuracy.
 * ``faithfulness``: the CE models of ``no_context_information`` (square vs ring, backgrounds
-  independent of the label; shared through ``ctx.cached(shared=True)``); deletion AUC of the
+  independent of the label; one step of the run cache, ``ctx.cached``); deletion AUC of the
   predicted class's probability for ContrastiveCAM, Grad-CAM and CAM (lower = more faithful);
   insertion AUC, pointing game, mask agreement and the size of the head's shared component in the
   extras.
@@ -21,56 +21,28 @@ Every rule is a one-sided 95% t test on per-seed values (paired: each seed's mod
 training set, initial weights and minibatch order).
 
 Every model of a run shares one compiled training step (methods differ only by penalty weights);
-models are trained one after the other with the step called from Python (see ``_train``).
+models are trained one after the other with the step called from Python (see ``_train``). Each
+method's ``beta`` was chosen on a validation set (``BETAS`` in ``_train``; its worst-group
+accuracy is in the extras), and the penalty is the square of the signed ContrastiveCAM mass on
+context (derivation in :mod:`jaxpapers.crce`).
 
-What quick size shows, and why (numbers in ``results/P09``):
-
-* With two classes trained by softmax CE, the gradient w.r.t. the logits sums to zero, so the
-  head's class-shared component (what ContrastiveCAM removes) is never trained: it keeps its
-  initial size while the class-specific part grows, and measures about half of it after 200 steps
-  (``maps_can_differ``, ratio 0.53 +- 0.08), so the maps do differ. Deletion AUCs still nearly tie
-  (ContrastiveCAM 0.570, CAM 0.567, Grad-CAM 0.572): with two classes the explained probability
-  is a function of one logit margin, and deleting 8x8-pixel cells moves it through overlapping
-  receptive fields, so ranking cells by the margin's exact decomposition buys nothing measurable;
-  ContrastiveCAM is 0.004 above CAM on 4 of 5 seeds, just past the one-sided bound
-  (``faithfulness`` does not hold). A separating test needs three or more classes (``--full``, or
-  a 4-class set trained long enough: at quick size a 4-class model reached only 23-45% accuracy in
-  200 steps and was dropped).
-* CR-CE first penalised the context *share* ``sum |M| r / sum |M|``: scale-free, so only a
-  vanishing map escapes it, and at ``beta = 1`` training fell into a constant predictor on 6/6
-  seeds (CE ln 2 = 0.69 beat a share of ~0.6-0.85 times beta; issue 13). The penalty is now the
-  square of the signed ContrastiveCAM mass on context, ``(sum M r)^2`` in logit units, flat at
-  the vanishing map (derivation in :mod:`jaxpapers.crce`); each method's ``beta`` was chosen on
-  a validation set (``BETAS`` in ``_train``; the validation worst-group accuracy of every model
-  is in the extras). Quick, 5 seeds (``results/P09/NOTES.md``): worst-group accuracy CR-CE
-  0.61 +- 0.24, CE 0.12 +- 0.09, Grad-CAM-regularised CE 0.07 +- 0.09 (one constant-predictor
-  seed), CR-CE with estimated context 0.18 +- 0.30: ``context_shift`` holds (paired, 5/5 seeds
-  against both baselines; CE's worst group trails its mean by 0.44). Without context information
-  CR-CE 0.92 +- 0.04 vs CE 0.91 +- 0.11 (one CE seed at 0.72): the 0.03 equivalence is not
-  resolved, the sanity check is inconclusive.
+With two classes trained by softmax CE, the gradient w.r.t. the logits sums to zero, so the head's
+class-shared component (what ContrastiveCAM removes) is never trained and keeps its initial size;
+``maps_can_differ`` checks it is still large enough for the maps to differ. With two classes the
+explained probability is a function of one logit margin, so ``faithfulness`` may not separate
+the maps; a separating test needs three or more classes.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import NamedTuple
-
-from jaxpapers.core.experiment import (
-    AllOf,
-    Better,
-    Context,
-    Experiment,
-    NoWorse,
-    Outcome,
-    Threshold,
-    register,
-)
+from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold
 from jaxpapers.crce.experiments._plots import plot_faithfulness, plot_groups
 from jaxpapers.crce.experiments._runs import (
     CE_GAP,
     MAPS,
     NO_CONTEXT_METHODS,
     SHARED_RATIO,
+    Config,
     run_context_shift,
     run_faithfulness,
     run_maps_differ,
@@ -79,60 +51,38 @@ from jaxpapers.crce.experiments._runs import (
 )
 from jaxpapers.crce.experiments._train import METHODS
 
-
-class Sizes(NamedTuple):
-    steps: int
-    batch: int
-    train_n: int
-    test_n: int
-    faith_n: int
-    curve_steps: int
-    widths: tuple[int, ...]
-    lr: float
-
-
-def sizes(ctx: Context) -> Sizes:
-    return ctx.pick(
-        smoke=Sizes(
-            steps=3,
-            batch=8,
-            train_n=32,
-            test_n=16,
-            faith_n=4,
-            curve_steps=2,
-            widths=(4, 8),
-            lr=3e-3,
-        ),
-        quick=Sizes(
-            steps=200,
-            batch=64,
-            train_n=1024,
-            test_n=512,
-            faith_n=64,
-            curve_steps=8,
-            widths=(8, 16),
-            lr=3e-3,
-        ),
-        full=Sizes(
-            steps=4000,
-            batch=128,
-            train_n=8192,
-            test_n=4096,
-            faith_n=512,
-            curve_steps=32,
-            widths=(32, 64),
-            lr=1e-3,
-        ),
-    )
-
-
-def _with_sizes(run, **kwargs):
-    @functools.wraps(run)
-    def wrapped(ctx: Context) -> Outcome:
-        return run(ctx, sizes(ctx), **kwargs)
-
-    return wrapped
-
+SIZES = {
+    "smoke": Config(
+        steps=3,
+        batch=8,
+        train_n=32,
+        test_n=16,
+        faith_n=4,
+        curve_steps=2,
+        widths=(4, 8),
+        lr=3e-3,
+    ),
+    "quick": Config(
+        steps=200,
+        batch=64,
+        train_n=1024,
+        test_n=512,
+        faith_n=64,
+        curve_steps=8,
+        widths=(8, 16),
+        lr=3e-3,
+    ),
+    "full": Config(
+        steps=4000,
+        batch=128,
+        train_n=8192,
+        test_n=4096,
+        faith_n=512,
+        curve_steps=32,
+        widths=(32, 64),
+        lr=1e-3,
+    ),
+}
 
 CE, GRADCAM_CE = "CE", "Grad-CAM-regularised CE"
 CRCE_KNOWN, CRCE_ESTIMATED = "CR-CE (known context)", "CR-CE (estimated context)"
@@ -159,9 +109,8 @@ SHIFT_GAP_MIN = 0.1
 #: larger). Chosen before the 5-seed numbers were seen.
 TIE_MARGIN = 0.03
 
-register(
+EXPERIMENTS = (
     Experiment(
-        paper="P09",
         id="maps_can_differ",
         claim="Precondition of faithfulness: the explained CE models have a class-shared head "
         f"component at least {SHARED_RATIO_MIN} of the class-specific part, so ContrastiveCAM "
@@ -171,13 +120,9 @@ register(
         baselines=(),
         methods=(SHARED_RATIO,),
         rule=Threshold(SHARED_RATIO, SHARED_RATIO_MIN, below=False),
-        run=_with_sizes(run_maps_differ),
-    )
-)
-
-register(
+        run=run_maps_differ,
+    ),
     Experiment(
-        paper="P09",
         id="context_shift_exists",
         claim="Precondition of context_shift: the training shortcut hurts plain CE, its "
         f"worst-group accuracy trails its mean over the groups by more than {SHIFT_GAP_MIN}",
@@ -186,13 +131,9 @@ register(
         baselines=(),
         methods=(CE_GAP,),
         rule=Threshold(CE_GAP, SHIFT_GAP_MIN, below=False),
-        run=_with_sizes(run_shift_exists),
-    )
-)
-
-register(
+        run=run_shift_exists,
+    ),
     Experiment(
-        paper="P09",
         id="faithfulness",
         claim="ContrastiveCAM is more faithful to the prediction than Grad-CAM and CAM "
         "(lower deletion AUC)",
@@ -201,15 +142,11 @@ register(
         baselines=MAPS[1:],
         methods=MAPS[:1],
         rule=AllOf(tuple(Better(MAPS[0], b) for b in MAPS[1:])),
-        run=_with_sizes(run_faithfulness),
+        run=run_faithfulness,
         plot=plot_faithfulness,
         requires=("maps_can_differ",),
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P09",
         id="context_shift",
         claim="CR-CE has higher worst-group accuracy than CE under context shift, and than CE "
         "regularised with Grad-CAM (an existing attribution) in place of ContrastiveCAM",
@@ -218,15 +155,11 @@ register(
         baselines=(CE, GRADCAM_CE),
         methods=(CRCE_KNOWN, CRCE_ESTIMATED),
         rule=AllOf((Better(CRCE_KNOWN, CE), Better(CRCE_KNOWN, GRADCAM_CE))),
-        run=_with_sizes(run_context_shift),
+        run=run_context_shift,
         plot=plot_groups,
         requires=("context_shift_exists",),
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P09",
         id="no_context_information",
         claim="Sanity: when the background is independent of the label, CR-CE ties with CE "
         f"(accuracies within {TIE_MARGIN} of each other)",
@@ -240,6 +173,6 @@ register(
                 NoWorse(CE, CRCE_KNOWN, margin=TIE_MARGIN),
             )
         ),
-        run=_with_sizes(run_no_context),
-    )
+        run=run_no_context,
+    ),
 )

@@ -1,14 +1,16 @@
 """Training of small GAP CNNs with CE, Grad-CAM-regularised CE and CR-CE.
 
-One model at a time, one jitted Adam step per Python iteration. Measured on XLA:CPU (jax 0.10.2,
-widths (8, 16), batch 64): the step called from Python costs ~14 ms; the same step inside
-``lax.scan`` / ``fori_loop`` / ``lax.map`` with the weights loop-carried ~220 ms (15x), and vmapped
-over the weights of 4 models ~2x per model (grouped convolutions). Every method shares one compiled
-step (its penalty weights are arguments), so a paper run compiles the step once per class count.
+One model at a time: one jitted Adam step per Python iteration, with the freeze of
+:func:`jaxpapers.core.fit.fit` (a step whose loss, gradient or update is not finite is not
+applied, and the run is marked). Not ``fit`` itself: on XLA:CPU the convolutions' gradients inside
+a loop body (``lax.scan``, which ``fit`` is) run ~17x slower than in a top-level program
+(``results/P09/NOTES.md``). Every method shares one compiled step (its penalty weights are
+arguments), so a paper run compiles the step once per class count.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -17,8 +19,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from jaxpapers.core.fit import all_finite, keep_where
 from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
-from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.crce import CRCE, cell_fractions, cr_ce_loss
 from jaxpapers.crce.experiments._data import Labelled
 
@@ -57,28 +59,24 @@ def penalties(name: str) -> Penalties:
 
 
 class Trained(NamedTuple):
-    """Parameters after training, the last loss and whether every loss was finite."""
+    """A trained model: its parameters and optimiser state after the last applied step, the loss
+    of every step (``[steps]``, before the step's update) and whether every step was finite."""
 
     params: nnx.State
-    final_loss: float
+    opt_state: optax.OptState
+    losses: np.ndarray
     finite: bool
 
 
-def _jit(fn, fast: bool, **kwargs):
-    return jax.jit(fn, compiler_options=FAST_COMPILE if fast else None, **kwargs)
+@functools.partial(jax.jit, static_argnums=0)
+def _init(config: CNNConfig, key: jax.Array) -> nnx.State:
+    return nnx.split(ConvNet(config, rngs=nnx.Rngs(key)))[1]
 
 
-def _init_impl(cfg: CNNConfig, seed: jax.Array) -> nnx.State:
-    return nnx.split(ConvNet(cfg, rngs=nnx.Rngs(seed)))[1]
-
-
-_INIT = {f: _jit(_init_impl, f, static_argnums=0) for f in (False, True)}
-
-
-def init_model(cfg: CNNConfig, seed: int, *, fast: bool = False) -> tuple[nnx.GraphDef, nnx.State]:
-    """Graph definition and (jitted, so compiled once per ``cfg``) initial parameters."""
-    graphdef = nnx.graphdef(nnx.eval_shape(lambda: ConvNet(cfg, rngs=nnx.Rngs(0))))
-    return graphdef, _INIT[fast](cfg, jax.random.key(seed))
+def init_model(config: CNNConfig, seed: int) -> tuple[nnx.GraphDef, nnx.State]:
+    """Graph definition and (jitted, so compiled once per ``config``) initial parameters."""
+    graphdef = nnx.graphdef(nnx.eval_shape(lambda: ConvNet(config, rngs=nnx.Rngs(0))))
+    return graphdef, _init(config, jax.random.key(seed))
 
 
 def _loss(params, graphdef, x, y, context, w: tuple[jax.Array, ...]) -> jax.Array:
@@ -92,20 +90,18 @@ def _loss(params, graphdef, x, y, context, w: tuple[jax.Array, ...]) -> jax.Arra
     return base.loss + w[1] * grad_pen + w[2] * est_pen
 
 
-def _step_impl(graphdef, grid, lr, params, opt_state, ok, data: Labelled, idx, w):
-    opt = optax.adam(lr)
+@functools.partial(jax.jit, static_argnums=(0, 1, 2), donate_argnums=(3, 4))
+def _step(graphdef, grid, lr, params, opt_state, finite, data: Labelled, idx, w):
+    optimizer = optax.adam(lr)
     ctx = 1.0 - cell_fractions(data.objects[idx], grid)
-    val, g = jax.value_and_grad(_loss)(params, graphdef, data.images[idx], data.labels[idx], ctx, w)
-    updates, opt_state = opt.update(g, opt_state, params)
-    ok = ok & jnp.isfinite(val)
-    new = optax.apply_updates(params, updates)
-    params = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, params)
-    return params, opt_state, ok, val
-
-
-_STEP = {
-    f: _jit(_step_impl, f, static_argnums=(0, 1, 2), donate_argnums=(3, 4)) for f in (False, True)
-}
+    loss, grads = jax.value_and_grad(_loss)(
+        params, graphdef, data.images[idx], data.labels[idx], ctx, w
+    )
+    updates, new_opt_state = optimizer.update(grads, opt_state, params)
+    new_params = optax.apply_updates(params, updates)
+    finite = finite & jnp.isfinite(loss) & all_finite(grads) & all_finite(updates)
+    params, opt_state = keep_where(finite, (new_params, new_opt_state), (params, opt_state))
+    return params, opt_state, finite, loss
 
 
 def train_model(
@@ -119,35 +115,33 @@ def train_model(
     batch: int,
     grid: tuple[int, int],
     lr: float = 3e-3,
-    fast: bool = False,
 ) -> Trained:
     """Adam on ``CE + sum_i weights_i * penalty_i`` over minibatches drawn with ``seed``.
 
-    A step whose loss is not finite leaves the parameters unchanged and marks the run.
+    A step whose loss, gradient or update is not finite leaves the parameters and the optimiser
+    state unchanged and marks the run (the freeze of :func:`jaxpapers.core.fit.fit`).
     """
     opt_state = optax.adam(lr).init(params)
     idx = np.random.default_rng(seed).integers(0, data.labels.shape[0], (steps, batch))
     w = tuple(jnp.asarray(x, jnp.float32) for x in weights)
-    ok, val = jnp.array(True), jnp.array(jnp.nan)
+    finite, losses = jnp.array(True), []
     params = jax.tree.map(jnp.copy, params)
-    step = _STEP[fast]
     for i in range(steps):
-        params, opt_state, ok, val = step(
-            graphdef, grid, lr, params, opt_state, ok, data, jnp.asarray(idx[i]), w
+        params, opt_state, finite, loss = _step(
+            graphdef, grid, lr, params, opt_state, finite, data, jnp.asarray(idx[i]), w
         )
-    return Trained(params, float(val), bool(ok))
+        losses.append(loss)
+    return Trained(params, opt_state, np.asarray(jax.device_get(losses)), bool(finite))
 
 
-def _logits_impl(graphdef, params, images):
+@functools.partial(jax.jit, static_argnums=0)
+def _logits(graphdef, params, images):
     return nnx.merge(graphdef, params)(images)
 
 
-_LOGITS = {f: _jit(_logits_impl, f, static_argnums=0) for f in (False, True)}
-
-
-def predict(graphdef: nnx.GraphDef, params: nnx.State, images, *, fast: bool = False) -> np.ndarray:
+def predict(graphdef: nnx.GraphDef, params: nnx.State, images) -> np.ndarray:
     """Predicted classes ``[N]``."""
-    return np.asarray(jnp.argmax(_LOGITS[fast](graphdef, params, images), -1))
+    return np.asarray(jnp.argmax(_logits(graphdef, params, images), -1))
 
 
 def group_accuracies(pred: np.ndarray, data: Labelled, groups: int) -> np.ndarray:

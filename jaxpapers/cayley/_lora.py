@@ -11,10 +11,13 @@ with scale ``1 / sqrt(d_in)``. Only ``A`` and ``B`` are :class:`flax.nnx.LoRAPar
 (``LoRAParam`` is a subclass of ``nnx.Param``: filter it first). :func:`merge_lora` folds the
 update into the kernel, ``W' = W + (alpha / r) A B``, for inference at the frozen model's cost.
 
+The LoRA baseline of P03's ``vs_lora`` (:mod:`jaxpapers.cayley.experiments`) adapts MiniLM with
+these; they are not part of the Cayley-Encoder's API.
+
 Examples:
     >>> import jax, jax.numpy as jnp
     >>> from flax import nnx
-    >>> from jaxpapers.core.nn.lora import add_lora, lora_param_count
+    >>> from jaxpapers.cayley._lora import add_lora, lora_param_count
     >>> class Block(nnx.Module):
     ...     def __init__(self):
     ...         self.query = nnx.Linear(8, 8, rngs=nnx.Rngs(0))
