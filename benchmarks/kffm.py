@@ -21,9 +21,8 @@ from flax import nnx
 
 import jaxpapers.kffm as K
 from jaxpapers.core.bench import bench_main, median_time, paired_time_ratio, row
-from jaxpapers.core.data.functional import gaussian_process_prior, gp_mixture_paths
-from jaxpapers.core.nn.fno import FNO1d
 from jaxpapers.core.train import make_train_step
+from jaxpapers.kffm import FNO1d, gaussian_process_prior, gp_mixture_paths
 
 GRID = 64
 
@@ -38,7 +37,7 @@ def _step_fn(pairing, batch: int):
     )
     optimizer = optax.adam(1e-3)
     step = jax.jit(make_train_step(loss, optimizer))
-    data = gp_mixture_paths(jax.random.key(1), batch, grid)
+    data = gp_mixture_paths(batch, grid, key=jax.random.key(1))
     state = (params, optimizer.init(params))
     key = jax.random.key(2)
     return lambda: step(state[0], state[1], data, key)
@@ -55,8 +54,8 @@ def _pot_rows(quick: bool) -> list[dict]:
     grid = jnp.linspace(0.0, 1.0, 128)
     prior = gaussian_process_prior(grid, lengthscale=0.1)
     for batch in (128, 512):
-        x0 = prior.sample(jax.random.key(0), batch)
-        x1 = gp_mixture_paths(jax.random.key(1), batch, grid)
+        x0 = prior.sample(batch, key=jax.random.key(0))
+        x1 = gp_mixture_paths(batch, grid, key=jax.random.key(1))
         a0, a1 = np.asarray(x0, np.float64), np.asarray(x1, np.float64)
         w = np.full(batch, 1.0 / batch)
         cost = ot.dist(a0, a1)
@@ -141,8 +140,8 @@ def run(quick: bool = True) -> list[dict]:
     grid = jnp.linspace(0.0, 1.0, GRID)
     prior = gaussian_process_prior(grid, lengthscale=0.1)
     for batch in (128, 256):
-        x0 = prior.sample(jax.random.key(0), batch)
-        x1 = gp_mixture_paths(jax.random.key(1), batch, grid)
+        x0 = prior.sample(batch, key=jax.random.key(0))
+        x1 = gp_mixture_paths(batch, grid, key=jax.random.key(1))
         for name, pairing in kernels.items():
             solve = jax.jit(lambda a, b, k, pairing=pairing: pairing(a, b, key=k))
             out = solve(x0, x1, jax.random.key(2))

@@ -5,8 +5,7 @@ divergence.
 What it shows: the Sobolev-kernel OT pairs are closer than independent pairs (mean squared gap
 1.29 against 2.27), the loss falls (1.06 -> 0.34 over 200 steps), and the learned field carries
 GP prior draws to the data (MMD^2 to held-out data 0.46 for the prior, 0.027 for the samples,
-25 field evaluations of adaptive Tsit5). Imports and compiling dominate its run time (a version
-with 150 steps and 8 jitted Euler steps took the same CPU time, 39 CPU-s under load).
+25 field evaluations of adaptive Tsit5). Imports and compiling dominate its run time.
 
     python examples/kffm.py        (about 25-40 CPU-seconds; 32-52 s wall measured on 2 cores)
 
@@ -20,19 +19,17 @@ import optax
 from flax import nnx
 
 import jaxpapers.kffm as K
-from jaxpapers.core.data.functional import gaussian_process_prior, gp_mixture_paths
 from jaxpapers.core.metrics import mmd_rbf
-from jaxpapers.core.nn.fno import FNO1d
 from jaxpapers.core.train import train
 
 grid = jnp.linspace(0.0, 1.0, 32)
-data = np.asarray(gp_mixture_paths(jax.random.key(0), 1024, grid))
+data = np.asarray(K.gp_mixture_paths(1024, grid, key=jax.random.key(0)))
 data = data / data.std()
-prior = gaussian_process_prior(grid, kernel="matern52", lengthscale=0.1)
+prior = K.gaussian_process_prior(grid, kernel="matern52", lengthscale=0.1)
 
 # 1. A pairing inside one batch: entropic OT under the Sobolev (H^1) kernel's Hilbert cost.
 pairing = K.KernelOTPairing(K.SobolevKernel(derivative_weight=0.01), epsilon=0.05)
-x0 = prior.sample(jax.random.key(1), 64)
+x0 = prior.sample(64, key=jax.random.key(1))
 pairs = pairing(x0, jnp.asarray(data[:64]), key=jax.random.key(2))
 gap_ot = float(jnp.mean((pairs.x1 - pairs.x0) ** 2))
 gap_independent = float(jnp.mean((data[:64] - x0) ** 2))
@@ -42,7 +39,7 @@ print(
 )
 
 # 2. Train an FNO vector field with the kFFM loss (core.train: jitted optax loop).
-graphdef, params = nnx.split(FNO1d(width=16, modes=8, depth=2, rngs=nnx.Rngs(0)), nnx.Param)
+graphdef, params = nnx.split(K.FNO1d(width=16, modes=8, depth=2, rngs=nnx.Rngs(0)), nnx.Param)
 
 
 def apply(p, x, t):
@@ -63,7 +60,7 @@ print(f"loss: {loss_start:.3f} -> {loss_end:.3f}")
 
 # 3. Sample by integrating the learned field (adaptive Tsit5) and compare with held-out data.
 held_out = jnp.asarray(data[768:])
-z = prior.sample(jax.random.key(4), 256)
+z = prior.sample(256, key=jax.random.key(4))
 
 
 def field(t, x):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from jaxpapers.core.nn.fno import FNO1d, FNO2d, SpectralConv1d, SpectralConv2d
+from jaxpapers.kffm._fno import FNO1d, FNO2d, SpectralConv1d, SpectralConv2d
 
 
 def _numpy_spectral1d(v, w, modes):

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxpapers.core.data import functional as F
+from jaxpapers.kffm import _functional_data as F
 
 
 @pytest.mark.parametrize(("name", "nu"), [("matern12", 0.5), ("matern32", 1.5), ("matern52", 2.5)])
@@ -27,7 +27,13 @@ def test_matern_covariance_matches_sklearn(x64, name, nu):
 def test_gp_samples_have_the_kernel_covariance(method, kernel):
     grid = jnp.linspace(0, 1, 12)
     x = F.gp_sample(
-        jax.random.key(0), 20_000, grid, kernel=kernel, lengthscale=0.3, variance=2.0, method=method
+        20_000,
+        grid,
+        key=jax.random.key(0),
+        kernel=kernel,
+        lengthscale=0.3,
+        variance=2.0,
+        method=method,
     )
     emp = np.cov(np.asarray(x, np.float64), rowvar=False)
     want = np.asarray(F.covariance(grid, grid, kernel=kernel, lengthscale=0.3, variance=2.0))
@@ -37,9 +43,9 @@ def test_gp_samples_have_the_kernel_covariance(method, kernel):
 
 def test_gp_prior_is_jittable_and_validates():
     prior = F.gaussian_process_prior(jnp.linspace(0, 1, 16), lengthscale=0.2)
-    a = jax.jit(prior.sample, static_argnums=1)(jax.random.key(3), 4)
+    a = jax.jit(prior.sample, static_argnums=0)(4, key=jax.random.key(3))
     np.testing.assert_allclose(
-        np.asarray(a), np.asarray(prior.sample(jax.random.key(3), 4)), rtol=1e-5, atol=1e-6
+        np.asarray(a), np.asarray(prior.sample(4, key=jax.random.key(3))), rtol=1e-5, atol=1e-6
     )
     with pytest.raises(ValueError, match="lengthscale=0"):
         F.gaussian_process_prior(jnp.linspace(0, 1, 8), lengthscale=0)
@@ -68,7 +74,13 @@ def test_2d_gp_samples_have_the_isotropic_kernel_covariance(method, kernel):
     # points (closed form), not a product of per-axis kernels.
     axes = (jnp.linspace(0, 1, 4), jnp.linspace(0, 0.5, 3))
     x = F.gp_sample(
-        jax.random.key(1), 20_000, axes, kernel=kernel, lengthscale=0.4, variance=1.5, method=method
+        20_000,
+        axes,
+        key=jax.random.key(1),
+        kernel=kernel,
+        lengthscale=0.4,
+        variance=1.5,
+        method=method,
     )
     assert x.shape == (20_000, 4, 3)
     g1, g2 = np.meshgrid(np.asarray(axes[0]), np.asarray(axes[1]), indexing="ij")
@@ -87,12 +99,12 @@ def test_2d_gp_prior_shapes_and_validation():
     axis = F.periodic_grid(8)
     prior = F.gaussian_process_prior((axis, axis[:6]), lengthscale=0.2)
     assert prior.grid_shape == (8, 6) and prior.factor.shape == (48, 48)
-    a = jax.jit(prior.sample, static_argnums=1)(jax.random.key(0), 3)
+    a = jax.jit(prior.sample, static_argnums=0)(3, key=jax.random.key(0))
     assert a.shape == (3, 8, 6)
     spectral = F.gaussian_process_prior((axis, axis), method="spectral", n_features=64)
-    assert spectral.sample(jax.random.key(0), 2).shape == (2, 8, 8)
+    assert spectral.sample(2, key=jax.random.key(0)).shape == (2, 8, 8)
     # 1-D priors keep their [n, grid] samples.
-    assert F.gaussian_process_prior(axis).sample(jax.random.key(0), 2).shape == (2, 8)
+    assert F.gaussian_process_prior(axis).sample(2, key=jax.random.key(0)).shape == (2, 8)
     with pytest.raises(ValueError, match=r"grid must be 1-D .* got shape \[\(8,\), \(1,\)\]"):
         F.gaussian_process_prior((axis, axis[:1]))
     with pytest.raises(ValueError, match="grid must be 1-D"):
@@ -102,7 +114,9 @@ def test_2d_gp_prior_shapes_and_validation():
 def test_ou_paths_match_the_closed_form_moments():
     grid = jnp.linspace(0, 1, 33)
     theta, sigma = 4.0, 1.0
-    x = np.asarray(F.ou_paths(jax.random.key(0), 4000, grid, theta=theta, sigma=sigma), np.float64)
+    x = np.asarray(
+        F.ou_paths(4000, grid, key=jax.random.key(0), theta=theta, sigma=sigma), np.float64
+    )
     for i in (4, 32):
         t = float(grid[i])
         var = np.exp(-2 * theta * t) / 3.0 + sigma**2 / (2 * theta) * (1 - np.exp(-2 * theta * t))
@@ -117,7 +131,7 @@ def test_oscillator_paths_follow_the_damped_oscillator_without_noise(x64):
     grid = jnp.linspace(0, 1, 65)
     omega, gamma = 2 * np.pi * 1.5, 1.0
     x = np.asarray(
-        F.oscillator_paths(jax.random.key(1), 3, grid, omega=omega, gamma=gamma, sigma=1e-8)
+        F.oscillator_paths(3, grid, key=jax.random.key(1), omega=omega, gamma=gamma, sigma=1e-8)
     )
     wd = np.sqrt(omega**2 - gamma**2 / 4)
     t = np.asarray(grid)
@@ -152,7 +166,7 @@ def test_allen_cahn_uniform_state_follows_the_ode(x64):
 
 
 def test_allen_cahn_samples_have_plateaus_and_resolved_fronts():
-    x = np.asarray(F.reaction_diffusion_solutions(jax.random.key(0), 64, 64), np.float64)
+    x = np.asarray(F.reaction_diffusion_solutions(64, 64, key=jax.random.key(0)), np.float64)
     assert np.abs(x).max() < 1.05  # bounded by the stable states (no Gibbs overshoot)
     assert 0.3 < np.mean(np.abs(x) > 0.9) < 0.8  # plateaus formed, fronts still present
     assert x.std(axis=1).min() > 0.2  # no sample has converged to a constant
@@ -174,9 +188,9 @@ def test_heat2d_single_mode_decays_exactly(x64):
 def test_generators_are_seeded_and_finite():
     grid = jnp.linspace(0, 1, 32)
     for fn in (
-        lambda k: F.gp_mixture_paths(k, 8, grid),
-        lambda k: F.reaction_diffusion_solutions(k, 4, 32),
-        lambda k: F.heat2d_solutions(k, 2, 16),
+        lambda k: F.gp_mixture_paths(8, grid, key=k),
+        lambda k: F.reaction_diffusion_solutions(4, 32, key=k),
+        lambda k: F.heat2d_solutions(2, 16, key=k),
     ):
         a, b = fn(jax.random.key(5)), fn(jax.random.key(5))
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -235,7 +249,7 @@ def _energy_enstrophy(w):
 
 
 def test_ns2d_inviscid_unforced_flow_conserves_energy_and_enstrophy(x64):
-    w0 = F.random_vorticity(jax.random.key(0), 1, 16, rms=2.0, dtype=jnp.float64)[0]
+    w0 = F.random_vorticity(1, 16, key=jax.random.key(0), rms=2.0, dtype=jnp.float64)[0]
     w = F.navier_stokes2d_solve(w0, viscosity=0.0, t_final=1.0, forcing=None, steps=100)
     w0, w = np.asarray(w0), np.asarray(w)
     e0, z0 = _energy_enstrophy(w0)
@@ -251,7 +265,7 @@ def test_ns2d_inviscid_unforced_flow_conserves_energy_and_enstrophy(x64):
 
 
 def test_ns2d_mean_vorticity_is_conserved_with_forcing(x64):
-    w0 = F.random_vorticity(jax.random.key(1), 2, 16, dtype=jnp.float64)
+    w0 = F.random_vorticity(2, 16, key=jax.random.key(1), dtype=jnp.float64)
     np.testing.assert_allclose(np.asarray(w0).mean(axis=(1, 2)), 0.0, atol=1e-14)
     np.testing.assert_allclose(np.asarray(w0).std(), 1.0, rtol=0.3)  # rms ~ 1 (2 samples)
     w = np.asarray(F.navier_stokes2d_solve(w0 + 0.25, t_final=2.0, steps=40))
@@ -260,7 +274,7 @@ def test_ns2d_mean_vorticity_is_conserved_with_forcing(x64):
 
 
 def test_ns2d_rk4_converges_at_fourth_order_in_time(x64):
-    w0 = F.random_vorticity(jax.random.key(2), 2, 16, rms=2.0, dtype=jnp.float64)
+    w0 = F.random_vorticity(2, 16, key=jax.random.key(2), rms=2.0, dtype=jnp.float64)
     run = lambda steps: np.asarray(F.navier_stokes2d_solve(w0, t_final=2.0, steps=steps))
     ref = run(160)
     e1, e2 = np.abs(run(20) - ref).max(), np.abs(run(40) - ref).max()
@@ -269,7 +283,7 @@ def test_ns2d_rk4_converges_at_fourth_order_in_time(x64):
 
 
 def test_ns2d_jit_and_vmap_equal_the_loop():
-    w0 = F.random_vorticity(jax.random.key(3), 3, 16)
+    w0 = F.random_vorticity(3, 16, key=jax.random.key(3))
     solve = lambda w: F.navier_stokes2d_solve(w, t_final=1.0, steps=10)
     loop = np.stack([np.asarray(solve(w)) for w in w0])
     np.testing.assert_allclose(np.asarray(jax.jit(jax.vmap(solve))(w0)), loop, atol=1e-5)
@@ -278,13 +292,13 @@ def test_ns2d_jit_and_vmap_equal_the_loop():
 
 
 def test_ns2d_solutions_are_seeded_resolved_and_validated():
-    a = F.navier_stokes2d_solutions(jax.random.key(5), 2, 16)
-    b = F.navier_stokes2d_solutions(jax.random.key(5), 2, 16)
+    a = F.navier_stokes2d_solutions(2, 16, key=jax.random.key(5))
+    b = F.navier_stokes2d_solutions(2, 16, key=jax.random.key(5))
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert a.shape == (2, 16, 16) and bool(jnp.all(jnp.isfinite(a))) and float(jnp.std(a)) > 0.3
     # The default solver grid (2x) is fine enough: a 4x finer solve with half the time step
     # agrees at the output points (measured ~1e-3 of the field's scale).
-    fine = F.navier_stokes2d_solutions(jax.random.key(5), 2, 16, upsample=4)
+    fine = F.navier_stokes2d_solutions(2, 16, key=jax.random.key(5), upsample=4)
     np.testing.assert_allclose(np.asarray(a), np.asarray(fine), atol=5e-3 * float(jnp.abs(a).max()))
     w = jnp.zeros((16, 16))
     for kwargs, msg in [
@@ -302,4 +316,4 @@ def test_ns2d_solutions_are_seeded_resolved_and_validated():
         with pytest.raises(ValueError, match=msg):
             F.navier_stokes2d_solve(**kwargs)
     with pytest.raises(ValueError, match="n_grid=15"):
-        F.navier_stokes2d_solutions(jax.random.key(0), 2, 15)
+        F.navier_stokes2d_solutions(2, 15, key=jax.random.key(0))

@@ -7,6 +7,7 @@ import itertools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from helpers import tolerance
 
@@ -105,7 +106,7 @@ def test_monte_carlo_estimators_are_unbiased(key):
 
 
 def test_neural_graphon_symmetric_bounded_jit_vmap(key):
-    g = NeuralGraphon.init(key, width=12, depth=1)
+    g = NeuralGraphon.init(key=key, width=12, depth=1)
     x, y = jax.random.uniform(jax.random.key(1), (2, 50))
     w = jax.jit(g.__call__)(x, y)
     np.testing.assert_allclose(w, g(y, x), **tolerance(jnp.float32))
@@ -140,7 +141,7 @@ def test_shift_solver_implicit_gradient_matches_finite_differences():
 
 
 def test_optimise_graphon_reduces_the_objective(key):
-    g = NeuralGraphon.init(key, width=12, depth=1, sharpness=2.0)
+    g = NeuralGraphon.init(key=key, width=12, depth=1, sharpness=2.0)
     obj = TailObjective(triangle(), 0.2, 1.0)
     res = optimise_graphon(
         obj, g, key=jax.random.key(1), steps=60, num_points=16, learning_rate=2e-2
@@ -167,7 +168,7 @@ def test_reference_constructions_meet_the_target():
 def test_sampled_graph_densities_match_networkx():
     nx = pytest.importorskip("networkx", reason="networkx is not installed")
     n = 24
-    g = NeuralGraphon.init(jax.random.key(5), width=12, depth=1)
+    g = NeuralGraphon.init(key=jax.random.key(5), width=12, depth=1)
     x = jax.random.uniform(jax.random.key(6), (n,))
     probs = np.asarray(g.matrix(x))
     upper = np.triu(np.random.default_rng(0).uniform(size=(n, n)) < probs, 1)
@@ -224,7 +225,7 @@ def test_control_variate_is_exact_on_grid_aligned_step_graphons():
 
 
 def test_control_variate_is_unbiased_and_cuts_variance_on_neural_graphons():
-    g = NeuralGraphon.init(jax.random.key(1), sharpness=2.0)
+    g = NeuralGraphon.init(key=jax.random.key(1), sharpness=2.0)
     keys = jax.random.split(jax.random.key(2), 400)
     H = triangle()
     draw = lambda grid: jax.jit(
@@ -246,31 +247,51 @@ def test_control_grid_must_be_a_non_negative_int(bad):
         )
 
 
-def test_experiment_programs_compile_once_and_run_beside_each_other():
-    """P19's programs: one compile per shapes even when threads ask at once, and the
-    initial graphons' program equals ``NeuralGraphon.init`` per seed."""
+def test_initial_graphons_program_equals_init_per_seed():
+    """P19's initial graphons (one vmapped program) equal ``NeuralGraphon.init`` per seed."""
     from jaxpapers.graphons.experiments import _runs
 
-    traces = []
-
-    def double(x):
-        traces.append(x.shape)
-        return 2 * x
-
-    jitted = jax.jit(double)
-    x = np.arange(3.0, dtype=np.float32)
-    programs = _runs._parallel(*[lambda: _runs._compiled(jitted, x)] * 4)
-    assert len(traces) == 1 and all(p is programs[0] for p in programs)
-    *out, beside = _runs._parallel(lambda: programs[0](x), beside=lambda: "main")
-    assert beside == "main" and np.array_equal(out[0], 2 * x)
-    assert _runs._compiled(jitted, np.zeros(5, np.float32)) is not programs[0]
-
     seeds = np.array([0, 3], np.int32)
-    stacked = _runs._compiled(_runs._init_program(2.0, ()), seeds)(seeds)
+    stacked = _runs._init_graphons(seeds, sharpness=2.0)
     for i, seed in enumerate(seeds):
-        one = NeuralGraphon.init(jax.random.key(int(seed)), sharpness=2.0)
+        one = NeuralGraphon.init(key=jax.random.key(int(seed)), sharpness=2.0)
         for a, b in zip(jax.tree.leaves(stacked), jax.tree.leaves(one), strict=True):
             assert np.array_equal(np.asarray(a)[i], np.asarray(b))
+
+
+def test_optimise_graphon_keeps_the_per_step_keys_and_step_index():
+    """The loop (``jaxpapers.core.fit.fit``) draws step ``t``'s points from the ``t``-th key of
+    ``split(key, steps)`` and passes ``t`` to the objective, as the former hand-written scan did:
+    the same trajectory as that loop written out step by step."""
+    import equinox as eqx
+
+    steps, points, lr = 6, 16, 2e-2
+    g = NeuralGraphon.init(key=jax.random.key(0), width=12, depth=1, sharpness=2.0)
+    obj = TailObjective(triangle(), 0.2, 1.0)
+    res = optimise_graphon(
+        obj, g, key=jax.random.key(1), steps=steps, num_points=points, learning_rate=lr
+    )
+    opt = optax.adam(lr)
+    params, static = eqx.partition(g, eqx.is_inexact_array)
+    state, losses, values = opt.init(params), [], []
+    for t, k in enumerate(jax.random.split(jax.random.key(1), steps)):
+        x = jax.random.uniform(k, (points,))
+        loss_fn = lambda p, x=x, t=t: obj(eqx.combine(p, static), x, jnp.asarray(t))
+        (loss, value), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        updates, state = opt.update(grads, state, params)
+        params = optax.apply_updates(params, updates)
+        losses.append(float(loss))
+        values.append(float(value))
+    assert bool(res.finite)
+    np.testing.assert_allclose(np.asarray(res.losses), losses, rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(res.values), values, rtol=1e-4)
+    # The tail's loss does not depend on a constant offset of the logits (the shift solver takes
+    # it back), so the gradients of ``head_bias`` and ``shift`` are rounding noise that Adam
+    # scales up to full steps: compare the other parameters.
+    want = eqx.combine(params, static)
+    for name in ("embed", "embed_bias", "blocks", "block_bias", "head"):
+        got, ref = np.asarray(getattr(res.params, name)), np.asarray(getattr(want, name))
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_newton_keeps_the_checked_iterate_when_the_last_correction_is_large():

@@ -14,20 +14,13 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 
 import jaxpapers.kffm as K
-from jaxpapers.core.data.functional import gaussian_process_prior, periodic_grid
-from jaxpapers.core.pytrees import FAST_COMPILE
+from jaxpapers.kffm import gaussian_process_prior, periodic_grid
 from jaxpapers.kffm._kernels import grid_gradient as K_grid_gradient
-
-
-def _jit(f):
-    """``jax.jit`` with the cheap compiler settings: the test programs are compile-dominated
-    (a Sinkhorn while-loop per pairing); the numbers are the same up to float rounding."""
-    return jax.jit(f, compiler_options=FAST_COMPILE)
 
 
 def _functions(key, n, grid=16, shift=0.0):
     prior = gaussian_process_prior(jnp.linspace(0, 1, grid), lengthscale=0.2)
-    return prior.sample(key, n) + shift
+    return prior.sample(n, key=key) + shift
 
 
 # ------------------------------------------------------------------ kernels and Hilbert costs
@@ -230,7 +223,7 @@ def test_signature_closed_forms(x64, rng):
 def test_couplings_have_uniform_marginals(pairing):
     x0 = _functions(jax.random.key(0), 32)
     x1 = _functions(jax.random.key(1), 32, shift=1.0)
-    out = _jit(lambda a, b, k: pairing(a, b, key=k))(x0, x1, jax.random.key(2))
+    out = jax.jit(lambda a, b, k: pairing(a, b, key=k))(x0, x1, jax.random.key(2))
     # ott stops once the L1 marginal error is below its threshold (1e-3).
     assert np.abs(np.asarray(out.coupling.sum(1)) - 1 / 32).sum() < 1e-3
     assert np.abs(np.asarray(out.coupling.sum(0)) - 1 / 32).sum() < 1e-3
@@ -251,7 +244,7 @@ def test_small_epsilon_pairing_is_the_hungarian_assignment(kernel):
     x0 = _functions(jax.random.key(3), 8)
     x1 = _functions(jax.random.key(4), 8, shift=0.5)
     pairing = K.KernelOTPairing(kernel, epsilon=1e-3, max_iterations=20_000, threshold=1e-5)
-    out = _jit(lambda a, b, k: pairing(a, b, key=k))(x0, x1, jax.random.key(5))
+    out = jax.jit(lambda a, b, k: pairing(a, b, key=k))(x0, x1, jax.random.key(5))
     cost = np.asarray(kernel.cost_matrix(x0, x1), np.float64)
     _rows, cols = linear_sum_assignment(cost)
     np.testing.assert_allclose(np.asarray(out.coupling) * 8, np.eye(8)[cols], atol=0.05)
@@ -268,17 +261,17 @@ def test_kernel_domain_solve_and_draws_without_replacement():
         lambda **kw: K.EuclideanOTPairing(**kw),
         lambda **kw: K.KernelOTPairing(K.RBFKernel(), **kw),
     ):
-        lse = _jit(lambda u, v, k, p=cls(): p(u, v, key=k))(x0, x1, key)
-        ker = _jit(lambda u, v, k, p=cls(lse_mode=False): p(u, v, key=k))(x0, x1, key)
+        lse = jax.jit(lambda u, v, k, p=cls(): p(u, v, key=k))(x0, x1, key)
+        ker = jax.jit(lambda u, v, k, p=cls(lse_mode=False): p(u, v, key=k))(x0, x1, key)
         # Plain log-domain Sinkhorn (no Anderson acceleration): the reference plan.
-        plain = _jit(lambda u, v, k, p=cls(anderson=0): p(u, v, key=k))(x0, x1, key)
+        plain = jax.jit(lambda u, v, k, p=cls(anderson=0): p(u, v, key=k))(x0, x1, key)
         # All stop at an L1 marginal error of 1e-3: couplings (entries ~1/24) agree to that.
         for out in (lse, ker):
             assert np.abs(np.asarray(out.coupling) - np.asarray(plain.coupling)).sum() < 3e-3
             assert bool(out.converged)
         # Anderson acceleration (default, memory 3) needs fewer iterations than plain Sinkhorn.
         assert int(lse.n_iters) < int(plain.n_iters)
-        perm = _jit(lambda u, v, k, p=cls(replace=False): p(u, v, key=k))(x0, x1, key)
+        perm = jax.jit(lambda u, v, k, p=cls(replace=False): p(u, v, key=k))(x0, x1, key)
         assert sorted(np.asarray(perm.indices).tolist()) == list(range(24))
         np.testing.assert_array_equal(np.asarray(perm.x1), np.asarray(x1)[perm.indices])
 
@@ -289,15 +282,15 @@ def test_draw_indices_follows_the_coupling():
     perm = np.array([3, 0, 4, 1, 2])
     plan = jnp.asarray(np.eye(5)[perm] / 5)
     for replace in (True, False):
-        idx = K.draw_indices(jax.random.key(0), plan, replace)
+        idx = K.draw_indices(plan, key=jax.random.key(0), replace=replace)
         np.testing.assert_array_equal(np.asarray(idx), perm)
     flat = jnp.full((6, 6), 1 / 36)
-    idx = np.asarray(K.draw_indices(jax.random.key(1), flat, replace=False))
+    idx = np.asarray(K.draw_indices(flat, key=jax.random.key(1), replace=False))
     assert sorted(idx.tolist()) == list(range(6))
     with pytest.raises(ValueError, match=r"coupling must be a \[B, B'\] matrix; got shape \(6,\)"):
-        K.draw_indices(jax.random.key(0), flat[0])
+        K.draw_indices(flat[0], key=jax.random.key(0))
     with pytest.raises(ValueError, match=r"replace=False needs .* got coupling shape \(6, 3\)"):
-        K.draw_indices(jax.random.key(0), flat[:, :3], replace=False)
+        K.draw_indices(flat[:, :3], key=jax.random.key(0), replace=False)
 
 
 def test_pairing_settings_are_validated_once():
@@ -321,8 +314,8 @@ def test_linear_kernel_pairing_equals_euclidean_ot():
     x1 = _functions(jax.random.key(7), 24, shift=0.7)
     key = jax.random.key(8)
     linear, euclid = K.KernelOTPairing(K.LinearKernel()), K.EuclideanOTPairing()
-    a = _jit(lambda u, v, k: linear(u, v, key=k))(x0, x1, key)
-    b = _jit(lambda u, v, k: euclid(u, v, key=k))(x0, x1, key)
+    a = jax.jit(lambda u, v, k: linear(u, v, key=k))(x0, x1, key)
+    b = jax.jit(lambda u, v, k: euclid(u, v, key=k))(x0, x1, key)
     np.testing.assert_allclose(np.asarray(a.coupling), np.asarray(b.coupling), rtol=1e-3, atol=1e-6)
     np.testing.assert_array_equal(np.asarray(a.x1), np.asarray(b.x1))
 
@@ -337,9 +330,9 @@ def test_independent_pairing_and_vmap():
     for anderson in (0, 3):
         pairing = K.KernelOTPairing(K.RBFKernel(), anderson=anderson)
         pair = lambda a, b, k, pairing=pairing: pairing(a, b, key=k)
-        batched = _jit(jax.vmap(pair))(xs0, xs1, keys)
+        batched = jax.jit(jax.vmap(pair))(xs0, xs1, keys)
         for i in range(2):
-            one = _jit(pair)(xs0[i], xs1[i], keys[i])
+            one = jax.jit(pair)(xs0[i], xs1[i], keys[i])
             got, want = np.asarray(batched.coupling[i]), np.asarray(one.coupling)
             if anderson == 0:  # the same iterations, batched: equal to float32 rounding
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-7)
@@ -350,7 +343,7 @@ def test_independent_pairing_and_vmap():
 def _fields(key, n, grid=8, shift=0.0):
     axis = periodic_grid(grid)
     prior = gaussian_process_prior((axis, axis), lengthscale=0.3)
-    return prior.sample(key, n) + shift
+    return prior.sample(n, key=key) + shift
 
 
 def test_pairings_on_2d_fields():
@@ -359,7 +352,7 @@ def test_pairings_on_2d_fields():
     key = jax.random.key(2)
     flat = lambda a: a.reshape(a.shape[0], -1)
     for pairing in (K.EuclideanOTPairing(), K.KernelOTPairing(K.SobolevKernel())):
-        out = _jit(lambda a, b, k, pairing=pairing: pairing(a, b, key=k))(x0, x1, key)
+        out = jax.jit(lambda a, b, k, pairing=pairing: pairing(a, b, key=k))(x0, x1, key)
         assert out.x0.shape == out.x1.shape == (24, 8, 8)
         assert np.abs(np.asarray(out.coupling.sum(1)) - 1 / 24).sum() < 1e-3
         assert np.abs(np.asarray(out.coupling.sum(0)) - 1 / 24).sum() < 1e-3
@@ -367,7 +360,7 @@ def test_pairings_on_2d_fields():
         assert np.all(d.min(1) == 0)  # every paired field is one of the batch
         assert float(jnp.mean((out.x1 - out.x0) ** 2)) < float(jnp.mean((x1 - x0) ** 2))
     # Euclidean OT on fields is Euclidean OT on the flattened grids.
-    euclid = _jit(lambda a, b, k: K.EuclideanOTPairing()(a, b, key=k).coupling)
+    euclid = jax.jit(lambda a, b, k: K.EuclideanOTPairing()(a, b, key=k).coupling)
     np.testing.assert_allclose(
         np.asarray(euclid(x0, x1, key)), np.asarray(euclid(flat(x0), flat(x1), key)), rtol=1e-5
     )
@@ -387,7 +380,7 @@ def test_2d_spectrum_is_the_rfft2_power(x64, rng):
 
 def test_hilbert_sinkhorn_divergence_properties():
     kern = K.SobolevKernel(bandwidth=1.0)
-    hsd = _jit(lambda a, b: K.hilbert_sinkhorn_divergence(a, b, kern))
+    hsd = jax.jit(lambda a, b: K.hilbert_sinkhorn_divergence(a, b, kern))
     x = _functions(jax.random.key(0), 24)
     y = _functions(jax.random.key(1), 24, shift=0.8)
     z = _functions(jax.random.key(2), 24)
@@ -399,7 +392,7 @@ def test_hilbert_sinkhorn_divergence_properties():
     assert 0 <= xz < xy  # same law < shifted law
     assert hsd(x, y).n_iters.shape == (3,)
     # Anderson acceleration (default) against plain Sinkhorn: same divergence to the threshold.
-    plain = _jit(lambda a, b: K.hilbert_sinkhorn_divergence(a, b, kern, anderson=0))(x, y)
+    plain = jax.jit(lambda a, b: K.hilbert_sinkhorn_divergence(a, b, kern, anderson=0))(x, y)
     np.testing.assert_allclose(xy, float(plain.divergence), rtol=1e-2)
     assert int(jnp.sum(hsd(x, y).n_iters)) <= int(jnp.sum(plain.n_iters))
 
@@ -408,7 +401,7 @@ def test_gradients_flow_through_the_divergence():
     kern = K.RBFKernel(bandwidth=1.0)
     x = _functions(jax.random.key(0), 16)
     y = _functions(jax.random.key(1), 16, shift=1.0)
-    value_and_grad = _jit(
+    value_and_grad = jax.jit(
         jax.value_and_grad(lambda a: K.hilbert_sinkhorn_divergence(a, y, kern).divergence)
     )
     before, g = value_and_grad(x)
@@ -453,7 +446,7 @@ def test_generate_against_the_exponential(x64):
         np.asarray(heun.samples), (1 + a / 5 + (a / 5) ** 2 / 2) ** 5, rtol=1e-10
     )
     assert int(heun.nfe) == 10
-    traced = _jit(lambda k: K.generate(field, x0, solver="euler", steps=k, max_steps=16))
+    traced = jax.jit(lambda k: K.generate(field, x0, solver="euler", steps=k, max_steps=16))
     np.testing.assert_allclose(np.asarray(traced(7).samples), np.asarray(euler.samples))
     with pytest.raises(ValueError, match="steps=None"):
         K.generate(field, x0, solver="euler")
@@ -465,13 +458,12 @@ def test_trained_field_transports_the_prior_to_the_data():
     from flax import nnx
 
     from jaxpapers.core.metrics import mmd_rbf
-    from jaxpapers.core.nn.fno import FNO1d
     from jaxpapers.core.train import train
 
     grid = jnp.linspace(0, 1, 16)
     prior = gaussian_process_prior(grid, lengthscale=0.2)
-    data = np.asarray(prior.sample(jax.random.key(9), 512) * 0.3 + 2 * jnp.sin(3 * grid)[None])
-    graphdef, params = nnx.split(FNO1d(width=12, modes=4, depth=2, rngs=nnx.Rngs(0)), nnx.Param)
+    data = np.asarray(prior.sample(512, key=jax.random.key(9)) * 0.3 + 2 * jnp.sin(3 * grid)[None])
+    graphdef, params = nnx.split(K.FNO1d(width=12, modes=4, depth=2, rngs=nnx.Rngs(0)), nnx.Param)
     apply = lambda p, x, t: nnx.merge(graphdef, p)(x[..., None], t)[..., 0]
     pairing = K.KernelOTPairing(K.SobolevKernel())
     loss = lambda p, batch, key: K.flow_matching_loss(
@@ -481,9 +473,9 @@ def test_trained_field_transports_the_prior_to_the_data():
     # 100 steps (measured: loss ratio 0.14, MMD ratio 0.004 against the bounds 0.5 and 0.25).
     res = train(loss, params, optax.adam(3e-3), batch_fn, steps=100, key=jax.random.key(1))
     assert res.losses[-20:].mean() < 0.5 * res.losses[:5].mean()
-    x0 = prior.sample(jax.random.key(2), 256)
+    x0 = prior.sample(256, key=jax.random.key(2))
     field = lambda t, x: apply(res.params, x, jnp.full((x.shape[0],), t))
-    x1 = _jit(lambda z: K.generate(field, z, solver="euler", steps=8).samples)(x0)
+    x1 = jax.jit(lambda z: K.generate(field, z, solver="euler", steps=8).samples)(x0)
     held_out = jnp.asarray(data[:256])
     assert float(mmd_rbf(x1, held_out)) < 0.25 * float(mmd_rbf(x0, held_out))
 

@@ -15,13 +15,13 @@ SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp, numpy as np, optax
     from jax.sharding import NamedSharding, PartitionSpec as P
     import jaxpapers.kffm as K
-    from jaxpapers.core.data.functional import gaussian_process_prior
+    from jaxpapers.kffm import gaussian_process_prior
     from jaxpapers.core.train import data_parallel_mesh, train
 
     mesh = data_parallel_mesh()
     prior = gaussian_process_prior(jnp.linspace(0, 1, 16), lengthscale=0.2)
-    x0 = prior.sample(jax.random.key(0), 16)
-    x1 = prior.sample(jax.random.key(1), 16) + 1.0
+    x0 = prior.sample(16, key=jax.random.key(0))
+    x1 = prior.sample(16, key=jax.random.key(1)) + 1.0
     key = jax.random.key(2)
     pairing = K.KernelOTPairing(K.RBFKernel(bandwidth=1.0))
     sh = NamedSharding(mesh, P("data"))

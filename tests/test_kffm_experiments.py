@@ -38,8 +38,8 @@ def _better(m: dict, b: dict, floor: dict) -> str:
     return FAILS if high < 0 or (high == 0 and low == 0) else UNSURE
 
 
-# The smoke run and its resumed repeat, in a subprocess (it inherits the suite's fast-compile XLA
-# flags from conftest). Smoke programs are compile-dominated.
+# The smoke run and its resumed repeat, in a subprocess (it inherits the suite's smoke compile
+# policy, XLA_FLAGS from conftest). Smoke programs are compile-dominated.
 SMOKE_SCRIPT = """
 import json, pathlib, sys
 from jaxpapers.core.experiment import run_paper
@@ -52,7 +52,7 @@ print("RESULT" + json.dumps({"first": means(first), "again": means(again)}))
 
 
 def _smoke_run(out) -> dict:
-    env = dict(os.environ)  # with the suite's fast-compile XLA flags (conftest)
+    env = dict(os.environ)  # with the smoke compile policy (conftest)
     proc = subprocess.run(
         [sys.executable, "-c", SMOKE_SCRIPT, str(out)],
         env=env,
@@ -235,7 +235,7 @@ def test_p06_sizes_of_the_experiments():
     draw_ids = ["long_draw_evals_burgers", "long_draw_mmd_burgers"]
     assert all(i in long_ids for i in draw_ids)
     # The draw study: the same pairings drawn with and without replacement, on the 1-D data.
-    assert E.FAMILY_DRAW_LONG.sizes == E.FAMILY_1D_LONG.sizes
+    assert E.FAMILY_DRAW_LONG.sizes == E.FAMILY_1D_LONG.sizes == "1d_long"
     assert E.FAMILY_DRAW_LONG.name not in (E.FAMILY_1D_LONG.name, E.FAMILY_1D.name)
     for i in draw_ids:
         assert exps[i].methods == ("ot_euclid_perm", "kffm_sobolev_perm")
@@ -248,7 +248,11 @@ def test_p06_sizes_of_the_experiments():
         (E.FAMILY_2D, E.FAMILY_2D_LONG, 1000),
     ):
         assert long.name != short.name and long.datasets == short.datasets
-        assert long.sizes["full"] == dataclasses.replace(short.sizes["quick"], steps=steps)
+        quick, full = E.SIZES["quick"].sizes(short), E.SIZES["full"].sizes(long)
+        assert full == dataclasses.replace(quick, steps=steps)
+        # At the other sizes the long families train like the short ones.
+        for size in ("smoke", "quick"):
+            assert E.SIZES[size].sizes(long) == E.SIZES[size].sizes(short)
     # Each long experiment reads the long families' scores, with the same rows as its short twin.
     for i in long_ids:
         assert exps[i].baselines == exps[i[len("long_") :]].baselines

@@ -22,7 +22,7 @@ class NeuralGraphon(eqx.Module):
 
     Examples:
       >>> import jax, jax.numpy as jnp
-      >>> g = NeuralGraphon.init(jax.random.key(0))
+      >>> g = NeuralGraphon.init(key=jax.random.key(0))
       >>> w = g(jnp.array([0.1, 0.7]), jnp.array([0.7, 0.1]))
       >>> bool(jnp.allclose(w[0], w[1]) and (0 < w).all() and (w < 1).all())
       True
@@ -49,8 +49,8 @@ class NeuralGraphon(eqx.Module):
     @classmethod
     def init(
         cls,
-        key: Array,
         *,
+        key: Array,
         width: int = 48,
         depth: int = 2,
         frequencies: tuple[float, ...] = (1.0, 3.0, 9.0),

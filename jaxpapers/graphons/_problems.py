@@ -16,7 +16,7 @@ r"""Graphon variational problems, their optimisation by gradient descent, and re
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -33,6 +33,7 @@ from jaxpapers.core.checks import (
     check_range,
     is_concrete,
 )
+from jaxpapers.core.fit import fit
 from jaxpapers.graphons._constraint import solve_shift
 from jaxpapers.graphons._density import (
     all_tuples_density,
@@ -132,19 +133,21 @@ class TailObjective(eqx.Module):
 
 
 class OptimisationResult(NamedTuple):
-    """A trained graphon and its per-step objective values.
+    """A trained graphon, its optimiser state and its per-step objective values.
 
     Attributes:
-      graphon: the final :class:`NeuralGraphon`.
+      params: the trained :class:`NeuralGraphon` (the last finite one if the run froze).
+      opt_state: Adam's state after the last applied step.
       losses: ``(steps,)`` training objective.
+      finite: False when a non-finite loss, gradient or update stopped the updates early.
       values: ``(steps,)`` the quantity reported by the objective (density or rate).
-      finite: False when a non-finite loss stopped the updates early.
     """
 
-    graphon: NeuralGraphon
+    params: NeuralGraphon
+    opt_state: Any
     losses: Float[Array, " steps"]
-    values: Float[Array, " steps"]
     finite: Array
+    values: Float[Array, " steps"]
 
 
 @eqx.filter_jit
@@ -159,47 +162,43 @@ def optimise_graphon(
 ) -> OptimisationResult:
     """Adam on ``objective(graphon, points, step)`` with fresh uniform ``points`` every step.
 
-    ``learning_rate`` is a constant or an optax schedule (step -> rate; the experiments decay it
-    to 0 by a cosine over ``steps``). Stops updating (keeping the last finite parameters) at the
-    first non-finite loss or gradient.
+    One :func:`jaxpapers.core.fit.fit` loop: step ``t`` draws its ``num_points`` points from the
+    ``t``-th key of ``jax.random.split(key, steps)``. ``learning_rate`` is a constant or an optax
+    schedule (step -> rate; the experiments decay it to 0 by a cosine over ``steps``). Stops
+    updating (keeping the last finite parameters) at the first non-finite loss, gradient or
+    update.
 
     Examples:
       >>> import jax
       >>> from jaxpapers.graphons._graphs import edge, triangle
       >>> obj = TuranObjective(edge(), triangle())
-      >>> g = NeuralGraphon.init(jax.random.key(0), width=12, depth=1)
+      >>> g = NeuralGraphon.init(key=jax.random.key(0), width=12, depth=1)
       >>> res = optimise_graphon(obj, g, key=jax.random.key(1), steps=3, num_points=8)
       >>> res.losses.shape, bool(res.finite)
       ((3,), True)
     """
     check_key("key", key)
-    opt = optax.adam(learning_rate)
     params, static = eqx.partition(graphon, eqx.is_inexact_array)
 
-    def loss_fn(params, points, i):
-        return objective(eqx.combine(params, static), points, i)
+    def batch_fn(t, k):
+        return jax.random.uniform(k, (num_points,)), t
 
-    def step(carry, inputs):
-        params, state, ok = carry
-        k, i = inputs
-        points = jax.random.uniform(k, (num_points,))
-        (loss, value), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, points, i)
-        updates, new_state = opt.update(grads, state, params)
-        new_params = optax.apply_updates(params, updates)
-        finite_grads = jax.tree.reduce(
-            lambda a, b: a & b, jax.tree.map(lambda x: jnp.isfinite(x).all(), grads)
-        )
-        ok = ok & jnp.isfinite(loss) & finite_grads
-        keep = lambda new, old: jnp.where(ok, new, old)
-        params = jax.tree.map(keep, new_params, params)
-        state = jax.tree.map(keep, new_state, state)
-        return (params, state, ok), (loss, value)
+    def loss_fn(params, batch, key):
+        points, t = batch
+        return objective(eqx.combine(params, static), points, t)
 
-    keys = jax.random.split(key, steps)
-    (params, _, ok), (losses, values) = jax.lax.scan(
-        step, (params, opt.init(params), jnp.array(True)), (keys, jnp.arange(steps))
+    res = fit(
+        loss_fn,
+        params,
+        optax.adam(learning_rate),
+        steps=steps,
+        key=key,
+        batch_fn=batch_fn,
+        has_aux=True,
     )
-    return OptimisationResult(eqx.combine(params, static), losses, values, ok)
+    return OptimisationResult(
+        eqx.combine(res.params, static), res.opt_state, res.losses, res.finite, res.aux
+    )
 
 
 @eqx.filter_jit

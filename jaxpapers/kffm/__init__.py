@@ -63,13 +63,36 @@ Public API
   :func:`draw_indices` (pairs drawn from a coupling, with or without replacement);
 * flow matching: :func:`ffm_interpolant`, :func:`ffm_target`, :func:`regression_loss`,
   :func:`flow_matching_loss`, :func:`generate` (diffrax, counted evaluations);
-* metrics: :func:`density_mse`, :func:`spectrum_mse` (MMD is ``jaxpapers.core.metrics.mmd_rbf``).
+* metrics: :func:`density_mse`, :func:`spectrum_mse` (MMD is ``jaxpapers.core.metrics.mmd_rbf``);
+* neural operators: :class:`FNO1d`, :class:`FNO2d` (Fourier neural operators, flax.nnx);
+* GP priors: :func:`gaussian_process_prior` (a :class:`GaussianProcessPrior` on a 1-D or 2-D
+  grid, ``prior.sample(n, key=key)``), :func:`gp_sample`, :func:`periodic_grid`;
+* function-valued data sets (every generator takes ``n``, its grid and a keyword ``key``):
+  :func:`gp_mixture_paths`, :func:`ou_paths`, :func:`oscillator_paths`,
+  :func:`burgers_solutions`, :func:`reaction_diffusion_solutions`, :func:`heat2d_solutions`,
+  :func:`navier_stokes2d_solutions`, and the PDE solvers behind them (:func:`burgers_solve`,
+  :func:`reaction_diffusion_solve`, :func:`heat2d_solve`, :func:`navier_stokes2d_solve`).
 
 Functions are ``[n, grid]`` arrays on 1-D grids or ``[n, grid1, grid2]`` fields on 2-D grids
 (pairings, the RBF, linear and Sobolev kernels, the divergence and the metrics take both; the
-signature kernel is for 1-D paths). The neural operators are
-:class:`jaxpapers.core.nn.fno.FNO1d` and :class:`~jaxpapers.core.nn.fno.FNO2d`; priors (1-D and
-2-D GPs) and data sets are in :mod:`jaxpapers.core.data.functional`.
+signature kernel is for 1-D paths).
+
+Example::
+
+    import jax, jax.numpy as jnp, optax
+    from flax import nnx
+    from jaxpapers import kffm
+
+    grid = jnp.linspace(0.0, 1.0, 32)
+    data = kffm.gp_mixture_paths(512, grid, key=jax.random.key(0))
+    prior = kffm.gaussian_process_prior(grid, lengthscale=0.1)
+    pairing = kffm.KernelOTPairing(kffm.SobolevKernel(derivative_weight=0.01))
+    model = kffm.FNO1d(width=16, modes=8, depth=2, rngs=nnx.Rngs(0))
+    graphdef, params = nnx.split(model, nnx.Param)
+    apply = lambda p, x, t: nnx.merge(graphdef, p)(x[..., None], t)[..., 0]
+    loss = kffm.flow_matching_loss(
+        apply, params, data[:64], key=jax.random.key(1), prior=prior, pairing=pairing
+    )
 """
 
 from jaxpapers.kffm._flow import (
@@ -80,6 +103,24 @@ from jaxpapers.kffm._flow import (
     flow_matching_loss,
     generate,
     regression_loss,
+)
+from jaxpapers.kffm._fno import FNO1d, FNO2d
+from jaxpapers.kffm._functional_data import (
+    GaussianProcessPrior,
+    burgers_solutions,
+    burgers_solve,
+    gaussian_process_prior,
+    gp_mixture_paths,
+    gp_sample,
+    heat2d_solutions,
+    heat2d_solve,
+    navier_stokes2d_solutions,
+    navier_stokes2d_solve,
+    oscillator_paths,
+    ou_paths,
+    periodic_grid,
+    reaction_diffusion_solutions,
+    reaction_diffusion_solve,
 )
 from jaxpapers.kffm._hilbert_ot import (
     HilbertCost,
@@ -108,7 +149,10 @@ from jaxpapers.kffm._pairing import (
 __all__ = [
     "SIGMA_MIN",
     "EuclideanOTPairing",
+    "FNO1d",
+    "FNO2d",
     "FunctionKernel",
+    "GaussianProcessPrior",
     "Generation",
     "HilbertCost",
     "HilbertSinkhornDivergence",
@@ -119,17 +163,31 @@ __all__ = [
     "RBFKernel",
     "SignatureKernel",
     "SobolevKernel",
+    "burgers_solutions",
+    "burgers_solve",
     "density_mse",
     "draw_indices",
     "ffm_interpolant",
     "ffm_target",
     "flow_matching_loss",
+    "gaussian_process_prior",
     "generate",
+    "gp_mixture_paths",
+    "gp_sample",
+    "heat2d_solutions",
+    "heat2d_solve",
     "hilbert_geometry",
     "hilbert_sinkhorn_divergence",
     "make_pairing_fn",
     "mean_power_spectrum",
+    "navier_stokes2d_solutions",
+    "navier_stokes2d_solve",
+    "oscillator_paths",
+    "ou_paths",
     "path_signature",
+    "periodic_grid",
+    "reaction_diffusion_solutions",
+    "reaction_diffusion_solve",
     "regression_loss",
     "spectrum_mse",
 ]

@@ -91,7 +91,7 @@ def flow_matching_loss(
       params: model parameters.
       x1: ``[B, grid]`` data functions.
       key: PRNG key (prior draw, times, pair draw).
-      prior: an object with ``sample(key, n) -> [n, grid]`` (e.g. a ``GaussianProcessPrior``).
+      prior: an object with ``sample(n, *, key) -> [n, grid]`` (e.g. a ``GaussianProcessPrior``).
       pairing: ``pairing(x0, x1, *, key) -> Pairing`` (independent, Euclidean or kernel OT, or
         :func:`make_pairing_fn` for data-parallel scope).
       sigma_min: minimal noise of the path.
@@ -102,7 +102,7 @@ def flow_matching_loss(
     check_key("key", key)
     check_range("sigma_min", sigma_min, 0.0, 1.0)
     k0, kt, kp = jax.random.split(key, 3)
-    x0 = prior.sample(k0, x1.shape[0]).astype(x1.dtype)
+    x0 = prior.sample(x1.shape[0], key=k0).astype(x1.dtype)
     check_functions(x0, x1, ("prior samples", "x1"))
     pairs = pairing(x0, x1, key=kp)
     t = jax.random.uniform(kt, (x1.shape[0],), dtype=x1.dtype)

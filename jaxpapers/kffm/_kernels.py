@@ -172,7 +172,7 @@ def grid_gradient(
     ``periodic=False`` (the closed grid ``linspace(0, 1, n_a)``): second-order central differences
     inside, first-order one-sided at the ends (``jnp.gradient``), spacing :math:`1/(n_a - 1)`, as
     :func:`grid_derivative` in 1-D. ``periodic=True`` (the periodic grid :math:`j/n_a`, e.g.
-    :func:`jaxpapers.core.data.functional.periodic_grid`): second-order central differences
+    :func:`jaxpapers.kffm.periodic_grid`): second-order central differences
     everywhere, wrapping around, spacing :math:`1/n_a`.
 
     Args:

@@ -62,13 +62,13 @@ class Pairing(NamedTuple):
     indices: jax.Array
 
 
-def draw_indices(key: jax.Array, coupling: jax.Array, replace: bool = True) -> jax.Array:
+def draw_indices(coupling: jax.Array, *, key: jax.Array, replace: bool = True) -> jax.Array:
     """Data index for each prior draw, drawn from a coupling (what the OT pairings do after the
     solve; public so that one plan can be drawn from in both ways).
 
     Args:
-      key: PRNG key.
       coupling: ``[B, B']`` non-negative coupling (rows: prior draws, columns: data functions).
+      key: PRNG key.
       replace: ``True``: one categorical draw per row of the coupling (data functions may repeat);
         ``False``: a random assignment that follows the coupling, each column used once (needs
         ``B <= B'``): the Gumbel-perturbed log coupling rounded to a permutation by a greedy
@@ -176,7 +176,7 @@ class _SinkhornPairing(eqx.Module):
                 ),
             )
         coupling = jax.lax.stop_gradient(out.matrix)
-        idx = draw_indices(key, coupling, self.replace)
+        idx = draw_indices(coupling, key=key, replace=self.replace)
         n_iters = jnp.asarray(out.n_iters, jnp.int32)
         return Pairing(x0, x1[idx], coupling, n_iters, jnp.asarray(out.converged), idx)
 

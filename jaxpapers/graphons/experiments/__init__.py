@@ -11,26 +11,34 @@ and its history: ``results/P19/NOTES.md``.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import dataclasses
 
-from jaxpapers.core.experiment import (
-    AllOf,
-    Better,
-    Context,
-    Experiment,
-    NoWorse,
-    Threshold,
-    register,
-)
+from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold
 from jaxpapers.graphons.experiments import _runs
-
-PAPER = "P19"
 
 #: random restarts per seed for the optimisation experiments (a seed's value is its best restart)
 RESTARTS = 2
 
 
-class Sizes(NamedTuple):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """Every size-dependent setting of P19.
+
+    Attributes:
+      restarts: random restarts per seed (optimisation experiments).
+      turan_steps, turan_points: Adam steps and sampled points per step of the Turan problems
+        (triangle-free, K4-free).
+      slack: the forbidden density the shift solver holds during Turan training.
+      tail_steps, points: Adam steps and sampled points per step of the tails.
+      learning_rate: Adam's peak step (cosine decay to 0).
+      sharpness: the initial graphons' logit scale.
+      grid, turan_grid: midpoint-grid points of the final evaluation (tails, Turan).
+      heatmap: points per axis of the plotted graphons.
+      upper, lower: the tails' ``(p, delta)`` settings.
+      sanity_reps: Monte Carlo repetitions of the sanity check.
+      variance_points, variance_reps: sampled points and repetitions of the variance study.
+    """
+
     restarts: int
     turan_steps: int
     turan_points: tuple[int, int]
@@ -49,68 +57,65 @@ class Sizes(NamedTuple):
     variance_reps: int
 
 
-def _sizes(ctx: Context) -> Sizes:
-    return ctx.pick(
-        smoke=Sizes(
-            restarts=2,
-            turan_steps=20,
-            turan_points=(12, 8),
-            slack=1e-2,
-            tail_steps=20,
-            points=16,
-            learning_rate=2e-2,
-            sharpness=2.0,
-            grid=40,
-            turan_grid=40,
-            heatmap=20,
-            upper=((0.2, 1.0), (0.05, 20.0)),
-            lower=((0.2, 0.5),),
-            sanity_reps=64,
-            variance_points=24,
-            variance_reps=32,
-        ),
-        quick=Sizes(
-            restarts=RESTARTS,
-            turan_steps=500,
-            turan_points=(48, 24),
-            slack=1e-3,
-            tail_steps=300,
-            points=48,
-            learning_rate=2e-2,
-            sharpness=2.0,
-            grid=200,
-            turan_grid=100,
-            heatmap=100,
-            upper=((0.2, 1.0), (0.05, 20.0)),
-            lower=((0.2, 0.5),),
-            sanity_reps=256,
-            variance_points=48,
-            variance_reps=64,
-        ),
-        full=Sizes(
-            restarts=4,
-            turan_steps=4000,
-            turan_points=(128, 48),
-            slack=1e-4,
-            tail_steps=4000,
-            points=128,
-            learning_rate=1e-2,
-            sharpness=2.0,
-            grid=400,
-            turan_grid=400,
-            heatmap=200,
-            upper=((0.2, 1.0), (0.1, 8.0), (0.05, 20.0), (0.02, 50.0)),
-            lower=((0.2, 0.5), (0.1, 0.8)),
-            sanity_reps=1024,
-            variance_points=96,
-            variance_reps=1024,
-        ),
-    )
+SIZES = {
+    "smoke": Config(
+        restarts=2,
+        turan_steps=20,
+        turan_points=(12, 8),
+        slack=1e-2,
+        tail_steps=20,
+        points=16,
+        learning_rate=2e-2,
+        sharpness=2.0,
+        grid=40,
+        turan_grid=40,
+        heatmap=20,
+        upper=((0.2, 1.0), (0.05, 20.0)),
+        lower=((0.2, 0.5),),
+        sanity_reps=64,
+        variance_points=24,
+        variance_reps=32,
+    ),
+    "quick": Config(
+        restarts=RESTARTS,
+        turan_steps=500,
+        turan_points=(48, 24),
+        slack=1e-3,
+        tail_steps=300,
+        points=48,
+        learning_rate=2e-2,
+        sharpness=2.0,
+        grid=200,
+        turan_grid=100,
+        heatmap=100,
+        upper=((0.2, 1.0), (0.05, 20.0)),
+        lower=((0.2, 0.5),),
+        sanity_reps=256,
+        variance_points=48,
+        variance_reps=64,
+    ),
+    "full": Config(
+        restarts=4,
+        turan_steps=4000,
+        turan_points=(128, 48),
+        slack=1e-4,
+        tail_steps=4000,
+        points=128,
+        learning_rate=1e-2,
+        sharpness=2.0,
+        grid=400,
+        turan_grid=400,
+        heatmap=200,
+        upper=((0.2, 1.0), (0.1, 8.0), (0.05, 20.0), (0.02, 50.0)),
+        lower=((0.2, 0.5), (0.1, 0.8)),
+        sanity_reps=1024,
+        variance_points=96,
+        variance_reps=1024,
+    ),
+}
 
-
-register(
+EXPERIMENTS = (
     Experiment(
-        paper=PAPER,
         id="sanity",
         claim=(
             "known answers: exact step-graphon densities equal the closed forms (constant p^5 "
@@ -128,13 +133,9 @@ register(
                 Threshold("shift_residual", 1e-5),
             )
         ),
-        run=lambda ctx: _runs.sanity(ctx, _sizes(ctx)),
-    )
-)
-
-register(
+        run=_runs.sanity,
+    ),
     Experiment(
-        paper=PAPER,
         id="turan",
         claim=(
             "gradient descent on a neural graphon, with no structure given, rediscovers the Turan "
@@ -170,14 +171,10 @@ register(
                 Threshold("k4_free_triangle_forbidden", 0.005),
             )
         ),
-        run=lambda ctx: _runs.turan(ctx, _sizes(ctx)),
+        run=_runs.turan,
         plot=_runs.plot_heatmaps,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="upper_tail",
         claim=(
             "triangle upper tail, rate (1/2) iint h_p(W) at t(K3) = (1 + delta) p^3 (a seed's "
@@ -202,14 +199,10 @@ register(
                 Better("p0.05_d20", "p0.05_d20_reference"),
             )
         ),
-        run=lambda ctx: _runs.upper_tail(ctx, _sizes(ctx)),
+        run=_runs.upper_tail,
         plot=_runs.plot_heatmaps,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="lower_tail",
         claim=(
             "triangle lower tail at p = 0.2, delta = 0.5: the rate at t(K3) = (1 - delta) p^3 (a "
@@ -224,14 +217,10 @@ register(
         # non-inferiority margin: 2% of the reference rate, as for the upper tail (kept from
         # before these runs)
         rule=NoWorse("p0.2_d0.5", "p0.2_d0.5_reference", margin=0.02),
-        run=lambda ctx: _runs.lower_tail(ctx, _sizes(ctx)),
+        run=_runs.lower_tail,
         plot=_runs.plot_heatmaps,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="estimator_variance",
         claim=(
             "the symmetry-aware Monte Carlo estimator (U-statistic over all injective copies "
@@ -258,6 +247,6 @@ register(
         rule=AllOf(
             (Threshold("K3_equal_evaluations", 1.0), Threshold("C4_equal_evaluations", 1.0))
         ),
-        run=lambda ctx: _runs.estimator_variance(ctx, _sizes(ctx)),
-    )
+        run=_runs.estimator_variance,
+    ),
 )

@@ -1,10 +1,14 @@
-"""Measurements behind the P19 experiments (one function per experiment)."""
+"""Measurements behind the P19 experiments (one function per experiment).
+
+Every seed's random restarts run in one ``vmap``-ed program per problem; the programs are plain
+``jax.jit`` functions of module level, so an experiment that builds a program of the same
+configuration and shapes as an earlier one (the tails' training, the initial graphons) reuses it
+through jit's own cache.
+"""
 
 from __future__ import annotations
 
 import functools
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import jax
@@ -39,66 +43,13 @@ TURAN = (
     ("k4_free_triangle", triangle(), clique(4), 2 / 9),
 )
 
-#: Turan problems whose training compiles with ``ctx.quick_compile``: the K4-free training was
-#: bit-identical at LLVM level 1 (quick run: 1.1 s less compile, 0.6 s less run), the
-#: triangle-free one was not (a restart went elsewhere; measured before the solver fix)
-QUICK_COMPILED_TURAN = frozenset({"k4_free_triangle"})
 
-
-# --------------------------------------------------------------------------------------------
-# Programs: built once per configuration, compiled once per argument shapes (a later experiment
-# reuses an earlier one's), and run two at a time on two threads (two cores; one program keeps
-# about 1.5-1.7 of them busy, and XLA:CPU compiles on about one)
-# --------------------------------------------------------------------------------------------
-
-_COMPILED: dict = {}
-_LOCK = threading.Lock()
-
-
-def _compiled(jitted, *args):
-    """``jitted`` compiled for the shapes of ``args`` (arrays or pytrees of arrays), kept for
-    later calls; a thread asking for a program that another is compiling waits for it."""
-    leaves, tree = jax.tree.flatten(args)
-    key = (jitted, tree, tuple((tuple(x.shape), str(x.dtype)) for x in leaves))
-    with _LOCK:
-        future = _COMPILED.get(key)
-        owner = future is None
-        if owner:
-            future = _COMPILED[key] = Future()
-    if owner:
-        try:
-            future.set_result(jitted.trace(*args).lower().compile())
-        except BaseException as error:
-            with _LOCK:
-                del _COMPILED[key]
-            future.set_exception(error)
-            raise
-    return future.result()
-
-
-def _parallel(*jobs, beside=None):
-    """Run the thunks ``jobs`` on threads of their own, and ``beside`` (a thunk, if given) on
-    the calling thread meanwhile; the jobs' results in order (and ``beside``'s, last)."""
-    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="p19") as pool:
-        futures = [pool.submit(job) for job in jobs]
-        extra = [beside()] if beside is not None else []
-        return [f.result() for f in futures] + extra
-
-
-def _options(ctx: Context) -> tuple:
-    """``ctx.quick_compile`` as a hashable key (``dict(key) or None`` restores it)."""
-    return tuple(sorted((ctx.quick_compile or {}).items()))
-
-
-@functools.cache
-def _init_program(sharpness: float, options: tuple):
+@functools.partial(jax.jit, static_argnames="sharpness")
+def _init_graphons(ids: jax.Array, *, sharpness: float) -> NeuralGraphon:
     """The restarts' initial graphons from their integer seeds (vmapped; one program instead of
     an eager vmapped ``uniform`` per parameter shape)."""
-
-    def init(seed):
-        return NeuralGraphon.init(jax.random.key(seed), sharpness=sharpness)
-
-    return jax.jit(jax.vmap(init), compiler_options=dict(options) or None)
+    init = lambda seed: NeuralGraphon.init(key=jax.random.key(seed), sharpness=sharpness)
+    return jax.vmap(init)(ids)
 
 
 def restart_ids(ctx: Context, restarts: int) -> np.ndarray:
@@ -109,15 +60,15 @@ def restart_ids(ctx: Context, restarts: int) -> np.ndarray:
     return (seeds[:, None] + 100 * np.arange(restarts, dtype=np.int32)[None, :]).reshape(-1)
 
 
-def _init_graphons(ctx: Context, sizes, ids=None):
+def initial_graphons(ctx: Context, config, ids=None) -> NeuralGraphon:
+    """The initial graphons of ``ids`` (default: one per seed, id = seed), stacked."""
     ids = np.asarray(ctx.seed_list, np.int32) if ids is None else ids
-    program = _init_program(sizes.sharpness, _options(ctx))
-    return _compiled(program, ids)(ids)
+    return _init_graphons(ids, sharpness=config.sharpness)
 
 
-@functools.cache
-def _train_program(steps: int, num_points: int, learning_rate: float, offset: int, options):
-    """Adam on an objective for every restart (vmapped), restart ``s`` drawing its points from
+@functools.partial(jax.jit, static_argnames=("steps", "num_points", "learning_rate", "offset"))
+def _train(objective, graphons, ids, *, steps, num_points, learning_rate, offset):
+    """Adam on ``objective`` for every restart (vmapped), restart ``s`` drawing its points from
     key ``offset + s``; the objective is an argument, so problems that differ only in arrays
     (the tails' ``p``, ``delta``, ``sign``) share the program. Adam's step decays from
     ``learning_rate`` to 0 by a cosine over the steps: at a constant 2e-2 the K4-free training's
@@ -125,7 +76,7 @@ def _train_program(steps: int, num_points: int, learning_rate: float, offset: in
     (to 0.02-0.07 by step 1500)."""
     schedule = optax.cosine_decay_schedule(learning_rate, steps)
 
-    def train(objective, graphon, seed):
+    def train(graphon, seed):
         return optimise_graphon(
             objective,
             graphon,
@@ -133,32 +84,31 @@ def _train_program(steps: int, num_points: int, learning_rate: float, offset: in
             steps=steps,
             num_points=num_points,
             learning_rate=schedule,
-        ).graphon
+        ).params
 
-    return jax.jit(jax.vmap(train, in_axes=(None, 0, 0)), compiler_options=dict(options) or None)
+    return jax.vmap(train)(graphons, ids)
 
 
-@functools.cache
-def _evaluate_program(kind: str, grid: int, heatmap: int, options):
+@functools.partial(jax.jit, static_argnames=("grid", "heatmap"))
+def _evaluate(objective, graphons, *, grid, heatmap):
     """Grid values of every restart (:func:`evaluate_turan` or :func:`evaluate_tail`) and its
     heatmap (``W`` with the grid shift on ``heatmap`` points), vmapped."""
-    evaluate = evaluate_turan if kind == "turan" else evaluate_tail
+    evaluate = evaluate_turan if isinstance(objective, TuranObjective) else evaluate_tail
 
-    def one(objective, graphon):
+    def one(graphon):
         values = evaluate(objective, graphon, grid)
         shift = values[-1]
         return values, shifted_matrix(graphon, shift, heatmap)
 
-    return jax.jit(jax.vmap(one, in_axes=(None, 0)), compiler_options=dict(options) or None)
+    return jax.vmap(one)(graphons)
 
 
-def _train_and_evaluate(ctx, objective, graphons, ids, train, evaluate):
-    """Compile both programs, then run them for every restart ``ids``; the evaluation compiles
+def _train_and_evaluate(objective, graphons, ids, *, train: dict, evaluate: dict):
+    """Train every restart ``ids`` (``train``: the keyword arguments of :func:`_train`), then
+    evaluate it on the grid (``evaluate``: those of :func:`_evaluate`); the evaluation compiles
     while the training runs (dispatch is asynchronous). Returns the host values and heatmaps."""
-    train = _compiled(train, objective, graphons, ids)
-    trained = train(objective, graphons, ids)
-    evaluate = _compiled(evaluate, objective, graphons)  # a trained graphon has the same shapes
-    values, maps = evaluate(objective, trained)
+    trained = _train(objective, graphons, ids, **train)
+    values, maps = _evaluate(objective, trained, **evaluate)
     return jax.tree.map(np.asarray, values), np.asarray(maps)
 
 
@@ -175,29 +125,24 @@ def _step_estimates(a, values, reps):
     return sym(reps), plain(reps)
 
 
-@functools.cache
-def _sanity_program(reps: int):
+@functools.partial(jax.jit, static_argnames="reps")
+def _sanity_values(seed, *, reps: int):
     """One seed's step densities and Monte Carlo estimates (one program for all seeds; the eager
-    version compiled some 30 small programs). XLA's default options: at LLVM level 1 one exact
-    ``t(C4)`` differed in its last bit."""
-
-    def one(seed):
-        k1, k2, _ = jax.random.split(jax.random.key(seed), 3)
-        pab = jax.random.uniform(k1, (3,), minval=0.1, maxval=0.9)
-        p, a, b = pab
-        densities = jnp.stack(
-            [
-                step_density(cycle(5), jnp.ones(1), jnp.full((1, 1), p)),
-                step_density(triangle(), jnp.array([a, 1 - a]), jnp.array([[1.0, 0], [0, 0]])),
-                step_density(triangle(), jnp.array([b, 1 - b]), jnp.array([[1.0, 1], [1, 0]])),
-            ]
-        )
-        values = jnp.array([[0.9, p], [p, 0.2]])
-        exact = step_density(cycle(4), jnp.array([a, 1 - a]), values)
-        sym, plain = _step_estimates(a, values, jax.random.split(k2, reps))
-        return pab, densities, exact, sym, plain
-
-    return jax.jit(one)
+    version compiled some 30 small programs)."""
+    k1, k2, _ = jax.random.split(jax.random.key(seed), 3)
+    pab = jax.random.uniform(k1, (3,), minval=0.1, maxval=0.9)
+    p, a, b = pab
+    densities = jnp.stack(
+        [
+            step_density(cycle(5), jnp.ones(1), jnp.full((1, 1), p)),
+            step_density(triangle(), jnp.array([a, 1 - a]), jnp.array([[1.0, 0], [0, 0]])),
+            step_density(triangle(), jnp.array([b, 1 - b]), jnp.array([[1.0, 1], [1, 0]])),
+        ]
+    )
+    values = jnp.array([[0.9, p], [p, 0.2]])
+    exact = step_density(cycle(4), jnp.array([a, 1 - a]), values)
+    sym, plain = _step_estimates(a, values, jax.random.split(k2, reps))
+    return pab, densities, exact, sym, plain
 
 
 def _shift_residual(seed: int) -> float:
@@ -209,25 +154,22 @@ def _shift_residual(seed: int) -> float:
     return abs(float(solve_shift(edge(), L + L.T, float(p)).residual))
 
 
-def sanity(ctx: Context, sizes) -> Outcome:
+def sanity(ctx: Context, config) -> Outcome:
     """Exact step densities against closed forms; both Monte Carlo estimators against exact
-    values; the shift solver's residual (on a second thread, beside the other programs)."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="p19") as pool:
-        resid = pool.submit(lambda: [_shift_residual(seed) for seed in ctx.seed_list])
-        closed, zs = [], []
-        program = _sanity_program(sizes.sanity_reps)
-        for seed in ctx.seed_list:
-            pab, densities, exact, sym, plain = program(np.int32(seed))
-            p, a, b = np.asarray(pab)
-            t_c5, t_clique, t_hub = (float(d) for d in densities)
-            errs = [t_c5 - p**5, t_clique - a**3, t_hub - (3 * b**2 - 2 * b**3)]
-            closed.append(float(np.max(np.abs(errs))))
-            for est in (sym, plain):
-                zs.append(
-                    abs(float(est.mean()) - float(exact))
-                    / (float(est.std()) / np.sqrt(sizes.sanity_reps))
-                )
-        resid = resid.result()
+    values; the shift solver's residual."""
+    closed, zs = [], []
+    for seed in ctx.seed_list:
+        pab, densities, exact, sym, plain = _sanity_values(np.int32(seed), reps=config.sanity_reps)
+        p, a, b = np.asarray(pab)
+        t_c5, t_clique, t_hub = (float(d) for d in densities)
+        errs = [t_c5 - p**5, t_clique - a**3, t_hub - (3 * b**2 - 2 * b**3)]
+        closed.append(float(np.max(np.abs(errs))))
+        for est in (sym, plain):
+            zs.append(
+                abs(float(est.mean()) - float(exact))
+                / (float(est.std()) / np.sqrt(config.sanity_reps))
+            )
+    resid = [_shift_residual(seed) for seed in ctx.seed_list]
     return Outcome(
         {
             "step_closed_form_error": closed,
@@ -255,29 +197,32 @@ def turan_rows(name: str, dens, rdens, rforb, optimum: float, shape: tuple[int, 
     return values, best, flat
 
 
-def turan(ctx: Context, sizes) -> Outcome:
-    """Train neural graphons on the Turan problems (every seed's restarts vmapped; the two
-    problems on two threads); grid values at the end. A seed's value is its best restart's: the
-    restart with the best training objective (the largest density ``t(K_r, W)`` with the
-    forbidden density held at the slack, re-solved on the grid), never selected on the judged
-    rounded values; ``{name}_restart_pass_share`` reports, per seed, the share of its restarts
-    whose rounded forbidden density is below 0.005."""
-    ids = restart_ids(ctx, sizes.restarts)
-    graphons = _init_graphons(ctx, sizes, ids)
-    options = _options(ctx)
-    n_seeds = len(ctx.seed_list)
-
-    def problem(name, hmax, hforb, optimum, points):
-        obj = TuranObjective(hmax, hforb, slack=sizes.slack)
-        train_options = options if name in QUICK_COMPILED_TURAN else ()
-        train = _train_program(sizes.turan_steps, points, sizes.learning_rate, 1000, train_options)
-        evaluate = _evaluate_program("turan", sizes.turan_grid, sizes.heatmap, options)
-        (dens, forb, rdens, rforb, _), maps = _train_and_evaluate(
-            ctx, obj, graphons, ids, train, evaluate
+def turan(ctx: Context, config) -> Outcome:
+    """Train neural graphons on the Turan problems (every seed's restarts vmapped); grid values
+    at the end. A seed's value is its best restart's: the restart with the best training
+    objective (the largest density ``t(K_r, W)`` with the forbidden density held at the slack,
+    re-solved on the grid), never selected on the judged rounded values;
+    ``{name}_restart_pass_share`` reports, per seed, the share of its restarts whose rounded
+    forbidden density is below 0.005."""
+    ids = restart_ids(ctx, config.restarts)
+    graphons = initial_graphons(ctx, config, ids)
+    shape = (len(ctx.seed_list), config.restarts)
+    values, extras = {}, {"heatmaps": {}, "restarts": config.restarts}
+    for (name, hmax, hforb, optimum), points in zip(TURAN, config.turan_points, strict=True):
+        obj = TuranObjective(hmax, hforb, slack=config.slack)
+        train = dict(
+            steps=config.turan_steps,
+            num_points=points,
+            learning_rate=config.learning_rate,
+            offset=1000,
         )
-        shape = (n_seeds, sizes.restarts)
-        values, best, flat = turan_rows(name, dens, rdens, rforb, optimum, shape)
-        extras = {
+        evaluate = dict(grid=config.turan_grid, heatmap=config.heatmap)
+        (dens, forb, rdens, rforb, _), maps = _train_and_evaluate(
+            obj, graphons, ids, train=train, evaluate=evaluate
+        )
+        vals, best, flat = turan_rows(name, dens, rdens, rforb, optimum, shape)
+        values.update(vals)
+        extras[name] = {
             "value": dens.reshape(shape),
             "forbidden_density": forb.reshape(shape),
             "rounded_value": rdens.reshape(shape),
@@ -285,17 +230,7 @@ def turan(ctx: Context, sizes) -> Outcome:
             "best_restart": best,
             "optimum": optimum,
         }
-        return values, extras, maps[flat[0]]
-
-    jobs = [
-        functools.partial(problem, *spec, points)
-        for spec, points in zip(TURAN, sizes.turan_points, strict=True)
-    ]
-    values, extras = {}, {"heatmaps": {}, "restarts": sizes.restarts}
-    for (name, *_), (vals, ext, heatmap) in zip(TURAN, _parallel(*jobs), strict=True):
-        values.update(vals)
-        extras[name] = ext
-        extras["heatmaps"][name] = heatmap
+        extras["heatmaps"][name] = maps[flat[0]]
     return Outcome(values, extras)
 
 
@@ -303,37 +238,31 @@ def turan(ctx: Context, sizes) -> Outcome:
 FEASIBLE = 1e-2
 
 
-def _tail(ctx: Context, sizes, settings, upper: bool) -> tuple[dict, dict]:
-    """The tail problems ``settings`` (one program for all, upper and lower alike), two at a time
-    on two threads. Per setting, row ``label`` is each seed's best rate over its restarts that
-    meet the density constraint on the grid, divided by the reference rate (``inf`` for a seed
-    with no such restart), and row ``label_reference`` the reference's own ratio, 1."""
-    ids = restart_ids(ctx, sizes.restarts)
-    graphons = _init_graphons(ctx, sizes, ids)
+def _tail(ctx: Context, config, settings, upper: bool) -> tuple[dict, dict]:
+    """The tail problems ``settings`` (one training program for all, upper and lower alike). Per
+    setting, row ``label`` is each seed's best rate over its restarts that meet the density
+    constraint on the grid, divided by the reference rate (``inf`` for a seed with no such
+    restart), and row ``label_reference`` the reference's own ratio, 1."""
+    ids = restart_ids(ctx, config.restarts)
+    graphons = initial_graphons(ctx, config, ids)
     n_seeds = len(ctx.seed_list)
-    # the tails' training program keeps XLA's default options: at LLVM level 1 one restart's
-    # trajectory (p = 0.05, delta = 20, seed 0) differed
-    train = _train_program(sizes.tail_steps, sizes.points, sizes.learning_rate, 2000, ())
-    evaluate = _evaluate_program("tail", sizes.grid, sizes.heatmap, _options(ctx))
-
-    def setting(p, delta):
-        obj = TailObjective(triangle(), p, delta, upper=upper)
-        (rate, dens, _), maps = _train_and_evaluate(ctx, obj, graphons, ids, train, evaluate)
-        return float(obj.target), rate, dens, maps
-
-    def references():
-        return [
-            best_reference(p, delta) if upper else constant_construction(p, delta, upper=False)
-            for p, delta in settings
-        ]
-
-    *results, refs = _parallel(
-        *(functools.partial(setting, p, delta) for p, delta in settings), beside=references
+    train = dict(
+        steps=config.tail_steps,
+        num_points=config.points,
+        learning_rate=config.learning_rate,
+        offset=2000,
     )
+    evaluate = dict(grid=config.grid, heatmap=config.heatmap)
     values, extras = {}, {"heatmaps": {}, "references": {}, "rates": {}}
-    extras["restarts"] = sizes.restarts
-    shape = (n_seeds, sizes.restarts)
-    for (p, delta), (target, rate, dens, maps), ref in zip(settings, results, refs, strict=True):
+    extras["restarts"] = config.restarts
+    shape = (n_seeds, config.restarts)
+    for p, delta in settings:
+        obj = TailObjective(triangle(), p, delta, upper=upper)
+        (rate, dens, _), maps = _train_and_evaluate(
+            obj, graphons, ids, train=train, evaluate=evaluate
+        )
+        target = float(obj.target)
+        ref = best_reference(p, delta) if upper else constant_construction(p, delta, upper=False)
         label = f"p{p:g}_d{delta:g}"
         # a seed's answer is its best restart among those meeting the density constraint on the
         # grid (|t - target| <= 1% of target)
@@ -354,23 +283,23 @@ def _tail(ctx: Context, sizes, settings, upper: bool) -> tuple[dict, dict]:
     return values, extras
 
 
-def upper_tail(ctx: Context, sizes) -> Outcome:
-    values, extras = _tail(ctx, sizes, sizes.upper, upper=True)
+def upper_tail(ctx: Context, config) -> Outcome:
+    values, extras = _tail(ctx, config, config.upper, upper=True)
     return Outcome(values, extras)
 
 
-def lower_tail(ctx: Context, sizes) -> Outcome:
-    values, extras = _tail(ctx, sizes, sizes.lower, upper=False)
+def lower_tail(ctx: Context, config) -> Outcome:
+    values, extras = _tail(ctx, config, config.lower, upper=False)
     return Outcome(values, extras)
 
 
 CONTROL_GRID = 16  # step control variate: 136 more evaluations on a 16 x 16 grid
 
 
-@functools.cache
-def _variance_program(H, m: int, control: int, tuples: tuple[int, ...], reps: int, options):
-    """One program of (stacked graphons, integer seeds): the symmetric estimates with and without
-    the step control variate (the same sampled points) and plain Monte Carlo at each budget in
+@functools.partial(jax.jit, static_argnames=("m", "control", "tuples", "reps"))
+def _variance_estimates(H, graphons, seeds, *, m: int, control: int, tuples, reps: int):
+    """For stacked graphons and integer seeds: the symmetric estimates with and without the step
+    control variate (the same sampled points) and plain Monte Carlo at each budget in
     ``tuples``, seeds and repetitions vmapped (one compile per pattern); seed ``s``'s
     repetitions use the keys ``split(key(10000 + s), reps)``."""
 
@@ -383,18 +312,17 @@ def _variance_program(H, m: int, control: int, tuples: tuple[int, ...], reps: in
     def over_reps(g, seed):
         return jax.vmap(one, in_axes=(None, 0))(g, jax.random.split(jax.random.key(seed), reps))
 
-    return jax.jit(jax.vmap(over_reps), compiler_options=dict(options) or None)
+    return jax.vmap(over_reps)(graphons, seeds)
 
 
-def estimator_variance(ctx: Context, sizes) -> Outcome:
+def estimator_variance(ctx: Context, config) -> Outcome:
     """Variance of symmetric vs plain Monte Carlo at equal sampled points and at equal graphon
-    evaluations (``m`` points: ``m (m - 1) / 2`` unordered pairs); the two patterns on two
-    threads."""
-    m, grid = sizes.variance_points, CONTROL_GRID
-    graphons = _init_graphons(ctx, sizes)
+    evaluations (``m`` points: ``m (m - 1) / 2`` unordered pairs)."""
+    m, grid = config.variance_points, CONTROL_GRID
+    graphons = initial_graphons(ctx, config)
     seeds = 10_000 + np.asarray(ctx.seed_list, np.int32)
-
-    def pattern(H):
+    ratios = {}
+    for name, H in (("K3", triangle()), ("C4", cycle(4))):
         # plain Monte Carlo budgets: m / k tuples (equal points), and as many graphon
         # evaluations as the U-statistic without and with the control grid
         evals = m * (m - 1) // 2
@@ -403,21 +331,17 @@ def estimator_variance(ctx: Context, sizes) -> Outcome:
             evals // H.num_edges,
             (evals + grid * (grid + 1) // 2) // H.num_edges,
         )
-        program = _variance_program(H, m, grid, tuples, sizes.variance_reps, _options(ctx))
-        sym, sym_cv, plain = _compiled(program, graphons, seeds)(graphons, seeds)
+        sym, sym_cv, plain = _variance_estimates(
+            H, graphons, seeds, m=m, control=grid, tuples=tuples, reps=config.variance_reps
+        )
         plain_var = np.asarray(jnp.var(plain, axis=1))  # [seeds, budgets]
-        ratios = {}
+        ratios[name] = {}
         for cv, est, at_evals in (("_cv", sym_cv, 2), ("", sym, 1)):
             sym_var = np.asarray(jnp.var(est, axis=1))
-            ratios[cv] = {
+            ratios[name][cv] = {
                 "equal_points": (sym_var / plain_var[:, 0]).tolist(),
                 "equal_evaluations": (sym_var / plain_var[:, at_evals]).tolist(),
             }
-        return ratios
-
-    patterns = {"K3": triangle(), "C4": cycle(4)}
-    jobs = [functools.partial(pattern, H) for H in patterns.values()]
-    ratios = dict(zip(patterns, _parallel(*jobs), strict=True))
     rows = {
         f"{name}{cv}_{budget}": ratios[name][cv][budget]
         for cv in ("_cv", "")

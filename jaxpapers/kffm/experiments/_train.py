@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -13,23 +12,19 @@ import numpy as np
 import optax
 
 from jaxpapers.core.experiment import Context
-from jaxpapers.core.pytrees import FAST_COMPILE
-from jaxpapers.kffm import regression_loss
-from jaxpapers.kffm.experiments._data import DATA_SEEDS, Family, Sizes, dataset, make_pairing, prior
+from jaxpapers.kffm import FNO1d, FNO2d, regression_loss
+from jaxpapers.kffm.experiments._data import Config, Family, Sizes, dataset, make_pairing, prior
 
 
 def make_models(sizes: Sizes, seeds: list[int], n_copies: int, ndim: int = 1):
     """``n_copies x len(seeds)`` FNOs, stacked; copy ``c`` of seed ``s`` starts from ``Rngs(s)``.
 
-    One jitted initialiser (cheap compiler settings) builds every seed's model: built eagerly,
-    every parameter initialiser compiled its own small program (~100 compiles, 5-7 CPU-s per
-    family, against ~1 now). The draws are the same threefry bits; the truncated-normal weights
-    differ from the eager build by at most one float32 ulp (the ``erf_inv`` is compiled
-    differently), so trained models match the eager build only up to that perturbation.
+    One jitted initialiser builds every seed's model (built eagerly, every parameter
+    initialiser would compile a small program of its own). The draws are the same threefry bits
+    as an eager build; the truncated-normal weights may differ from it by one float32 ulp (the
+    ``erf_inv`` is compiled differently).
     """
     from flax import nnx
-
-    from jaxpapers.core.nn.fno import FNO1d, FNO2d
 
     graphdefs = []
 
@@ -40,7 +35,7 @@ def make_models(sizes: Sizes, seeds: list[int], n_copies: int, ndim: int = 1):
         graphdefs.append(graphdef)
         return state
 
-    init = jax.jit(init, compiler_options=FAST_COMPILE)
+    init = jax.jit(init)
     states = [init(jax.random.key(s)) for s in seeds]
     per_seed = jax.tree.map(lambda *xs: np.stack(xs), *states)
     stacked = jax.tree.map(lambda p: np.tile(p, (n_copies,) + (1,) * (p.ndim - 1)), per_seed)
@@ -59,32 +54,23 @@ class Trained(NamedTuple):
     prior: Any
 
 
-def shared_dir(ctx: Context) -> Path:
-    """Folder shared by all P06 experiments (they use the same trained models): a fresh run
-    deletes the whole work folder first, --resume keeps it."""
-    path = (ctx.workdir.parent / "_shared").absolute()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def model_index(d: int, m: int, j: int, n_seeds: int, n_methods: int) -> int:
     """Position of data set ``d``, method ``m``, seed ``j`` in the stacked models."""
     return (d * n_methods + m) * n_seeds + j
 
 
-def train_all(ctx: Context, fam: Family, sizes: Sizes) -> Trained:
-    """Train every data set x method x seed of ``fam`` in one jitted program (package docstring)."""
+def train_all(ctx: Context, config: Config, fam: Family) -> Trained:
+    """Train every data set x method x seed of ``fam`` in one jitted program (package docstring),
+    with orbax checkpoints in ``ctx.checkpoint_dir``."""
     from jaxpapers.core.train import train
 
+    sizes = config.sizes(fam)
     seeds = ctx.seed_list
     n_d, n_m, n_s = len(fam.datasets), len(fam.methods), len(seeds)
     gshape = (sizes.grid,) * fam.ndim
     pairings = [make_pairing(name, fam) for name in fam.methods]
     data = np.stack(
-        [
-            dataset(name, DATA_SEEDS[name], sizes.n_train + sizes.n_test, sizes.grid)
-            for name in fam.datasets
-        ]
+        [dataset(ctx, name, sizes.n_train + sizes.n_test, sizes.grid) for name in fam.datasets]
     )
     train_x, test_x = data[:, : sizes.n_train], data[:, sizes.n_train :]
     gp = prior(fam, sizes.grid)
@@ -98,7 +84,7 @@ def train_all(ctx: Context, fam: Family, sizes: Sizes) -> Trained:
         x1 = jnp.swapaxes(batch, 0, 1)  # [datasets * seeds, B, *grid], group g = d * S + s
         groups = jnp.arange(n_d * n_s)
         keys = jax.vmap(lambda g: jax.random.split(jax.random.fold_in(key, g % n_s), 3))(groups)
-        x0 = jax.vmap(lambda k: gp.sample(k, sizes.batch))(keys[:, 0])
+        x0 = jax.vmap(lambda k: gp.sample(sizes.batch, key=k))(keys[:, 0])
         t = jax.vmap(lambda k: jax.random.uniform(k, (sizes.batch,)))(keys[:, 1])
         x0s, x1s = [], []
         for pairing in pairings:
@@ -131,8 +117,8 @@ def train_all(ctx: Context, fam: Family, sizes: Sizes) -> Trained:
         batch_fn,
         steps=sizes.steps,
         key=jax.random.key(42),
-        checkpoint_dir=shared_dir(ctx) / f"ckpt_{fam.name}",
-        checkpoint_every=ctx.pick(smoke=sizes.steps, quick=100, full=500),
+        checkpoint_dir=ctx.checkpoint_dir(f"train_{fam.name}"),
+        checkpoint_every=config.checkpoint_every,
         desc=f"P06 train ({fam.name})",
     )
     return Trained(apply, result.params, test_x, gp)

@@ -156,7 +156,7 @@ class GaussianProcessPrior(eqx.Module):
         """Shape of one sample: ``(n,)`` (1-D grid) or ``(n1, n2)`` (2-D grid)."""
         return tuple(self.grid.shape[:1]) if self.shape is None else tuple(self.shape)
 
-    def sample(self, key: jax.Array, n: int) -> Float[Array, "n ..."]:
+    def sample(self, n: int, *, key: jax.Array) -> Float[Array, "n ..."]:
         """``n`` independent samples on the grid, ``[n, grid]`` or ``[n, grid1, grid2]``."""
         if self.method == "cholesky":
             z = jax.random.normal(key, (n, self.grid.shape[0]), dtype=self.factor.dtype)
@@ -252,10 +252,10 @@ def _spectral_sample(key, n, grid, kernel, lengthscale, variance, n_features):
 
 
 def gp_sample(
-    key: jax.Array,
     n: int,
     grid: Float[Array, " g"] | tuple[Float[Array, " g1"], Float[Array, " g2"]],
     *,
+    key: jax.Array,
     kernel: KernelName = "matern52",
     lengthscale: float = 0.1,
     variance: float = 1.0,
@@ -267,10 +267,10 @@ def gp_sample(
     prior = gaussian_process_prior(
         grid, kernel=kernel, lengthscale=lengthscale, variance=variance, method=method
     )
-    return prior.sample(key, n)
+    return prior.sample(n, key=key)
 
 
-def gp_mixture_paths(key: jax.Array, n: int, grid: Float[Array, " g"]) -> Float[Array, "n g"]:
+def gp_mixture_paths(n: int, grid: Float[Array, " g"], *, key: jax.Array) -> Float[Array, "n g"]:
     r"""Time series from a two-component GP mixture with distinct means and length scales.
 
     Component 1 (weight 1/2): mean :math:`\sin(2\pi x)`, Matern-5/2, :math:`\ell = 0.2`,
@@ -281,8 +281,8 @@ def gp_mixture_paths(key: jax.Array, n: int, grid: Float[Array, " g"]) -> Float[
     grid = jnp.asarray(grid)
     kc, k1, k2 = jax.random.split(key, 3)
     s = jnp.sin(2.0 * jnp.pi * grid)[None, :]
-    a = s + gp_sample(k1, n, grid, kernel="matern52", lengthscale=0.2, variance=0.1)
-    b = 0.5 - s + gp_sample(k2, n, grid, kernel="rbf", lengthscale=0.05, variance=0.05)
+    a = s + gp_sample(n, grid, key=k1, kernel="matern52", lengthscale=0.2, variance=0.1)
+    b = 0.5 - s + gp_sample(n, grid, key=k2, kernel="rbf", lengthscale=0.05, variance=0.05)
     pick = jax.random.bernoulli(kc, 0.5, (n, 1))
     return jnp.where(pick, a, b)
 
@@ -313,10 +313,10 @@ def _linear_sde_paths(key, n, grid, drift, diffusion, y0):
 
 
 def ou_paths(
-    key: jax.Array,
     n: int,
     grid: Float[Array, " g"],
     *,
+    key: jax.Array,
     theta: float = 4.0,
     mu: float = 0.0,
     sigma: float = 1.0,
@@ -339,10 +339,10 @@ def ou_paths(
 
 
 def oscillator_paths(
-    key: jax.Array,
     n: int,
     grid: Float[Array, " g"],
     *,
+    key: jax.Array,
     omega: float = 2.0 * math.pi * 1.5,
     gamma: float = 1.0,
     sigma: float = 2.0,
@@ -375,7 +375,13 @@ def periodic_grid(n: int, dtype=jnp.float32) -> Float[Array, " n"]:
 
 
 def random_fourier_series(
-    key: jax.Array, n: int, n_grid: int, *, modes: int = 8, decay: float = 2.0, dtype=jnp.float32
+    n: int,
+    n_grid: int,
+    *,
+    key: jax.Array,
+    modes: int = 8,
+    decay: float = 2.0,
+    dtype=jnp.float32,
 ) -> Float[Array, "n g"]:
     r"""Zero-mean random periodic functions :math:`\sum_{k=1}^{K} k^{-\text{decay}}(a_k\cos 2\pi k x
     + b_k \sin 2\pi k x)`, normalised to unit maximum coefficient, ``a, b ~ N(0, 1)``."""
@@ -477,19 +483,19 @@ def reaction_diffusion_solve(
 
 
 def burgers_solutions(
-    key: jax.Array, n: int, n_grid: int = 64, *, nu: float = 0.02, t_final: float = 0.5
+    n: int, n_grid: int = 64, *, key: jax.Array, nu: float = 0.02, t_final: float = 0.5
 ) -> Float[Array, "n g"]:
     """``n`` Burgers solutions at ``t_final`` from random Fourier-series initial conditions."""
     _check_draw(key, n)
-    u0 = random_fourier_series(key, n, n_grid, modes=6, decay=1.5)
+    u0 = random_fourier_series(n, n_grid, key=key, modes=6, decay=1.5)
     return burgers_solve(u0, nu=nu, t_final=t_final)
 
 
 def reaction_diffusion_solutions(
-    key: jax.Array,
     n: int,
     n_grid: int = 64,
     *,
+    key: jax.Array,
     diffusion: float = 5e-3,
     rate: float = 5.0,
     t_final: float = 0.5,
@@ -507,7 +513,7 @@ def reaction_diffusion_solutions(
     picture is stable in ``t_final``.
     """
     _check_draw(key, n)
-    u0 = 0.5 * random_fourier_series(key, n, n_grid, modes=8, decay=1.0)
+    u0 = 0.5 * random_fourier_series(n, n_grid, key=key, modes=8, decay=1.0)
     return reaction_diffusion_solve(u0, diffusion=diffusion, rate=rate, t_final=t_final)
 
 
@@ -529,14 +535,14 @@ def heat2d_solve(
 
 
 def heat2d_solutions(
-    key: jax.Array, n: int, n_grid: int = 32, *, diffusivity: float = 0.01, t_final: float = 0.1
+    n: int, n_grid: int = 32, *, key: jax.Array, diffusivity: float = 0.01, t_final: float = 0.1
 ) -> Float[Array, "n g g"]:
     """``n`` 2-D heat solutions at ``t_final`` from random products of Fourier series."""
     _check_draw(key, n)
     k1, k2, k3 = jax.random.split(key, 3)
-    a = random_fourier_series(k1, n, n_grid, modes=6, decay=1.0)
-    b = random_fourier_series(k2, n, n_grid, modes=6, decay=1.0)
-    c = random_fourier_series(k3, n, n_grid, modes=4, decay=1.0)
+    a = random_fourier_series(n, n_grid, key=k1, modes=6, decay=1.0)
+    b = random_fourier_series(n, n_grid, key=k2, modes=6, decay=1.0)
+    c = random_fourier_series(n, n_grid, key=k3, modes=4, decay=1.0)
     u0 = a[:, :, None] * b[:, None, :] + c[:, :, None] + c[:, None, :]
     return heat2d_solve(u0, diffusivity=diffusivity, t_final=t_final)
 
@@ -673,10 +679,10 @@ def _ns_integrate(w0, forcing, scalars, *, steps):
 
 
 def random_vorticity(
-    key: jax.Array,
     n: int,
     n_grid: int,
     *,
+    key: jax.Array,
     rms: float = 1.0,
     tau: float = 7.0,
     alpha: float = 2.5,
@@ -726,10 +732,10 @@ def _fourier_resample(w: jax.Array, g_out: int) -> jax.Array:
 
 
 def navier_stokes2d_solutions(
-    key: jax.Array,
     n: int,
     n_grid: int = 32,
     *,
+    key: jax.Array,
     viscosity: float = 1e-3,
     t_final: float = 5.0,
     forcing: Literal["kolmogorov"] | None = "kolmogorov",
@@ -765,7 +771,7 @@ def navier_stokes2d_solutions(
     g = upsample * n_grid
     if steps is None:  # dt = 1.6 / g: 0.05 on the 32 x 32 solver grid, CFL ~ 0.6 (see above)
         steps = max(1, math.ceil(t_final * g / 1.6))
-    w0 = _fourier_resample(random_vorticity(key, n, n_grid, rms=ic_rms), g)
+    w0 = _fourier_resample(random_vorticity(n, n_grid, key=key, rms=ic_rms), g)
     w = navier_stokes2d_solve(
         w0, viscosity=viscosity, t_final=t_final, forcing=forcing, steps=steps
     )
