@@ -13,8 +13,6 @@ NumPy (one seed) over the jitted JAX single seed. ABBA-paired median ratios.
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,13 +25,16 @@ DELTA = 0.1
 
 
 def _numpy_simulator(P, R, num_actions, epsilon, rng, max_rounds=1 << 16):
-    """The paper's simulator learner in NumPy float64 (same estimator, rate and certificate)."""
+    """The paper's simulator learner in NumPy float64 (same estimator, rate and certificate as
+    :func:`~jaxpapers.markov_games.simulator_cce` with ``stop="certificate"``: player ``i``'s
+    bound ``2 sqrt(V_i iota_i) + 2 A_i iota_i``, ``iota_i = log(A_i / delta')`` at the per-bandit
+    confidence ``delta' = delta / (2 m H S)``)."""
     H, S, J, m = R.shape
     table = joint_actions(num_actions)
     A = np.array(num_actions, float)
     width = int(A.max())
     mask = np.arange(width)[None, :] < A[:, None]
-    log_i = math.log(2.0 * m * S * width * H / DELTA)
+    iota = np.log(A / (DELTA / (2.0 * m * H * S)))
     v_next = np.zeros((S, m))
     samples = 0
     policy = np.zeros((H, S, J))
@@ -69,10 +70,10 @@ def _numpy_simulator(P, R, num_actions, epsilon, rng, max_rounds=1 << 16):
                 pol += np.prod(probs[np.arange(m)[None, :], table], axis=1)
                 pay += y
                 t += 1
-                bounds = 2 * np.sqrt(var * log_i) + 2 * A * log_i
+                bounds = 2 * np.sqrt(var * iota) + 2 * A * iota
                 if scale * bounds.max() / t <= epsilon / H:
                     break
-            policy[h, s] = pol / t
+            policy[h, s] = pol / pol.sum()
             v[s] = pay / t
             samples += t
         v_next = v
@@ -83,7 +84,7 @@ def bench_rows(quick: bool = True) -> list[dict]:
     S, H, eps = (2, 2, 1.0) if quick else (4, 3, 0.5)
     num_actions = (2, 2)
     keys = jax.random.split(jax.random.key(0), SEEDS)
-    games = jax.vmap(lambda k: random_game(k, S, H, num_actions))(keys)
+    games = jax.vmap(lambda k: random_game(S, H, num_actions, key=k))(keys)
 
     def learn(game, key):
         return simulator_cce(game, key=key, epsilon=eps).policy
@@ -108,9 +109,9 @@ def bench_rows(quick: bool = True) -> list[dict]:
         )
     )
     g0 = game_list[0]
-    P0 = np.asarray(g0.transitions, np.float64)
+    P0 = np.asarray(g0.P, np.float64)
     P0 /= P0.sum(-1, keepdims=True)  # float32 rows renormalised for rng.choice
-    R0 = np.asarray(g0.rewards, np.float64)
+    R0 = np.asarray(g0.R, np.float64)
     rng = np.random.default_rng(0)
     r = paired_time_ratio(
         lambda: _numpy_simulator(P0, R0, num_actions, eps, rng)[0],

@@ -38,32 +38,32 @@ args = (jnp.zeros((64, 10)),)
 """,
     "P14": """
 from jaxpapers.markov_games import random_game, simulator_cce
-game = random_game(jax.random.key(0), 2, 2, (2, 2))
+game = random_game(2, 2, (2, 2), key=jax.random.key(0))
 fn = lambda g, k: simulator_cce(g, key=k, epsilon=1.0).policy
 args = (game, jax.random.key(1))
 """,
     "P15": """
 from jaxpapers.ldp_rl import exp3_ldp, exp3_params, random_contextual_bandit
-bandit = random_contextual_bandit(jax.random.key(0), 4, 4)
+bandit = random_contextual_bandit(4, 4, key=jax.random.key(0))
 params = exp3_params(4, 4, 1000, 1.0)
 fn = lambda k: exp3_ldp(bandit, 1000, 1.0, key=k, params=params).regret[-1]
 args = (jax.random.key(1),)
 """,
     "P16": """
 from jaxpapers.multiclass import gaptron, linear_stream, run_online
-stream, _ = linear_stream(jax.random.key(0), 1000, 20, 5, noise=0.1)
+stream, _ = linear_stream(1000, 20, 5, key=jax.random.key(0), noise=0.1)
 fn = lambda s, k: run_online(gaptron(0.3, 0.3), s, 5, key=k, radius=1.0).mistakes.sum()
 args = (stream, jax.random.key(1))
 """,
     "P17": """
 from jaxpapers.ievi import a_ie_vi, random_mdp
-mdp = random_mdp(jax.random.key(0), 100, 8, 0.999)
+mdp = random_mdp(100, 8, 0.999, key=jax.random.key(0))
 fn = lambda m, v: a_ie_vi(m, m.P, v_star=v, max_queries=200)
 args = (mdp, jnp.zeros(100))
 """,
     "P19": """
 from jaxpapers.graphons import NeuralGraphon, symmetric_mc_density, triangle
-g = NeuralGraphon.init(jax.random.key(0), sharpness=2.0)
+g = NeuralGraphon(key=jax.random.key(0), sharpness=2.0)
 fn = lambda k: symmetric_mc_density(triangle(), g, key=k, num_points=48, control_grid=16)
 args = (jax.random.key(1),)
 """,

@@ -35,10 +35,10 @@ GAMMA = 0.999
 def _uniform_rows_mdp(S: int, dtype) -> TabularMDP:
     """A dense MDP for timing sweeps (normalised uniform rows: cheap to draw at S = 5000)."""
     kp, kr = jax.random.split(jax.random.key(0))
-    P = jax.random.uniform(kp, (8, S, S), dtype=dtype)
+    P = jax.random.uniform(kp, (S, 8, S), dtype=dtype)
     P = P / P.sum(-1, keepdims=True)
     R = jax.random.uniform(kr, (S, 8), dtype=dtype)
-    return TabularMDP(P, R, jnp.asarray(GAMMA, dtype))
+    return TabularMDP(P, R, gamma=jnp.asarray(GAMMA, dtype))
 
 
 def _sweep_time(mdp) -> float:
@@ -97,14 +97,14 @@ def _query_rows(case: str, vi, ie, ad) -> list[dict]:
     return out
 
 
-def _numpy_value_iteration(P2d: np.ndarray, RT: np.ndarray, gamma: float, tol: float):
+def _numpy_value_iteration(P2d: np.ndarray, R: np.ndarray, gamma: float, tol: float):
     """Plain NumPy VI with our certified stopping rule ``gamma ||TV - V|| <= tol (1 - gamma)``:
-    ``P2d`` is ``[A * S, S]``, ``RT`` is ``[A, S]``. Returns ``(V, sweeps)``."""
-    A, S = RT.shape
+    ``P2d`` is ``P[S, A, S']`` as ``[S * A, S]``, ``R`` is ``[S, A]``. Returns ``(V, sweeps)``."""
+    S, A = R.shape
     V = np.zeros(S)
     sweeps = 0
     while True:
-        TV = (RT + gamma * (P2d @ V).reshape(A, S)).max(0)
+        TV = (R + gamma * (P2d @ V).reshape(S, A)).max(1)
         sweeps += 1
         r = np.abs(TV - V).max()
         V = TV
@@ -128,12 +128,12 @@ def _peer_rows(quick: bool) -> list[dict]:
 
     rows = []
     S, gamma, tol = 1000, 0.99, 1e-6
-    mdp = random_mdp(jax.random.key(0), S, 8, gamma)
+    mdp = random_mdp(S, 8, gamma, key=jax.random.key(0))
     P = np.asarray(mdp.P)
     P = P / P.sum(-1, keepdims=True)  # pymdptoolbox rejects rows that miss 1 by 1e-15
     R = np.asarray(mdp.R)
-    mdp = TabularMDP(jnp.asarray(P), jnp.asarray(R), jnp.asarray(gamma))
-    tool = mdptoolbox.mdp.ValueIteration(list(P), R, gamma)
+    mdp = TabularMDP(jnp.asarray(P), jnp.asarray(R), gamma=gamma)
+    tool = mdptoolbox.mdp.ValueIteration(list(P.transpose(1, 0, 2)), R, gamma)  # [A, S, S]
     V_np = np.linspace(0.0, 50.0, S)
     V_jx = jnp.asarray(V_np)
     sweep = jax.jit(bellman)
@@ -196,10 +196,10 @@ def _peer_rows(quick: bool) -> list[dict]:
     )
 
     # The whole solve, same stopping rule (certified bound), same sweeps.
-    P2d, RT = P.reshape(-1, S), R.T.copy()
+    P2d = P.reshape(-1, S)
     solve = jax.jit(value_iteration)
     jax_solve = lambda: solve(mdp, tol=tol, max_queries=100_000)
-    np_solve = lambda: _numpy_value_iteration(P2d, RT, gamma, tol)
+    np_solve = lambda: _numpy_value_iteration(P2d, R, gamma, tol)
     ours_res, (v_np, sweeps_np) = jax_solve(), np_solve()
     np.testing.assert_allclose(np.asarray(ours_res.V), v_np, rtol=1e-12)
     m = paired_time_ratio(np_solve, jax_solve, repeats=3 if quick else 7, settle=1)
@@ -219,9 +219,9 @@ def _peer_rows(quick: bool) -> list[dict]:
     )
 
     # VI vs IE-VI wall time at gamma 0.999 (oracle stopping at 1e-6, as the query counts).
-    hard = random_mdp(jax.random.key(0), S, 8, GAMMA)
+    hard = random_mdp(S, 8, GAMMA, key=jax.random.key(0))
     v_star = optimal_values(hard)
-    model = perturbed_model(jax.random.key(1), hard.P, 0.1 * (1 - GAMMA))
+    model = perturbed_model(hard.P, 0.1 * (1 - GAMMA), key=jax.random.key(1))
     vi = jax.jit(value_iteration)
     ie = jax.jit(ie_vi)
     vi_run = lambda: vi(hard, v_star=v_star, max_queries=100_000)
@@ -259,11 +259,11 @@ def run(quick: bool = True) -> list[dict]:
                 print(rows[-1], flush=True)
             if S not in count_at:
                 continue
-            mdp = random_mdp(jax.random.key(0), S, 8, GAMMA)
+            mdp = random_mdp(S, 8, GAMMA, key=jax.random.key(0))
             v_star = optimal_values(mdp)
             vi = _vi_queries(mdp, v_star)
             for label, err in (("small", 0.1 * (1 - GAMMA)), ("5pct", 0.05)):
-                model = perturbed_model(jax.random.key(1), mdp.P, err)
+                model = perturbed_model(mdp.P, err, key=jax.random.key(1))
                 ie, ad = _ie_queries(mdp, model, v_star, min(int(vi.queries), QUERY_CAP))
                 rows += _query_rows(f"S{S}_g{GAMMA}_{label}_model", vi, ie, ad)
         # The gridworld is stiff and slow-mixing: there the model's error does cost queries.
@@ -272,7 +272,7 @@ def run(quick: bool = True) -> list[dict]:
             v_star = optimal_values(mdp)
             vi = _vi_queries(mdp, v_star)
             for label, err in (("small", 0.1 * (1 - GAMMA)), ("5pct", 0.05)):
-                model = perturbed_model(jax.random.key(1), mdp.P, err)
+                model = perturbed_model(mdp.P, err, key=jax.random.key(1))
                 ie, ad = _ie_queries(mdp, model, v_star, min(int(vi.queries), QUERY_CAP))
                 rows += _query_rows(f"grid{size}x{size}_g{GAMMA}_{label}_model", vi, ie, ad)
         largest = max(count_at)

@@ -96,7 +96,7 @@ def _lp_rows(quick: bool) -> list[dict]:
 
 
 def _gap_rows(quick: bool) -> list[dict]:
-    game = random_game(jax.random.key(0), 4, 3, ACTIONS)
+    game = random_game(4, 3, ACTIONS, key=jax.random.key(0))
     shape = (POLICIES, game.horizon, game.num_states, game.num_joint)
     policies = jax.random.dirichlet(jax.random.key(1), jnp.ones(game.num_joint), shape[:-1])
     one = [policies[i] for i in range(POLICIES)]

@@ -73,7 +73,7 @@ def run(quick: bool = True) -> list[dict]:
     import sklearn.linear_model  # noqa: F401
 
     rows = []
-    stream, _ = linear_stream(jax.random.key(0), ROUNDS, DIM, CLASSES, noise=NOISE)
+    stream, _ = linear_stream(ROUNDS, DIM, CLASSES, key=jax.random.key(0), noise=NOISE)
     x = np.asarray(stream.x, np.float64)
     y = np.asarray(stream.y).astype(int)
     key = jax.random.key(1)
@@ -127,7 +127,7 @@ def run(quick: bool = True) -> list[dict]:
         print(rows[-2:], flush=True)
 
     def one_seed(k):
-        s, _ = linear_stream(k, ROUNDS, DIM, CLASSES, noise=NOISE)
+        s, _ = linear_stream(ROUNDS, DIM, CLASSES, key=k, noise=NOISE)
         return run_online(learner, s, CLASSES, key=k).mistakes.sum()
 
     keys = jax.random.split(jax.random.key(2), SEEDS)

@@ -5,6 +5,10 @@ single-seed run divided by seconds of one vmapped run over the same 256 seeds (a
 issue aims at >= 20). ``numpy_over_jax_<algorithm>``: seconds of a plain NumPy implementation of
 one seed written here divided by the jitted JAX single-seed run (report only). Ratios are medians
 of ABBA-paired repeats (``core.bench.paired_time_ratio``), float32 JAX on the default backend.
+``numpy_vs_jax_<algorithm>`` (agreement): the relative difference of the final regret (Gaptron:
+expected mistakes) of the NumPy port run on the JAX run's own uniforms against the JAX run, so
+the ports check the current algorithms (EXP3-LDP drawing each context's arm with the learner's
+coins; UCBVI-LDP's Hoeffding term at constant 0.1 plus the privacy term at constant 1).
 
 Sizes: EXP3-LDP with S = A = 4 and K = 1000 rounds at eps = 1; UCBVI-LDP with S = 3, A = 2,
 H = 3 and K = 200 episodes at eps = 4; Gaptron (hinge, eta = exploration = 0.3) on a noisy
@@ -38,38 +42,61 @@ SEEDS = 256
 # ------------------------------------------------------------------ plain NumPy implementations
 
 
-def _numpy_exp3_ldp(means, rho, K, eps, eta, gamma, rng):
-    """One seed of EXP3-IX on unary-encoded losses; returns the cumulative pseudo-regret."""
+def _inverse_cdf(probs: np.ndarray, u: float) -> int:
+    """``jaxpapers.ldp_rl``'s draw from given uniforms: the count of CDF values ``<= u``."""
+    return min(int(np.sum(np.cumsum(probs) <= u)), len(probs) - 1)
+
+
+def _unary_debiased(index: int, d: int, p: float, u: np.ndarray) -> np.ndarray:
+    """The debiased unary encoding of ``index`` among ``d`` symbols: bit ``j`` flips when
+    ``u[j] < 1 - p``."""
+    onehot = np.zeros(d)
+    onehot[index] = 1.0
+    bits = np.where(u < 1 - p, 1 - onehot, onehot)
+    return (bits - (1 - p)) / (2 * p - 1)
+
+
+def _numpy_exp3_ldp(means, rho, eps, eta, gamma, uniforms):
+    """One seed of :func:`jaxpapers.ldp_rl.exp3_ldp` (``uniforms``: ``[K, 2S + 3]``, one row a
+    round, laid out as in the JAX scan); returns the cumulative pseudo-regret.
+
+    Round k: the learner draws an arm ``b_s ~ pi(.|s)`` for every context; the user draws the
+    context ``s``, plays ``b_s`` and releases the unary encoding (among ``S + 1`` symbols) of
+    ``s`` when the loss is 1, of the spare symbol ``S`` otherwise; the learner adds
+    ``1[a = b_s] z_s / pi(a|s)`` to every context's losses.
+    """
     S, A = means.shape
-    D = S * A + 1
-    p = math.exp(eps / 2) / (1 + math.exp(eps / 2))
+    p = 1 / (1 + math.exp(-eps / 2))
     L = np.zeros((S, A))
     regret, best = 0.0, means.max(-1)
-    for _ in range(K):
+    for u in uniforms:
         z = -eta * L
-        pi = np.exp(z - z.max(-1, keepdims=True))
-        pi /= pi.sum(-1, keepdims=True)
-        s = rng.choice(S, p=rho / rho.sum())
-        a = rng.choice(A, p=pi[s])
-        loss = rng.random() >= means[s, a]
-        onehot = np.zeros(D)
-        onehot[s * A + a if loss else S * A] = 1.0
-        bits = np.where(rng.random(D) < 1 - p, 1 - onehot, onehot)
-        msg = (bits - (1 - p)) / (2 * p - 1)
-        L += msg[: S * A].reshape(S, A) / (pi + gamma)
+        w = np.exp(z - z.max(-1, keepdims=True))
+        pi = (1 - gamma) * w / w.sum(-1, keepdims=True) + gamma / A
+        arms = [_inverse_cdf(pi[c], u[2 + c]) for c in range(S)]
+        s = _inverse_cdf(rho, u[0])
+        loss = u[1] >= means[s, arms[s]]
+        msg = _unary_debiased(s if loss else S, S + 1, p, u[2 + S :])
+        L[np.arange(S), arms] += msg[:S] / pi[np.arange(S), arms]
         regret += float(rho @ (best - (pi * means).sum(-1)))
     return regret
 
 
-def _numpy_ucbvi_ldp(P, R, H, K, eps, bonus_scale, rng):
-    """One seed of UCBVI on unary-encoded (s, a, s', r) counts; returns the cumulative regret."""
+def _numpy_ucbvi_ldp(P, R, H, eps, bonus_scale, privacy_bonus_scale, uniforms):
+    """One seed of :func:`jaxpapers.ldp_rl.ucbvi_ldp` (``uniforms``: ``[K, H, 2 + D]``, one block
+    an episode, as in the JAX scan); returns the cumulative regret.
+
+    Every step's ``(s, a, s', r)`` is unary-encoded among ``D = 2 S^2 A`` symbols at
+    ``eps / H``; the plan is backward induction on the clipped debiased counts with the bonus
+    ``c H sqrt(L / n) + c_sigma H sigma sqrt(2 S H k L) / n``, ``L = log(2 S A H K)``.
+    """
     S, A = R.shape
-    P = P / P.sum(-1, keepdims=True)  # float32 rows, renormalised for Generator.choice
+    K = len(uniforms)
     D = S * A * S * 2
     step_eps = eps / H
-    p = math.exp(step_eps / 2) / (1 + math.exp(step_eps / 2))
+    p = 1 / (1 + math.exp(-step_eps / 2))
     sigma = math.sqrt(p * (1 - p)) / (2 * p - 1)
-    L = math.log(2 * S * A * H * K)
+    log_term = math.log(2 * S * A * H * K)
 
     def plan(Pm, Rm, bonus):
         V, pol = np.zeros(S), np.zeros((H, S), int)
@@ -87,23 +114,22 @@ def _numpy_ucbvi_ldp(P, R, H, K, eps, bonus_scale, rng):
     v_star = plan(P, R, 0.0)[1][0]
     counts = np.zeros((S, A, S, 2))
     regret = 0.0
-    for k in range(K):
+    for k, episode in enumerate(uniforms):
         n_sas = np.maximum(counts.sum(-1), 0)
         n = np.maximum(counts.sum((-1, -2)), 1)
         mass = n_sas.sum(-1, keepdims=True)
         Pm = np.where(mass > 0, n_sas / np.where(mass > 0, mass, 1), 1 / S)
         Rm = np.clip(counts[..., 1].sum(-1) / n, 0, 1)
-        noise = sigma * math.sqrt(2 * S * H * (k + 1) * L)
-        pol, _ = plan(Pm, Rm, bonus_scale * (H * np.sqrt(L / n) + H * noise / n))
+        noise = sigma * math.sqrt(2 * S * H * (k + 1) * log_term)
+        bonus = bonus_scale * H * np.sqrt(log_term / n) + privacy_bonus_scale * H * noise / n
+        pol, _ = plan(Pm, Rm, bonus)
         s = 0
-        for h in range(H):
+        for h, u in enumerate(episode):
             a = pol[h, s]
-            r = int(rng.random() < R[s, a])
-            s2 = rng.choice(S, p=P[s, a])
-            onehot = np.zeros(D)
-            onehot[((s * A + a) * S + s2) * 2 + r] = 1
-            bits = np.where(rng.random(D) < 1 - p, 1 - onehot, onehot)
-            counts += ((bits - (1 - p)) / (2 * p - 1)).reshape(S, A, S, 2)
+            r = int(u[0] < R[s, a])
+            s2 = _inverse_cdf(P[s, a], u[1])
+            msg = _unary_debiased(((s * A + a) * S + s2) * 2 + r, D, p, u[2:])
+            counts += msg.reshape(S, A, S, 2)
             s = s2
         regret += v_star - value(pol)
     return regret
@@ -130,59 +156,80 @@ def _numpy_gaptron(x, y, C, eta, a, rng):
 # ------------------------------------------------------------------ the three algorithms
 
 
+def _exp3_uniforms(key, K: int, S: int) -> np.ndarray:
+    """The ``[K, 2S + 3]`` uniforms :func:`~jaxpapers.ldp_rl.exp3_ldp` draws (round ``k`` from
+    ``fold_in(key, k)``)."""
+    draw = lambda k: jax.random.uniform(jax.random.fold_in(key, k), (2 * S + 3,))
+    return np.asarray(jax.vmap(draw)(jnp.arange(K)), np.float64)
+
+
+def _ucbvi_uniforms(key, K: int, S: int, A: int, H: int) -> np.ndarray:
+    """The ``[K, H, 2 + 2 S^2 A]`` uniforms :func:`~jaxpapers.ldp_rl.ucbvi_ldp` draws."""
+    draw = lambda k: jax.random.uniform(jax.random.fold_in(key, k), (H, 2 + 2 * S * S * A))
+    return np.asarray(jax.vmap(draw)(jnp.arange(K)), np.float64)
+
+
 def _cases(quick: bool):
+    """The JAX runs (one seed: ``key -> final value``), their NumPy ports drawing from NumPy
+    generators (timed), and agreement checks ``() -> (numpy, jax)``: the port on the JAX run's
+    own uniforms (EXP3-LDP, UCBVI-LDP) or stream (Gaptron's expected mistakes need no draws)."""
     scale = 1 if quick else 4
-    bandit = random_contextual_bandit(jax.random.key(0), 4, 4)
+    S_b, A_b, eps_b = 4, 4, 1.0
+    bandit = random_contextual_bandit(S_b, A_b, key=jax.random.key(0))
     K_b = 1000 * scale
-    params = exp3_params(4, 4, K_b, 1.0)
-    mdp = random_episodic_mdp(jax.random.key(0), 3, 2, 3)
+    params = exp3_params(S_b, A_b, K_b, eps_b)
+    S, A, H, eps_rl = 3, 2, 3, 4.0
+    mdp = random_episodic_mdp(S, A, H, key=jax.random.key(0))
     K_rl = 200 * scale
     T_g = 1000 * scale
-    stream, _ = linear_stream(jax.random.key(0), T_g, 20, 5, noise=0.1)
+    stream, _ = linear_stream(T_g, 20, 5, key=jax.random.key(0), noise=0.1)
     learner = gaptron(0.3, 0.3)
 
     def exp3(key):
-        return exp3_ldp(bandit, K_b, 1.0, key=key, params=params).regret[-1]
+        return exp3_ldp(bandit, K_b, eps_b, key=key, params=params).regret[-1]
 
     def ucbvi(key):
-        return ucbvi_ldp(mdp, K_rl, 4.0, key=key).regret[-1]
+        # the default bonus constants: c = 0.1 (Hoeffding), c_sigma = 1 (privacy)
+        return ucbvi_ldp(mdp, K_rl, eps_rl, key=key).regret[-1]
 
     def gap(key):
         # each seed draws its own stream: with one shared stream Gaptron's updates (full
         # feedback) would not depend on the seed and vmap would not batch them
-        seed_stream, _ = linear_stream(key, T_g, 20, 5, noise=0.1)
+        seed_stream, _ = linear_stream(T_g, 20, 5, key=key, noise=0.1)
         return run_online(learner, seed_stream, 5, key=key, radius=1.0).mistakes.sum()
 
-    rngs = {}
+    means = np.asarray(bandit.means, np.float64)
+    rho = np.asarray(bandit.context_probs, np.float64)
+    eta, gamma = float(params.eta), float(params.gamma)
+    P = np.asarray(mdp.P, np.float64)
+    R = np.asarray(mdp.R, np.float64)
+    x, y = np.asarray(stream.x, np.float64), np.asarray(stream.y)
+    rngs = {k: np.random.default_rng(0) for k in ("b", "r", "g")}
     numpy_runs = {
         "exp3_ldp": lambda: _numpy_exp3_ldp(
-            np.asarray(bandit.means, np.float64),
-            np.asarray(bandit.context_probs, np.float64),
-            K_b,
-            1.0,
-            float(params.eta),
-            float(params.gamma),
-            rngs.setdefault("b", np.random.default_rng(0)),
+            means, rho, eps_b, eta, gamma, rngs["b"].random((K_b, 2 * S_b + 3))
         ),
         "ucbvi_ldp": lambda: _numpy_ucbvi_ldp(
-            np.asarray(mdp.P, np.float64),
-            np.asarray(mdp.R, np.float64),
-            3,
-            K_rl,
-            4.0,
-            0.1,
-            rngs.setdefault("r", np.random.default_rng(0)),
+            P, R, H, eps_rl, 0.1, 1.0, rngs["r"].random((K_rl, H, 2 + 2 * S * S * A))
         ),
-        "gaptron": lambda: _numpy_gaptron(
-            np.asarray(stream.x, np.float64),
-            np.asarray(stream.y),
-            5,
-            0.3,
-            0.3,
-            rngs.setdefault("g", np.random.default_rng(0)),
+        "gaptron": lambda: _numpy_gaptron(x, y, 5, 0.3, 0.3, rngs["g"]),
+    }
+    key = jax.random.key(1)
+    agreements = {
+        "exp3_ldp": lambda: (
+            _numpy_exp3_ldp(means, rho, eps_b, eta, gamma, _exp3_uniforms(key, K_b, S_b)),
+            float(exp3(key)),
+        ),
+        "ucbvi_ldp": lambda: (
+            _numpy_ucbvi_ldp(P, R, H, eps_rl, 0.1, 1.0, _ucbvi_uniforms(key, K_rl, S, A, H)),
+            float(ucbvi(key)),
+        ),
+        "gaptron": lambda: (
+            _numpy_gaptron(x, y, 5, 0.3, 0.3, np.random.default_rng(0)),
+            float(run_online(learner, stream, 5, key=key, radius=1.0).expected_mistakes.sum()),
         ),
     }
-    return {"exp3_ldp": exp3, "ucbvi_ldp": ucbvi, "gaptron": gap}, numpy_runs
+    return {"exp3_ldp": exp3, "ucbvi_ldp": ucbvi, "gaptron": gap}, numpy_runs, agreements
 
 
 def _markov_games_rows(quick: bool) -> list[dict]:
@@ -201,7 +248,7 @@ def _markov_games_rows(quick: bool) -> list[dict]:
 
 def run(quick: bool = True) -> list[dict]:
     rows: list[dict] = []
-    runs, numpy_runs = _cases(quick)
+    runs, numpy_runs, agreements = _cases(quick)
     keys = jax.random.split(jax.random.key(1), SEEDS)
     repeats = 3 if quick else 7
     for name, fn in runs.items():
@@ -235,6 +282,19 @@ def run(quick: bool = True) -> list[dict]:
                 "ratio",
                 r["ratio"],
                 f"x (NumPy {r['time']:.3g} s / JAX {r['baseline_time']:.3g} s, one seed)",
+            )
+        )
+        print(rows[-1], flush=True)
+        ours, theirs = agreements[name]()
+        rows.append(
+            row(
+                f"numpy_vs_jax_{name}",
+                "agreement",
+                abs(ours - theirs) / max(abs(theirs), 1e-12),
+                "relative difference of the final value, the NumPy port (float64) against the "
+                "JAX run (float32) on the same draws (0 up to float32 round-off)",
+                numpy=ours,
+                jax=theirs,
             )
         )
         print(rows[-1], flush=True)

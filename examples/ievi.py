@@ -18,7 +18,7 @@ jax.config.update("jax_enable_x64", True)  # values ~ 1/(1-gamma): keep float64 
 
 gamma = 0.999
 mdp = ievi.gridworld(8, gamma, slip=0.2)  # the true model (queried sparingly)
-model = ievi.perturbed_model(jax.random.key(0), mdp.P, 0.05)  # a 5%-wrong simulator
+model = ievi.perturbed_model(mdp.P, 0.05, key=jax.random.key(0))  # a 5%-wrong simulator
 v_star = ievi.optimal_values(mdp)
 
 vi = ievi.value_iteration(mdp, tol=1e-6, max_queries=50_000)

@@ -19,7 +19,7 @@ loss = float(ldp_rl.max_privacy_loss(probs))
 print(f"unary encoding, eps=1: exact privacy loss {loss:.6f}")
 
 # EXP3 on unary-encoded losses, 16 seeds in one vmapped call per privacy level.
-bandit = ldp_rl.random_contextual_bandit(jax.random.key(0), 4, 4)
+bandit = ldp_rl.random_contextual_bandit(4, 4, key=jax.random.key(0))
 keys = jax.random.split(jax.random.key(1), 16)
 bandit_regret = []
 for eps in (None, 8.0, 1.0):
@@ -28,7 +28,7 @@ for eps in (None, 8.0, 1.0):
     print(f"EXP3 eps={eps}: regret after 2000 rounds {bandit_regret[-1]:7.1f}")
 
 # UCBVI on unary-encoded transitions (H = 3 releases at eps / 3 each).
-mdp = ldp_rl.random_episodic_mdp(jax.random.key(2), 3, 2, 3)
+mdp = ldp_rl.random_episodic_mdp(3, 2, 3, key=jax.random.key(2))
 mdp_regret = []
 for eps in (None, 8.0):
     out = ldp_rl.ucbvi_ldp(mdp, 1000, eps, key=jax.random.key(3))

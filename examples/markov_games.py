@@ -28,7 +28,7 @@ from jaxpapers.markov_games import (
 print(
     "Chicken LP CCE:", lp_cce(CHICKEN_PAYOFFS).weights, "welfare", lp_cce(CHICKEN_PAYOFFS).welfare
 )
-game = random_game(jax.random.key(0), 2, 2, (2, 2, 2))
+game = random_game(2, 2, (2, 2, 2), key=jax.random.key(0))
 print("gap of the LP CCE:", float(cce_gap(game, jnp.asarray(markov_lp_cce(game))).gap))
 
 # Simulator setting: the paper's learner vs the sum_i A_i baseline, 4 seeds vmapped.

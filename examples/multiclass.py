@@ -16,7 +16,7 @@ import jax
 from jaxpapers import multiclass as mc
 from jaxpapers.core.pytrees import stack_trees
 
-stream, _ = mc.linear_stream(jax.random.key(0), 2000, 10, 4, noise=0.1)
+stream, _ = mc.linear_stream(2000, 10, 4, key=jax.random.key(0), noise=0.1)
 comparator = mc.best_linear_predictor(stream, 4)  # offline, optax L-BFGS
 
 learners = {

@@ -4,6 +4,7 @@ A-IE-VI's fallback, IE-Dyna, jit/vmap/grad, and bad inputs."""
 from __future__ import annotations
 
 import chex
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,13 +12,13 @@ import pytest
 from helpers import assert_trees_close
 
 from jaxpapers import ievi
+from jaxpapers.core.pytrees import stack_trees
 from jaxpapers.ievi import (
     TabularMDP,
     a_ie_vi,
     evaluate_policy,
     ie_vi,
     implicit_step,
-    make_mdp,
     optimal_values,
     perturbed_model,
     value_iteration,
@@ -25,31 +26,32 @@ from jaxpapers.ievi import (
 
 
 def _np_mdp(rng, S=12, A=3, gamma=0.9):
-    P = rng.dirichlet(np.ones(S), size=(A, S))
+    """``P[S, A, S']`` (rows drawn action-major), ``R[S, A]`` and the discount."""
+    P = rng.dirichlet(np.ones(S), size=(A, S)).transpose(1, 0, 2)
     P /= P.sum(-1, keepdims=True)
     R = rng.uniform(size=(S, A))
     return P, R, gamma
 
 
 def _np_value_iteration(P, R, gamma, sweeps=4000):
-    V = np.zeros(P.shape[1])
+    V = np.zeros(P.shape[0])
     for _ in range(sweeps):
-        V = np.max(R + gamma * np.einsum("ast,t->sa", P, V), axis=1)
+        V = np.max(R + gamma * np.einsum("sat,t->sa", P, V), axis=1)
     return V
 
 
 def _mdp(P, R, gamma):
-    return make_mdp(jnp.asarray(P), jnp.asarray(R), gamma)
+    return TabularMDP(jnp.asarray(P), jnp.asarray(R), gamma=gamma)
 
 
 def test_policy_evaluation_matches_numpy_linear_solve(x64, rng):
     P, R, gamma = _np_mdp(rng)
     pi = rng.dirichlet(np.ones(3), size=12)
-    P_pi = np.einsum("sa,ast->st", pi, P)
+    P_pi = np.einsum("sa,sat->st", pi, P)
     expected = np.linalg.solve(np.eye(12) - gamma * P_pi, (pi * R).sum(1))
     mdp = _mdp(P, R, gamma)
     np.testing.assert_allclose(evaluate_policy(mdp, jnp.asarray(pi)), expected, rtol=1e-12)
-    model = perturbed_model(jax.random.key(1), mdp.P, 0.5)
+    model = perturbed_model(mdp.P, 0.5, key=jax.random.key(1))
     for res in (
         value_iteration(mdp, policy=jnp.asarray(pi), tol=1e-10),
         ie_vi(mdp, model, h=5.0, policy=jnp.asarray(pi), tol=1e-10),
@@ -65,7 +67,7 @@ def test_control_fixed_points_match_numpy_value_iteration(x64, rng):
     mdp = _mdp(P, R, gamma)
     np.testing.assert_allclose(optimal_values(mdp), expected, atol=1e-10)
     np.testing.assert_allclose(value_iteration(mdp, tol=1e-10).V, expected, atol=1e-9)
-    wrong = perturbed_model(jax.random.key(2), mdp.P, 1.5)
+    wrong = perturbed_model(mdp.P, 1.5, key=jax.random.key(2))
     for res in (ie_vi(mdp, wrong, h=20.0, tol=1e-10), a_ie_vi(mdp, wrong, tol=1e-10)):
         assert bool(res.converged)
         np.testing.assert_allclose(res.V, expected, atol=1e-9)
@@ -128,13 +130,8 @@ def test_a_ie_vi_falls_back_to_vi_with_a_useless_model(x64):
 def test_vmap_and_jit_agree_with_a_loop(x64, rng):
     # Four random MDPs and models (row error <= 0.2) drawn by NumPy: the test is about ie_vi under
     # vmap and jit, and NumPy's draws spare compiling the Dirichlet sampler at batched shapes.
-    mdp_list = [_np_mdp(rng, S=15, A=3) for _ in range(4)]
-    mdps = TabularMDP(
-        jnp.asarray(np.stack([P for P, _, _ in mdp_list])),
-        jnp.asarray(np.stack([R for _, R, _ in mdp_list])),
-        jnp.full(4, 0.9),
-    )
-    noise = rng.dirichlet(np.ones(15), size=(4, 3, 15))
+    mdps = stack_trees([_mdp(*_np_mdp(rng, S=15, A=3)) for _ in range(4)])
+    noise = rng.dirichlet(np.ones(15), size=(4, 15, 3))
     models = jnp.asarray(0.9 * np.asarray(mdps.P) + 0.1 * noise)
     batched = jax.jit(jax.vmap(lambda m, p: ie_vi(m, p, h=10.0, tol=1e-9)))(mdps, models)
     for i in range(4):
@@ -147,14 +144,14 @@ def test_value_gradient_wrt_rewards_is_the_resolvent(x64, rng):
     P, R, gamma = _np_mdp(rng, S=8, A=2)
     mdp = _mdp(P, R, gamma)
     pi_star = ievi.policy_iteration(mdp).policy
-    jac = jax.jacfwd(lambda r: optimal_values(TabularMDP(mdp.P, r, mdp.gamma)))(mdp.R)
-    P_pi = np.einsum("sa,ast->st", np.asarray(pi_star), P)
+    jac = jax.jacfwd(lambda r: optimal_values(TabularMDP(mdp.P, r, gamma=mdp.gamma)))(mdp.R)
+    P_pi = np.einsum("sa,sat->st", np.asarray(pi_star), P)
     resolvent = np.linalg.inv(np.eye(8) - gamma * P_pi)
     expected = resolvent[:, :, None] * np.asarray(pi_star)[None, :, :]
     np.testing.assert_allclose(jac, expected, atol=1e-10)
-    grad = jax.grad(lambda r: evaluate_policy(TabularMDP(mdp.P, r, mdp.gamma), pi_star).sum())(
-        mdp.R
-    )
+    grad = jax.grad(
+        lambda r: evaluate_policy(TabularMDP(mdp.P, r, gamma=mdp.gamma), pi_star).sum()
+    )(mdp.R)
     np.testing.assert_allclose(grad, expected.sum(0), atol=1e-10)
 
 
@@ -162,7 +159,7 @@ def test_ie_dyna_reaches_the_true_values_and_beats_dyna_q(x64):
     gamma = 0.95
     mdp = ievi.gridworld(4, gamma, slip=0.2)
     v_star = optimal_values(mdp)
-    sim = perturbed_model(jax.random.key(1), mdp.P, 0.3)
+    sim = perturbed_model(mdp.P, 0.3, key=jax.random.key(1))
     k = jax.random.key(9)
     ie = ievi.ie_dyna(mdp, sim, v_star, key=k, rounds=400, h=100 / (1 - gamma))
     dq = ievi.dyna_q(mdp, v_star, key=k, rounds=400)
@@ -182,7 +179,7 @@ def test_samples_to_error_reads_the_last_crossing():
 
 def test_perturbed_model_has_the_requested_row_error(x64, rng):
     P, _, _ = _np_mdp(rng)  # the shape of the other tests' models: one compiled sampler
-    P_hat = perturbed_model(jax.random.key(0), jnp.asarray(P), 0.3)
+    P_hat = perturbed_model(jnp.asarray(P), 0.3, key=jax.random.key(0))
     np.testing.assert_allclose(np.abs(P_hat - P).sum(-1), 0.3, rtol=1e-9)
     np.testing.assert_allclose(P_hat.sum(-1), 1.0, atol=1e-12)
     assert float(ievi.row_l1_error(jnp.asarray(P), P_hat)) == pytest.approx(0.3)
@@ -192,37 +189,37 @@ def test_test_problems_are_valid_mdps(x64):
     for mdp in (
         ievi.gridworld(4, 0.9),
         ievi.forest_management(6, 0.9),
-        ievi.random_mdp(jax.random.key(0), 7, 2, 0.9),
+        ievi.random_mdp(7, 2, 0.9, key=jax.random.key(0)),
     ):
-        make_mdp(mdp.P, mdp.R, float(mdp.gamma))
+        TabularMDP(mdp.P, mdp.R, gamma=float(mdp.gamma))
         np.testing.assert_allclose(
             optimal_values(mdp),
             _np_value_iteration(np.asarray(mdp.P), np.asarray(mdp.R), 0.9),
             atol=1e-9,
         )
-    counts = ievi.sample_counts(jax.random.key(0), ievi.gridworld(3, 0.9).P, 50)
+    counts = ievi.sample_counts(ievi.gridworld(3, 0.9).P, 50, key=jax.random.key(0))
     np.testing.assert_allclose(counts.sum(-1), 50.0)
 
 
 def test_bad_inputs_raise_clear_errors(rng):
     P, R, gamma = _np_mdp(rng, S=5, A=2)
     with pytest.raises(ValueError, match="rows of P must sum to 1"):
-        make_mdp(P * 1.1, R, gamma)
+        TabularMDP(P * 1.1, R, gamma=gamma)
     with pytest.raises(ValueError, match=r"gamma=1.0; expected a finite value in \[0, 1\)"):
-        make_mdp(P, R, 1.0)
+        TabularMDP(P, R, gamma=1.0)
     with pytest.raises(ValueError, match=r"gamma=-0.1; expected a finite value in \[0, 1\)"):
-        make_mdp(P, R, -0.1)
-    with pytest.raises(ValueError, match=r"R must have shape \[S, A\] = \[5, 2\]"):
-        make_mdp(P, R.T, gamma)
-    with pytest.raises(ValueError, match=r"P must have shape \[A, S, S\]"):
-        make_mdp(P[:, :, :4], R, gamma)
-    mdp = make_mdp(P, R, gamma)
+        TabularMDP(P, R, gamma=-0.1)
+    with pytest.raises(ValueError, match=r"R has shape \(2, 5\); expected \[5, 2\]"):
+        TabularMDP(P, R.T, gamma=gamma)
+    with pytest.raises(ValueError, match=r"P has shape \(5, 2, 4\); expected \[S, A, S\]"):
+        TabularMDP(P[:, :, :4], R, gamma=gamma)
+    mdp = _mdp(P, R, gamma)
     with pytest.raises(ValueError, match=r"h=0.0; expected a finite value > 0"):
         ie_vi(mdp, mdp.P, h=0.0)
     with pytest.raises(ValueError, match=r"h=-1.0; expected a finite value > 0"):
         ie_vi(mdp, mdp.P, h=-1.0)
     with pytest.raises(ValueError, match="model_P must have the shape of mdp.P"):
-        ie_vi(mdp, mdp.P[:1], h=1.0)
+        ie_vi(mdp, mdp.P[:, :1], h=1.0)
     with pytest.raises(ValueError, match="rows of model_P must sum to 1"):
         a_ie_vi(mdp, mdp.P * 0.5)
     with pytest.raises(ValueError, match=r"V0 must have shape \[S\] = \[5\]"):
@@ -232,15 +229,15 @@ def test_bad_inputs_raise_clear_errors(rng):
     with pytest.raises(ValueError, match=r"tol=0.0; expected a finite value > 0"):
         value_iteration(mdp, tol=0.0)
     with pytest.raises(ValueError, match=r"l1_error=3.0; expected a finite value in \[0, 2\]"):
-        perturbed_model(jax.random.key(0), mdp.P, 3.0)
+        perturbed_model(mdp.P, 3.0, key=jax.random.key(0))
 
 
 def test_non_finite_inputs_stop_at_once(rng):
     """Eagerly a non-finite input is a ValueError; under jit the loop ends after one query with
     status NON_FINITE instead of running to max_queries."""
     P, R, gamma = _np_mdp(rng, S=6, A=2)
-    mdp = make_mdp(P, R, gamma)
-    bad_R = mdp._replace(R=mdp.R.at[2, 1].set(jnp.nan))
+    mdp = _mdp(P, R, gamma)
+    bad_R = eqx.tree_at(lambda m: m.R, mdp, mdp.R.at[2, 1].set(jnp.nan))  # skips the checks
     with pytest.raises(ValueError, match=r"mdp.R of shape \(6, 2\) holds 1 non-finite"):
         value_iteration(bad_R)
     with pytest.raises(ValueError, match="V0 of shape"):
@@ -264,7 +261,7 @@ def test_non_finite_inputs_stop_at_once(rng):
 
 def test_knobs_may_be_traced_and_eager_calls_compile_once(rng):
     P, R, gamma = _np_mdp(rng, S=6, A=2)
-    mdp = make_mdp(P, R, gamma)
+    mdp = _mdp(P, R, gamma)
     run = jax.jit(
         lambda tol, n, h, rounds: ie_vi(mdp, mdp.P, h=h, rounds=rounds, tol=tol, max_queries=n)
     )
@@ -290,7 +287,7 @@ class TestPlannersWithAndWithoutJit(chex.TestCase):
     def test_value_iteration_and_ie_vi(self):
         rng = np.random.default_rng(1)
         P, R, gamma = _np_mdp(rng, S=6, A=2)
-        mdp = make_mdp(P, R, gamma)
+        mdp = _mdp(P, R, gamma)
         vi = self.variant(lambda m: value_iteration(m, tol=1e-3))(mdp)
         ie = self.variant(lambda m: ie_vi(m, m.P, h=5.0, tol=1e-3))(mdp)
         expected = _np_value_iteration(P, R, gamma)
@@ -314,7 +311,7 @@ def test_planning_error_of_the_query_models_matches_numpy(x64):
     got = np.asarray(_plan_errors_batch(stack_trees(mdps), _model_keys(seeds), jnp.asarray(0.3)))
     for i, (mdp, key) in enumerate(zip(mdps, _model_keys(seeds), strict=True)):
         P, R = np.asarray(mdp.P, np.float64), np.asarray(mdp.R, np.float64)
-        P_hat = np.asarray(ievi.perturbed_model(key, mdp.P, 0.3), np.float64)
+        P_hat = np.asarray(ievi.perturbed_model(mdp.P, 0.3, key=key), np.float64)
         want = np.max(np.abs(_np_value_iteration(P_hat, R, 0.9) - _np_value_iteration(P, R, 0.9)))
         assert want > 1e-3  # a model error the check can see
         np.testing.assert_allclose(got[i], want, rtol=1e-9, atol=1e-9)

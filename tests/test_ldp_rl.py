@@ -15,7 +15,7 @@ import pytest
 from jaxpapers.core.experiment import run_paper
 from jaxpapers.ldp_rl import (
     ContextualBandit,
-    EpisodicMDP,
+    TabularMDP,
     backward_induction,
     exp3_ldp,
     exp3_params,
@@ -129,7 +129,7 @@ def test_exp3_ldp_regret_grows_as_sqrt_k_over_separate_runs():
 
         def one(seed, K=K, params=params):
             kb, kr = jax.random.split(jax.random.key(seed))
-            bandit = random_contextual_bandit(kb, S, A)
+            bandit = random_contextual_bandit(S, A, key=kb)
             return exp3_ldp(bandit, K, eps, key=kr, params=params).regret[-1]
 
         finals.append(np.asarray(jax.jit(jax.vmap(one))(seeds), np.float64))
@@ -144,7 +144,7 @@ def test_record_every_and_horizon_reads_equal_separate_runs():
     """A run read every ``record_every`` rounds is the full curve subsampled, and a longer run
     of UCBVI read at K with ``confidence_episodes=K`` is the run of horizon K (the experiments
     vmap horizons this way: one run per K)."""
-    bandit = random_contextual_bandit(jax.random.key(0), 3, 2)
+    bandit = random_contextual_bandit(3, 2, key=jax.random.key(0))
     full = exp3_ldp(bandit, 600, 1.0, key=jax.random.key(1)).regret
     coarse = exp3_ldp(bandit, 600, 1.0, key=jax.random.key(1), record_every=200).regret
     np.testing.assert_allclose(coarse, full[199::200], rtol=1e-5)
@@ -152,7 +152,7 @@ def test_record_every_and_horizon_reads_equal_separate_runs():
         bandit, 1200, 1.0, key=jax.random.key(1), params=exp3_params(3, 2, 600, 1.0)
     ).regret
     np.testing.assert_allclose(longer[599], full[-1], rtol=1e-6)
-    mdp = random_episodic_mdp(jax.random.key(2), 2, 2, 2)
+    mdp = random_episodic_mdp(2, 2, 2, key=jax.random.key(2))
     alone = ucbvi_ldp(mdp, 64, 2.0, key=jax.random.key(3)).regret[-1]
     longer = ucbvi_ldp(
         mdp, 128, 2.0, key=jax.random.key(3), confidence_episodes=64, record_every=64
@@ -167,7 +167,7 @@ def test_ucbvi_privacy_bonus_covers_the_noise_by_default():
     times sqrt(L)); before 2026-12-04 one constant 0.1 scaled both terms, covering a tenth."""
     params = inspect.signature(ucbvi_ldp).parameters
     assert params["privacy_bonus_scale"].default == 1.0
-    mdp = random_episodic_mdp(jax.random.key(0), 2, 2, 2)
+    mdp = random_episodic_mdp(2, 2, 2, key=jax.random.key(0))
     key = jax.random.key(1)
     # with the Hoeffding term off, the privacy term alone decides; scaling it changes the run
     a = ucbvi_ldp(mdp, 200, 1.0, key=key, bonus_scale=0.0).regret[-1]
@@ -176,7 +176,7 @@ def test_ucbvi_privacy_bonus_covers_the_noise_by_default():
 
 
 def test_exp3_ldp_reduces_to_exp3_as_eps_grows_and_vmap_matches_loop():
-    bandit = random_contextual_bandit(jax.random.key(0), 2, 3)
+    bandit = random_contextual_bandit(2, 3, key=jax.random.key(0))
     keys = jax.random.split(jax.random.key(1), 3)
     private = jax.vmap(lambda k: exp3_ldp(bandit, 150, 60.0, key=k).regret)(keys)
     plain = jax.vmap(lambda k: exp3_ldp(bandit, 150, None, key=k).regret)(keys)
@@ -197,8 +197,10 @@ def _numpy_backward(P, R, H):
 def test_backward_induction_and_policy_value_match_numpy(x64, rng):
     # A random MDP drawn by NumPy (the float64 Dirichlet sampler would cost a compile).
     P0 = rng.dirichlet(np.ones(4), size=(4, 3))
-    mdp = EpisodicMDP(
-        jnp.asarray(P0 / P0.sum(-1, keepdims=True)), jnp.asarray(rng.uniform(size=(4, 3))), 5
+    mdp = TabularMDP(
+        jnp.asarray(P0 / P0.sum(-1, keepdims=True)),
+        jnp.asarray(rng.uniform(size=(4, 3))),
+        horizon=5,
     )
     P, R = np.asarray(mdp.P), np.asarray(mdp.R)
     Q, V = backward_induction(mdp.P, mdp.R, 5)
@@ -207,7 +209,7 @@ def test_backward_induction_and_policy_value_match_numpy(x64, rng):
 
 
 def test_ucbvi_learns_and_large_eps_matches_non_private():
-    mdp = random_episodic_mdp(jax.random.key(0), 2, 2, 2)
+    mdp = random_episodic_mdp(2, 2, 2, key=jax.random.key(0))
     key = jax.random.key(5)
     plain = ucbvi_ldp(mdp, 300, None, key=key)
     private = ucbvi_ldp(mdp, 300, 200.0, key=key)  # eps / H = 100: exact bits
@@ -218,8 +220,8 @@ def test_ucbvi_learns_and_large_eps_matches_non_private():
 
 
 def test_bad_inputs():
-    bandit = random_contextual_bandit(jax.random.key(0), 2, 2)
-    mdp = EpisodicMDP(jnp.full((2, 2, 2), 0.5), jnp.full((2, 2), 0.5), 2)  # no sampler to compile
+    bandit = random_contextual_bandit(2, 2, key=jax.random.key(0))
+    mdp = TabularMDP(jnp.full((2, 2, 2), 0.5), jnp.full((2, 2), 0.5), horizon=2)  # no sampler
     for eps in (0.0, -1.0):
         with pytest.raises(ValueError, match="epsilon"):
             exp3_ldp(bandit, 10, eps, key=jax.random.key(0))
@@ -227,10 +229,20 @@ def test_bad_inputs():
             ucbvi_ldp(mdp, 10, eps, key=jax.random.key(0))
         with pytest.raises(ValueError, match="epsilon"):
             unary_encode(jnp.array(0), 3, eps, key=jax.random.key(0))
-    with pytest.raises(ValueError, match="not stochastic"):
-        EpisodicMDP(jnp.full((2, 2, 2), 0.6), jnp.zeros((2, 2)), 2)
-    with pytest.raises(ValueError, match="not stochastic"):
-        EpisodicMDP(jnp.array([[[1.5, -0.5]], [[0.5, 0.5]]]), jnp.zeros((2, 1)), 2)
+    with pytest.raises(ValueError, match="rows of P must sum to 1"):
+        TabularMDP(jnp.full((2, 2, 2), 0.6), jnp.zeros((2, 2)), horizon=2)
+    with pytest.raises(ValueError, match="P must hold finite non-negative"):
+        TabularMDP(jnp.array([[[1.5, -0.5]], [[0.5, 0.5]]]), jnp.zeros((2, 1)), horizon=2)
+    with pytest.raises(ValueError, match=r"mdp.R of shape \(2, 2\) holds 2.0"):
+        ucbvi_ldp(TabularMDP(mdp.P, mdp.R * 4, horizon=2), 10, 1.0, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="mdp.horizon=None"):
+        ucbvi_ldp(TabularMDP(mdp.P, mdp.R, gamma=0.5), 10, 1.0, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="mdp.gamma=0.5"):
+        ucbvi_ldp(TabularMDP(mdp.P, mdp.R, gamma=0.5, horizon=2), 10, 1.0, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="mdp.initial"):
+        policy_value(
+            TabularMDP(mdp.P, mdp.R, horizon=2, initial=jnp.ones(2) / 2), jnp.zeros((2, 2), int)
+        )
     with pytest.raises(ValueError, match="index"):
         unary_encode(jnp.array([3]), 3, 1.0, key=jax.random.key(0))
     with pytest.raises(ValueError, match="means"):
@@ -250,9 +262,9 @@ def test_bad_inputs():
 def test_bandit_rule_judges_exactly_the_uncapped_epsilons():
     """The K-exponent rule leaves out the epsilons whose rate is capped at the quick horizons
     (explicit bound above K/4 at the smallest K) and judges all the others."""
-    from jaxpapers.ldp_rl.experiments import BANDIT, JUDGED_EPSILONS, _tasks
+    from jaxpapers.ldp_rl.experiments import JUDGED_EPSILONS, SIZES, _tasks
 
-    z = BANDIT["quick"]
+    z = SIZES["quick"].bandit
     S, A = z.grid[0]
     uncapped = tuple(e for e in z.epsilons if _tasks.uncapped(S, A, z.ks[0], e))
     assert uncapped == JUDGED_EPSILONS
@@ -275,14 +287,14 @@ def test_rl_rule_judges_the_theory_bonus_and_bandit_grid_varies_s_and_a():
     picked after runs on the bed, is a reported row only); the quick bandit grid varies S and A
     each away from its first cell."""
     from jaxpapers.core.experiment import experiments_for
-    from jaxpapers.ldp_rl.experiments import BANDIT, RL
+    from jaxpapers.ldp_rl.experiments import SIZES
 
-    assert all(z.privacy_bonus_scale == 1.0 for z in RL.values())
+    assert all(z.rl.privacy_bonus_scale == 1.0 for z in SIZES.values())
     exp = next(e for e in experiments_for("P15") if e.id == "rl_rate")
     judged = set(exp.rule.names())
     assert "K-exponent UCBVI-LDP" in judged
     assert not any("c_sigma" in n for n in judged)
-    (S0, A0), *rest = BANDIT["quick"].grid
+    (S0, A0), *rest = SIZES["quick"].bandit.grid
     assert any(S != S0 and A == A0 for S, A in rest) and any(A != A0 and S == S0 for S, A in rest)
 
 

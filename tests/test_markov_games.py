@@ -24,13 +24,13 @@ from jaxpapers.markov_games import (
     matrix_game,
     mixture_cce_gap,
     online_cce,
-    pad_horizon,
     policy_values,
     random_game,
     run_bandit,
     shapley_game,
     simulator_cce,
 )
+from jaxpapers.markov_games._game import pad_horizon
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,8 @@ def game():
 
 def _np_gap(game, policy):
     """Float64 loops: on-policy values and best deviations by explicit enumeration of actions."""
-    P = np.asarray(game.transitions, np.float64)
-    R = np.asarray(game.rewards, np.float64)
+    P = np.asarray(game.P, np.float64)
+    R = np.asarray(game.R, np.float64)
     pi = np.asarray(policy, np.float64)
     H, S, J, m = R.shape
     acts = joint_actions(game.num_actions)
@@ -132,7 +132,7 @@ def test_mixture_gap_against_brute_force_deviations():
     rng = np.random.default_rng(0)
     rewards = rng.uniform(size=(2, 1, 4, 2)).astype(np.float32)
     g = MarkovGame(jnp.ones((2, 1, 4, 1)), jnp.asarray(rewards), jnp.ones(1), (2, 2))
-    R = np.asarray(g.rewards, np.float64)[:, 0]  # [H, J, m]
+    R = np.asarray(g.R, np.float64)[:, 0]  # [H, J, m]
     pols = rng.dirichlet(np.ones(4), (2, 2, 1))  # [Z, H, S, J]
     w = np.array([0.4, 0.6])
     on = np.array(
@@ -315,13 +315,13 @@ def test_bad_inputs(game):
     P1 = jnp.ones((1, 1, 2, 1))
     with pytest.raises(ValueError, match="at least 2"):
         MarkovGame(P1, jnp.zeros((1, 1, 2, 1)), jnp.ones(1), (2,))
-    with pytest.raises(ValueError, match="rewards"):
+    with pytest.raises(ValueError, match=r"R of shape \(1, 1, 4, 2\) holds 1.5"):
         matrix_game(jnp.full((2, 2, 2), 1.5))
-    bad_P = game.transitions.at[0, 0, 0].set(0.9 / 3)
-    with pytest.raises(ValueError, match="not stochastic"):
-        MarkovGame(bad_P, game.rewards, game.initial, game.num_actions)
-    with pytest.raises(ValueError, match="transitions has shape"):
-        MarkovGame(game.transitions[:, :, :3], game.rewards, game.initial, game.num_actions)
+    bad_P = game.P.at[0, 0, 0].set(0.9 / 3)
+    with pytest.raises(ValueError, match="rows of P must sum to 1"):
+        MarkovGame(bad_P, game.R, game.initial, game.num_actions)
+    with pytest.raises(ValueError, match=r"P has shape \(2, 3, 3, 3\); expected \[H, S, J=6"):
+        MarkovGame(game.P[:, :, :3], game.R, game.initial, game.num_actions)
     with pytest.raises(ValueError, match="policy has shape"):
         cce_gap(game, jnp.ones((2, 3, 5)) / 5)
     with pytest.raises(ValueError, match="epsilon"):
@@ -339,7 +339,7 @@ def test_bad_inputs(game):
     with pytest.raises(ValueError, match="losses"):
         run_bandit(jnp.full((3, 2), 2.0), key=jax.random.key(0))
     with pytest.raises(ValueError, match="2 players"):
-        random_game(jax.random.key(0), 2, 2, (3,))
+        random_game(2, 2, (3,), key=jax.random.key(0))
 
 
 def test_joint_actions_row_major():
@@ -349,11 +349,14 @@ def test_joint_actions_row_major():
 
 def test_experiments_registered_and_bandit_smoke(tmp_path):
     from jaxpapers.core.experiment import Context, experiments_for, summarise
+    from jaxpapers.markov_games.experiments import SIZES
 
     exps = {e.id: e for e in experiments_for("P14")}
     assert set(exps) == {"sanity", "players_scaling", "horizon_scaling", "bandit_variance"}
     exp = exps["bandit_variance"]
-    record = summarise(exp, exp.run(Context("smoke", 2, tmp_path)))
+    config = SIZES["smoke"]
+    ctx = Context(size="smoke", seeds=2, workdir=tmp_path, config=config)
+    record = summarise(exp, exp.run(ctx, config))
     assert record["verdict"] in {"holds", "does not hold", "inconclusive"}
     assert all(len(r["seeds"]) == 2 for r in record["rows"])
 
@@ -366,7 +369,7 @@ def test_exact_stop_controls_the_value_estimate_passed_up_the_tree():
     epsilon / H of the exact value of the policy, so both learners stop with an epsilon-CCE
     and value estimates within epsilon / H of the policy's exact values at every (h, s)."""
     m, eps = 5, 0.05
-    g = random_game(jax.random.key(1000 + 4 + 97 * 2), 2, 2, (2,) * m)
+    g = random_game(2, 2, (2,) * m, key=jax.random.key(1000 + 4 + 97 * 2))
     key = jax.random.split(jax.random.key(7 + 31 * m), 5)[4]
     res = simulator_cce(g, key=key, epsilon=eps, method="paper", stop="exact", max_rounds=1 << 14)
     assert bool(res.converged)

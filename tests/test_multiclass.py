@@ -55,7 +55,7 @@ def _numpy_hinge_loop(x, y, C, eta, mistake_driven, delay=0):
 
 @pytest.fixture(scope="module")
 def noisy():
-    stream, _ = linear_stream(jax.random.key(0), 300, 6, 4, noise=0.2)
+    stream, _ = linear_stream(300, 6, 4, key=jax.random.key(0), noise=0.2)
     return stream
 
 
@@ -137,7 +137,7 @@ def test_parameter_free_exploration_follows_the_implied_step(noisy):
 
 
 def test_novikoff_bound_on_separable_data():
-    stream, U = linear_stream(jax.random.key(4), 2000, 8, 4, margin=0.1)
+    stream, U = linear_stream(2000, 8, 4, key=jax.random.key(4), margin=0.1)
     gamma, R = stream_margin(stream, U)
     assert gamma >= 0.1 - 1e-5
     out = run_online(perceptron(), stream, 4, key=jax.random.key(0))
@@ -265,7 +265,7 @@ def test_quick_grid_reaches_gaptrons_eta_to_zero_limit():
     from jaxpapers.multiclass.experiments import SIZES
 
     z = SIZES["quick"]
-    stream, _ = linear_stream(jax.random.key(10_000), z.T, z.d, z.C, noise=z.noise)
+    stream, _ = linear_stream(z.T, z.d, z.C, key=jax.random.key(10_000), noise=z.noise)
     totals = [
         float(run_online(gaptron(e, e), stream, z.C, key=jax.random.key(0)).expected_mistakes.sum())
         for e in (min(z.eta_grid), 1e-9)

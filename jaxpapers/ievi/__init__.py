@@ -48,17 +48,23 @@ IE-Dyna (:func:`ie_dyna`) is the sample-based tabular variant: the learned count
 replaces the true query and a fixed, biased simulator carries the implicit planning; see
 ``_dyna.py`` for the exact protocol and its Dyna-Q baseline.
 
+Models
+------
+An MDP is :class:`jaxpapers.core.mdp.TabularMDP` (re-exported here): ``P[S, A, S']``,
+``R[S, A]`` and a discount ``gamma < 1`` (``horizon=None``); building one checks that the rows
+of ``P`` are distributions and ``gamma`` in ``[0, 1)``. Approximate models ``model_P`` are
+``[S, A, S']`` arrays too.
+
 Reference: "Implicit-Euler Value Iteration" (NeurIPS 2026), paper P17 of this library.
 """
 
+from jaxpapers.core.mdp import TabularMDP
 from jaxpapers.ievi._dyna import DynaResult, dyna_q, ie_dyna, samples_to_error
 from jaxpapers.ievi._mdp import (
     PolicyIterationResult,
-    TabularMDP,
     bellman,
     evaluate_policy,
     greedy_policy,
-    make_mdp,
     optimal_values,
     policy_iteration,
     q_values,
@@ -103,7 +109,6 @@ __all__ = [
     "ie_dyna",
     "ie_vi",
     "implicit_step",
-    "make_mdp",
     "optimal_values",
     "perturbed_model",
     "plan_in_model",

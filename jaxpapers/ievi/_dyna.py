@@ -28,14 +28,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from jaxpapers.core.checks import check_finite, check_int, check_key, check_positive, check_range
-from jaxpapers.ievi._mdp import (
-    TabularMDP,
-    bellman,
-    check_mdp,
-    check_transitions,
-    check_values,
-    q_values,
-)
+from jaxpapers.core.mdp import TabularMDP, check_transitions
+from jaxpapers.ievi._mdp import bellman, check_mdp, check_values, q_values
 from jaxpapers.ievi._planners import implicit_step
 from jaxpapers.ievi._problems import sample_counts
 
@@ -94,14 +88,14 @@ def dyna_q(
 
     def round_(carry, k):
         Q, counts = carry
-        new = sample_counts(k, mdp.P, samples_per_pair)
+        new = sample_counts(mdp.P, samples_per_pair, key=k)
         counts = counts + new
         # Q-learning on each real transition, with step 1 / N(s, a): an incremental average.
         v_next = jnp.max(Q, axis=-1)
-        target = mdp.R + mdp.gamma * jnp.einsum("ast,t->as", new, v_next).T / samples_per_pair
-        n = counts.sum(-1).T
+        target = mdp.R + mdp.gamma * jnp.einsum("sat,t->sa", new, v_next) / samples_per_pair
+        n = counts.sum(-1)
         Q = Q + (samples_per_pair / n) * (target - Q)
-        model = TabularMDP(_learned(counts), mdp.R, mdp.gamma)
+        model = TabularMDP(_learned(counts), mdp.R, gamma=mdp.gamma)
         Q = jax.lax.fori_loop(
             0,
             planning_sweeps,
@@ -118,7 +112,7 @@ def dyna_q(
 
 def ie_dyna(
     mdp: TabularMDP,
-    model_P: Float[Array, "A S S"],
+    model_P: Float[Array, "S A S"],
     v_star: Float[Array, " S"],
     *,
     key: jax.Array,
@@ -131,7 +125,7 @@ def ie_dyna(
 
     Args:
       mdp: true MDP (only sampled from, and its known rewards used).
-      model_P: ``[A, S, S]`` approximate simulator :math:`\hat P`.
+      model_P: ``[S, A, S]`` approximate simulator :math:`\hat P`.
       v_star: ``[S]`` true optimal values, for the error curve.
       key: PRNG key of the sample stream.
       rounds: number of rounds.
@@ -147,8 +141,8 @@ def ie_dyna(
 
     def round_(carry, k):
         V, counts = carry
-        counts = counts + sample_counts(k, mdp.P, samples_per_pair)
-        learned = TabularMDP(_learned(counts), mdp.R, mdp.gamma)
+        counts = counts + sample_counts(mdp.P, samples_per_pair, key=k)
+        learned = TabularMDP(_learned(counts), mdp.R, gamma=mdp.gamma)
         TV = bellman(learned, V)
         V, _ = implicit_step(learned, model_P, V, V, TV, h)
         return (V, counts), jnp.max(jnp.abs(V - v_star))

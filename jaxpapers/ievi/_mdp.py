@@ -1,4 +1,8 @@
-"""Tabular MDPs and their Bellman operators (policy evaluation and control)."""
+"""Bellman operators (policy evaluation and control) of discounted tabular MDPs.
+
+The MDP type is :class:`jaxpapers.core.mdp.TabularMDP`: ``P[S, A, S']``, ``R[S, A]``, a discount
+``gamma < 1`` and ``horizon=None``.
+"""
 
 from __future__ import annotations
 
@@ -9,95 +13,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_finite, check_int, check_range, is_concrete
-
-#: Rows of P may miss 1 by rounding (Dirichlet rows miss by ~3e-15 in float64); accept this much.
-ROW_SUM_TOL = 1e-5
-
-
-class TabularMDP(NamedTuple):
-    """A finite discounted MDP.
-
-    Attributes:
-      P: ``[A, S, S]`` transition probabilities, ``P[a, s, s'] = Pr(s' | s, a)``.
-      R: ``[S, A]`` expected rewards.
-      gamma: scalar discount in ``[0, 1)`` (an array, so MDPs of different discounts batch).
-    """
-
-    P: Float[Array, "A S S"]
-    R: Float[Array, "S A"]
-    gamma: Float[Array, ""]
-
-    @property
-    def num_states(self) -> int:
-        return self.P.shape[-1]
-
-    @property
-    def num_actions(self) -> int:
-        return self.P.shape[-3]
-
-
-def check_transitions(P, name: str = "P") -> None:
-    """Raise ``ValueError`` unless ``P`` is ``[A, S, S]`` with non-negative rows summing to 1."""
-    shape = np.shape(P)
-    if len(shape) != 3 or shape[-1] != shape[-2]:
-        raise ValueError(f"{name} must have shape [A, S, S]; got {shape}")
-    if is_concrete(P):
-        arr = np.asarray(P, dtype=np.float64)
-        if not np.all(np.isfinite(arr)) or arr.min() < -ROW_SUM_TOL:
-            raise ValueError(f"{name} must hold finite non-negative probabilities")
-        err = np.abs(arr.sum(-1) - 1.0).max()
-        if err > ROW_SUM_TOL:
-            raise ValueError(
-                f"rows of {name} must sum to 1 (each P[a, s, :] is a distribution); "
-                f"the worst row is off by {err:.3g}"
-            )
-
-
-def make_mdp(P, R, gamma) -> TabularMDP:
-    """Build a :class:`TabularMDP`, checking shapes, row sums and the discount.
-
-    Args:
-      P: ``[A, S, S]`` transition probabilities (rows must sum to 1).
-      R: ``[S, A]`` rewards.
-      gamma: discount in ``[0, 1)``.
-
-    Raises:
-      ValueError: naming the argument that is wrong.
-    """
-    P = jnp.asarray(P)
-    R = jnp.asarray(R, dtype=P.dtype)
-    check_transitions(P)
-    A, S = P.shape[0], P.shape[1]
-    if R.shape != (S, A):
-        raise ValueError(
-            f"R must have shape [S, A] = [{S}, {A}] to match P {P.shape}; got {R.shape}"
-        )
-    if is_concrete(R) and not np.all(np.isfinite(np.asarray(R))):
-        raise ValueError("R must be finite")
-    if np.ndim(gamma) != 0:
-        raise ValueError(f"gamma must be a scalar; got shape {np.shape(gamma)}")
-    check_range("gamma", gamma, 0.0, 1.0, high_open=True)
-    return TabularMDP(P, R, jnp.asarray(gamma, dtype=P.dtype))
+from jaxpapers.core.checks import check_int, is_concrete
+from jaxpapers.core.mdp import ROW_SUM_TOL, TabularMDP
+from jaxpapers.core.mdp import check_mdp as core_check_mdp
 
 
 def check_mdp(mdp: TabularMDP, name: str = "mdp", *, values: bool = True) -> None:
-    """Raise ``ValueError`` unless ``mdp`` is a :class:`TabularMDP` with matching shapes and, when
-    ``values`` (and concrete), stochastic rows, finite rewards and a discount in ``[0, 1)``."""
-    if not isinstance(mdp, TabularMDP):
-        raise ValueError(f"{name} must be a TabularMDP (see make_mdp); got {type(mdp).__name__}")
-    if values:
-        check_transitions(mdp.P, f"{name}.P")
-    elif len(np.shape(mdp.P)) != 3 or np.shape(mdp.P)[-1] != np.shape(mdp.P)[-2]:
-        raise ValueError(f"{name}.P must have shape [A, S, S]; got {np.shape(mdp.P)}")
-    expected = (mdp.num_states, mdp.num_actions)
-    if np.shape(mdp.R) != expected:
-        raise ValueError(
-            f"{name}.R must have shape [S, A] = {list(expected)}; got {np.shape(mdp.R)}"
-        )
-    if values:
-        check_finite(f"{name}.R", mdp.R)
-        check_range(f"{name}.gamma", mdp.gamma, 0.0, 1.0, high_open=True)
+    """Raise ``ValueError`` unless ``mdp`` is a discounted, time-homogeneous, single-agent
+    :class:`~jaxpapers.core.mdp.TabularMDP` (``P[S, A, S]``, ``R[S, A]``, ``horizon=None``,
+    ``gamma`` in ``[0, 1)``); ``values=False`` checks shapes only."""
+    core_check_mdp(mdp, name, values=values, discounted=True, time_homogeneous=True, players=False)
 
 
 def check_policy(mdp: TabularMDP, policy) -> None:
@@ -125,13 +50,10 @@ def q_values(mdp: TabularMDP, V: Float[Array, " S"]) -> Float[Array, "S A"]:
     """
     check_mdp(mdp, values=False)
     check_values(mdp, V, "V")
-    # Contract in P's own [A, S, S] layout and transpose the small [A, S] result: asking for
-    # "ast,t->sa" makes XLA copy all of P into a transposed layout on every call (10x slower
-    # inside a loop where P is an argument). In this layout XLA:CPU bitcasts P to [A * S, S] (no
-    # copy) and emits one tiled gemv split into row blocks run on its intra-op thread pool, so a
-    # sweep is memory-bound and already multi-threaded (S = 1000, A = 8, float64: ~4 ms of CPU
-    # per sweep spread evenly over 2 threads; OpenBLAS single-threaded ~4.5 ms).
-    return mdp.R + mdp.gamma * jnp.einsum("ast,t->as", mdp.P, V).T
+    # P[S, A, S'] is [S * A, S'] in memory: XLA:CPU bitcasts it (no copy) and emits one tiled
+    # gemv split into row blocks on its intra-op thread pool; the [S, A] result needs no
+    # transpose.
+    return mdp.R + mdp.gamma * jnp.einsum("sat,t->sa", mdp.P, V)
 
 
 def bellman(
@@ -155,7 +77,7 @@ def policy_matrices(
     mdp: TabularMDP, policy: Float[Array, "S A"]
 ) -> tuple[Float[Array, "S S"], Float[Array, " S"]]:
     """``(P_pi, R_pi)`` of a (stochastic) policy."""
-    P_pi = jnp.einsum("sa,ast->st", policy, mdp.P)
+    P_pi = jnp.einsum("sa,sat->st", policy, mdp.P)
     R_pi = jnp.sum(policy * mdp.R, axis=-1)
     return P_pi, R_pi
 

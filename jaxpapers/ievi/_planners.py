@@ -15,12 +15,11 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxpapers.core.checks import check_finite, check_int, check_positive, check_range
+from jaxpapers.core.mdp import TabularMDP, check_transitions
 from jaxpapers.ievi._mdp import (
-    TabularMDP,
     bellman,
     check_mdp,
     check_policy,
-    check_transitions,
     check_values,
     evaluate_policy,
     greedy_policy,
@@ -117,7 +116,7 @@ def _running(done, queries, max_queries, residual, V, v_star, tol):
 
 def implicit_step(
     mdp: TabularMDP,
-    model_P: Float[Array, "A S S"],
+    model_P: Float[Array, "S A S"],
     anchor: Float[Array, " S"],
     V: Float[Array, " S"],
     TV: Float[Array, " S"],
@@ -149,12 +148,12 @@ def implicit_step(
         check_finite(name, v)
     check_positive("h", h)
     check_int("max_policy_iterations", max_policy_iterations, minimum=1)
-    model = TabularMDP(model_P, mdp.R, mdp.gamma)
+    model = TabularMDP(model_P, mdp.R, gamma=mdp.gamma)
     h = jnp.asarray(h, dtype=V.dtype)
     alpha, beta = 1.0 / (1.0 + h), h / (1.0 + h)
     correction = TV - bellman(model, V, policy)
     reward = (alpha * anchor + beta * correction)[:, None] + beta * mdp.R
-    inner = TabularMDP(model_P, reward, beta * mdp.gamma)
+    inner = TabularMDP(model_P, reward, gamma=beta * mdp.gamma)
     if policy is not None:
         return evaluate_policy(inner, policy), jnp.int32(1)
     start = greedy_policy(q_values(inner, V))
@@ -239,7 +238,7 @@ class _IEState(NamedTuple):
 
 def ie_vi(
     mdp: TabularMDP,
-    model_P: Float[Array, "A S S"],
+    model_P: Float[Array, "S A S"],
     *,
     h: float | Float[Array, ""],
     V0: Float[Array, " S"] | None = None,
@@ -270,7 +269,7 @@ def ie_vi(
 
     Args:
       mdp: the true MDP (its ``P`` is what a query touches).
-      model_P: ``[A, S, S]`` approximate transition model :math:`\hat P`.
+      model_P: ``[S, A, S]`` approximate transition model :math:`\hat P`.
       h: step size, ``> 0``.
       V0: ``[S]`` initial values (default zeros).
       policy: ``[S, A]`` policy to evaluate; ``None`` for control.
@@ -285,7 +284,7 @@ def ie_vi(
         >>> import jax
         >>> from jaxpapers import ievi
         >>> mdp = ievi.gridworld(4, 0.9, slip=0.1)
-        >>> model = ievi.perturbed_model(jax.random.key(0), mdp.P, 0.001)
+        >>> model = ievi.perturbed_model(mdp.P, 0.001, key=jax.random.key(0))
         >>> res = ievi.ie_vi(mdp, model, h=100 / (1 - 0.9), tol=1e-3)
         >>> bool(res.converged), int(res.queries) < 10
         (True, True)
@@ -338,7 +337,7 @@ class _AState(NamedTuple):
 
 def a_ie_vi(
     mdp: TabularMDP,
-    model_P: Float[Array, "A S S"],
+    model_P: Float[Array, "S A S"],
     *,
     V0: Float[Array, " S"] | None = None,
     policy: Float[Array, "S A"] | None = None,
@@ -373,7 +372,7 @@ def a_ie_vi(
         >>> import jax
         >>> from jaxpapers import ievi
         >>> mdp = ievi.gridworld(4, 0.9, slip=0.1)
-        >>> model = ievi.perturbed_model(jax.random.key(0), mdp.P, 0.05)
+        >>> model = ievi.perturbed_model(mdp.P, 0.05, key=jax.random.key(0))
         >>> res = ievi.a_ie_vi(mdp, model, tol=1e-3)
         >>> bool(res.converged), res.reason
         (True, 'converged')
@@ -452,12 +451,12 @@ def _a_ie_vi(
 
 
 def plan_in_model(
-    mdp: TabularMDP, model_P: Float[Array, "A S S"], policy: Float[Array, "S A"] | None = None
+    mdp: TabularMDP, model_P: Float[Array, "S A S"], policy: Float[Array, "S A"] | None = None
 ) -> Float[Array, " S"]:
     """Model-based planning baseline: the exact fixed point of the *approximate* model."""
     check_mdp(mdp)
     _check_model(mdp, model_P)
-    model = TabularMDP(model_P, mdp.R, mdp.gamma)
+    model = TabularMDP(model_P, mdp.R, gamma=mdp.gamma)
     if policy is not None:
         return evaluate_policy(model, policy)
     return policy_iteration(model).V

@@ -1,4 +1,9 @@
-"""Test problems and approximate models: random MDPs, slippery gridworld, forest management."""
+"""Test problems and approximate models: random MDPs, slippery gridworld, forest management.
+
+Every model is ``P[S, A, S']`` (:class:`jaxpapers.core.mdp.TabularMDP`). Random rows are drawn
+action-major (an ``[A, S]`` batch of rows, then transposed), so that a key gives the same MDP,
+model and samples as it did when the package stored ``P[A, S, S']``.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,30 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxpapers.core.checks import check_int, check_key, check_range
-from jaxpapers.ievi._mdp import TabularMDP, check_transitions
+from jaxpapers.core.mdp import TabularMDP, check_transitions
+
+
+def _action_major(P: jax.Array) -> jax.Array:
+    """``[S, A, S']`` <-> ``[A, S, S']`` (an exact transpose of the two leading axes)."""
+    return jnp.swapaxes(P, 0, 1)
 
 
 def random_mdp(
-    key: jax.Array, num_states: int, num_actions: int, gamma: float, *, concentration: float = 1.0
+    num_states: int,
+    num_actions: int,
+    gamma: float,
+    *,
+    key: jax.Array,
+    concentration: float = 1.0,
 ) -> TabularMDP:
-    """Random MDP: Dirichlet(``concentration``) transition rows, rewards U[0, 1]."""
+    """Random MDP: Dirichlet(``concentration``) transition rows, rewards U[0, 1].
+
+    Examples:
+        >>> import jax
+        >>> from jaxpapers.ievi import random_mdp
+        >>> random_mdp(5, 2, 0.9, key=jax.random.key(0)).P.shape
+        (5, 2, 5)
+    """
     check_key("key", key)
     check_int("num_states", num_states, minimum=1)
     check_int("num_actions", num_actions, minimum=1)
@@ -23,9 +45,9 @@ def random_mdp(
     kp, kr = jax.random.split(key)
     alpha = jnp.full((num_states,), concentration)
     P = jax.random.dirichlet(kp, alpha, (num_actions, num_states))
-    P = P / P.sum(-1, keepdims=True)
+    P = _action_major(P / P.sum(-1, keepdims=True))
     R = jax.random.uniform(kr, (num_states, num_actions), dtype=P.dtype)
-    return TabularMDP(P, R, jnp.asarray(gamma, P.dtype))
+    return TabularMDP(P, R, gamma=jnp.asarray(gamma, P.dtype))
 
 
 def _default_float(dtype):
@@ -60,7 +82,8 @@ def gridworld(size: int, gamma: float, *, slip: float = 0.1, dtype=None) -> Tabu
     R = np.zeros((n, 4))
     R[goal, :] = 1.0
     dtype = _default_float(dtype)
-    return TabularMDP(jnp.asarray(P, dtype), jnp.asarray(R, dtype), jnp.asarray(gamma, dtype))
+    P = jnp.asarray(P.transpose(1, 0, 2), dtype)
+    return TabularMDP(P, jnp.asarray(R, dtype), gamma=jnp.asarray(gamma, dtype))
 
 
 def forest_management(
@@ -94,12 +117,13 @@ def forest_management(
     R[1:, 1] = 1.0
     R[S - 1, 1] = r_cut
     dtype = _default_float(dtype)
-    return TabularMDP(jnp.asarray(P, dtype), jnp.asarray(R, dtype), jnp.asarray(gamma, dtype))
+    P = jnp.asarray(P.transpose(1, 0, 2), dtype)
+    return TabularMDP(P, jnp.asarray(R, dtype), gamma=jnp.asarray(gamma, dtype))
 
 
 def perturbed_model(
-    key: jax.Array, P: Float[Array, "A S S"], l1_error: float | Float[Array, ""]
-) -> Float[Array, "A S S"]:
+    P: Float[Array, "S A S"], l1_error: float | Float[Array, ""], *, key: jax.Array
+) -> Float[Array, "S A S"]:
     r"""An approximate model whose every row is exactly ``l1_error`` away from ``P`` in L1.
 
     Each row is mixed with a random Dirichlet(1) row ``Q``: :math:`\hat P = (1-\epsilon) P +
@@ -109,33 +133,41 @@ def perturbed_model(
     check_key("key", key)
     check_transitions(P, "P")
     check_range("l1_error", l1_error, 0.0, 2.0)
-    Q = jax.random.dirichlet(key, jnp.ones(P.shape[-1], P.dtype), P.shape[:-1])
+    A, S = P.shape[1], P.shape[0]
+    Q = _action_major(jax.random.dirichlet(key, jnp.ones(P.shape[-1], P.dtype), (A, S)))
     dist = jnp.sum(jnp.abs(P - Q), axis=-1, keepdims=True)
     eps = jnp.clip(l1_error / jnp.maximum(dist, 1e-30), 0.0, 1.0)
     P_hat = (1.0 - eps) * P + eps * Q
     return P_hat / P_hat.sum(-1, keepdims=True)
 
 
-def sample_counts(key: jax.Array, P: Float[Array, "A S S"], n: int) -> Float[Array, "A S S"]:
-    """Counts of ``n`` next-state samples drawn from every row of ``P`` (a generative model)."""
+def sample_counts(P: Float[Array, "S A S"], n: int, *, key: jax.Array) -> Float[Array, "S A S"]:
+    """Counts of ``n`` next-state samples drawn from every row of ``P`` (a generative model).
+
+    Examples:
+        >>> import jax
+        >>> from jaxpapers.ievi import gridworld, sample_counts
+        >>> sample_counts(gridworld(2, 0.9).P, 5, key=jax.random.key(0)).sum(-1).tolist()[0]
+        [5.0, 5.0, 5.0, 5.0]
+    """
     check_key("key", key)
     check_transitions(P, "P")
     check_int("n", n, minimum=1)
-    logits = jnp.log(jnp.maximum(P, 1e-300))
-    draws = jax.random.categorical(key, logits, axis=-1, shape=(n, *P.shape[:-1]))
-    return jax.nn.one_hot(draws, P.shape[-1], dtype=P.dtype).sum(0)
+    logits = jnp.log(jnp.maximum(_action_major(P), 1e-300))
+    draws = jax.random.categorical(key, logits, axis=-1, shape=(n, *logits.shape[:-1]))
+    return _action_major(jax.nn.one_hot(draws, P.shape[-1], dtype=P.dtype).sum(0))
 
 
-def estimated_model(key: jax.Array, P: Float[Array, "A S S"], n: int) -> Float[Array, "A S S"]:
+def estimated_model(P: Float[Array, "S A S"], n: int, *, key: jax.Array) -> Float[Array, "S A S"]:
     """Maximum-likelihood model from ``n`` samples per state-action pair of ``P``."""
     check_key("key", key)
     check_int("n", n, minimum=1)
-    counts = sample_counts(key, P, n)
+    counts = sample_counts(P, n, key=key)
     return counts / n
 
 
-def row_l1_error(P: Float[Array, "A S S"], P_hat: Float[Array, "A S S"]) -> Float[Array, ""]:
-    """Largest row-wise L1 distance ``max_{a,s} ||P[a,s] - P_hat[a,s]||_1``."""
+def row_l1_error(P: Float[Array, "S A S"], P_hat: Float[Array, "S A S"]) -> Float[Array, ""]:
+    """Largest row-wise L1 distance ``max_{s,a} ||P[s,a] - P_hat[s,a]||_1``."""
     check_transitions(P, "P")
     check_transitions(P_hat, "P_hat")
     if np.shape(P) != np.shape(P_hat):

@@ -57,10 +57,9 @@ the minimax :math:`S\sqrt{2AK}/\epsilon` up to constants and :math:`\sqrt{\log A
 (:math:`e^{\epsilon/2} < S < e^\epsilon`) symmetric unary encoding's variance
 :math:`\approx e^{-\epsilon/2}` leaves it a factor up to :math:`e^{\epsilon/4}` above the minimax
 rate (an optimised unary encoding, whose variance is :math:`\approx 4e^{-\epsilon}`, would
-close it). The variant before 2026-12-04 sent the policy itself, so the user drew the arm and
-the noise reached every arm (second moment :math:`\sigma^2\sum_a 1/\pi(a|s)`); capping that
-needed :math:`\gamma \propto K^{-1/3}` and gave :math:`K^{2/3}` (its measured K-exponents were
-0.62 at :math:`\epsilon = 8` and 0.99 at :math:`\epsilon = 1`).
+close it). Sending the policy itself instead (the user draws the arm) would let the noise
+reach every arm (second moment :math:`\sigma^2\sum_a 1/\pi(a|s)`); capping that needs
+:math:`\gamma \propto K^{-1/3}` and gives :math:`K^{2/3}`.
 
 LDP UCBVI (H > 1)
 -----------------
@@ -68,9 +67,10 @@ Each step's :math:`(s, a, s', r)` is unary-encoded among :math:`2S^2A` symbols a
 :math:`\epsilon/H` (H releases compose to :math:`\epsilon` per episode). Debiased counts are
 summed, negative counts clipped, and UCBVI plans by backward induction with a Hoeffding bonus
 plus a privacy bonus :math:`H\sigma\sqrt{2SHkL}/n(s,a)` that covers the summed noise of the
-counts at the confidence level of :math:`L` (its constant is 1; before 2026-12-04 one constant
-0.1 scaled both terms, covering a tenth of it) (see :func:`ucbvi_ldp`); non-private UCBVI is
-the same code on exact counts.
+counts at the confidence level of :math:`L` (its constant is 1; see :func:`ucbvi_ldp`);
+non-private UCBVI is the same code on exact counts. The MDP is
+:class:`jaxpapers.core.mdp.TabularMDP` (re-exported here) with ``P[S, A, S']``, reward means
+``R[S, A]`` in ``[0, 1]``, ``horizon=H``, ``gamma = 1`` and start state 0.
 
 What is measured
 ----------------
@@ -83,18 +83,9 @@ capped at the smallest :math:`K` (explicit bound below :math:`K/4`), judged agai
 :math:`1/2 \pm 1/12`, and the per-seed exponent of the final regret in the minimax rate across
 every uncapped :math:`(S, A, \epsilon)` cell, judged against :math:`1 \pm 0.3`; ``rl_rate``:
 UCBVI-LDP at :math:`\epsilon = 1` (the theorem's small-:math:`\epsilon` regime) against UCBVI
-(the constant-free "regret / bound curve < 1" rule of before 2026-12-04 is gone: without the
-constants it means nothing); ``privacy_audit``: exact and empirical likelihood ratios;
-``large_epsilon_limit`` (known answer): as :math:`\epsilon \to \infty` EXP3-LDP becomes EXP3.
-
-Verdicts changed on 2026-12-04 (quick size; numbers in ``results/P15/NOTES.md``):
-``bandit_rate`` does not hold -> inconclusive: with the sqrt-K estimator the K-exponents are
-0.49 (EXP3, eps = 8), 0.52 (eps = 2) and 0.57 (eps = 1, whose interval still reaches past 7/12:
-its exploration phase ends near the largest horizons) and the exponent in the minimax rate is
-1.11, where the K^(2/3) variant read off one run had 0.99 at eps = 1 and 0.31 in the rate;
-``rl_rate`` inconclusive -> holds: at eps = 1 over 2^16..2^20 separately run episodes
-UCBVI-LDP's exponent is 0.72 (sublinear) and privacy costs regret, where the rule on a
-constant-free bound curve at eps = 8 could not decide.
+(a rule on a bound curve without its constants would mean nothing); ``privacy_audit``: exact
+and empirical likelihood ratios; ``large_epsilon_limit`` (known answer): as
+:math:`\epsilon \to \infty` EXP3-LDP becomes EXP3.
 
 References:
     "Tabular RL under local differential privacy" (NeurIPS 2026), P15.
@@ -107,6 +98,7 @@ References:
     minimization in reinforcement learning", NeurIPS 2021.
 """
 
+from jaxpapers.core.mdp import TabularMDP
 from jaxpapers.ldp_rl._bandit import (
     BanditResult,
     ContextualBandit,
@@ -130,7 +122,6 @@ from jaxpapers.ldp_rl._mechanisms import (
     unary_output_probabilities,
 )
 from jaxpapers.ldp_rl._ucbvi import (
-    EpisodicMDP,
     RLResult,
     backward_induction,
     estimated_model,
@@ -142,9 +133,9 @@ from jaxpapers.ldp_rl._ucbvi import (
 __all__ = [
     "BanditResult",
     "ContextualBandit",
-    "EpisodicMDP",
     "Exp3Params",
     "RLResult",
+    "TabularMDP",
     "backward_induction",
     "estimated_model",
     "exp3_ldp",

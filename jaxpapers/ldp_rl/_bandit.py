@@ -22,6 +22,7 @@ from jaxpapers.core.checks import (
     check_shape,
     is_concrete,
 )
+from jaxpapers.core.fit import all_finite, keep_where
 from jaxpapers.ldp_rl._mechanisms import (
     unary_debias,
     unary_encode_from_uniforms,
@@ -54,16 +55,20 @@ class ContextualBandit(eqx.Module):
                 raise ValueError(f"context_probs sum to {r.sum()!r}; expected a distribution")
 
 
-def random_contextual_bandit(key: jax.Array, num_contexts: int, num_arms: int) -> ContextualBandit:
+def random_contextual_bandit(
+    num_contexts: int, num_arms: int, *, key: jax.Array
+) -> ContextualBandit:
     """Uniform contexts; arm means uniform in ``[0.25, 0.75]``, one best arm per context + 0.2.
 
     Examples:
         >>> import jax
         >>> from jaxpapers.ldp_rl import random_contextual_bandit
-        >>> random_contextual_bandit(jax.random.key(0), 3, 4).means.shape
+        >>> random_contextual_bandit(3, 4, key=jax.random.key(0)).means.shape
         (3, 4)
     """
     check_key("key", key)
+    check_int("num_contexts", num_contexts, minimum=1)
+    check_int("num_arms", num_arms, minimum=1)
     k1, k2 = jax.random.split(key)
     means = jax.random.uniform(k1, (num_contexts, num_arms), minval=0.25, maxval=0.75)
     best = jax.random.randint(k2, (num_contexts,), 0, num_arms)
@@ -198,8 +203,8 @@ def _exp3_run(problem, params, epsilon, key, num_rounds, private, record_every):
         else:
             msg = jax.nn.one_hot(index, S + 1)
         new_L = L + importance_weighted_losses(msg, pi, arms)
-        ok = finite & jnp.all(jnp.isfinite(new_L))
-        new_L = jnp.where(ok, new_L, L)
+        ok = finite & all_finite(new_L)  # an online learner: freeze on non-finite estimates
+        new_L = keep_where(ok, new_L, L)
         inst = jnp.sum(problem.context_probs * (best - jnp.sum(pi * problem.means, -1)))
         return (new_L, ok), inst
 
@@ -254,7 +259,7 @@ def exp3_ldp(
     Examples:
         >>> import jax
         >>> from jaxpapers.ldp_rl import exp3_ldp, random_contextual_bandit
-        >>> bandit = random_contextual_bandit(jax.random.key(0), 2, 3)
+        >>> bandit = random_contextual_bandit(2, 3, key=jax.random.key(0))
         >>> out = exp3_ldp(bandit, 100, 1.0, key=jax.random.key(1))
         >>> out.regret.shape, bool(out.finite)
         ((100,), True)

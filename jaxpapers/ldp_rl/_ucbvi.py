@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import partial
 from typing import NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,6 +21,8 @@ from jaxpapers.core.checks import (
     check_shape,
     is_concrete,
 )
+from jaxpapers.core.fit import all_finite, keep_where
+from jaxpapers.core.mdp import TabularMDP, check_mdp
 from jaxpapers.ldp_rl._mechanisms import (
     unary_debias,
     unary_encode_from_uniforms,
@@ -30,57 +31,47 @@ from jaxpapers.ldp_rl._mechanisms import (
 from jaxpapers.ldp_rl._sampling import inverse_cdf
 
 
-class EpisodicMDP(eqx.Module):
-    """Time-homogeneous episodic MDP: transitions ``P[s, a, s']``, Bernoulli reward means
-    ``R[s, a]`` in ``[0, 1]``, horizon ``H``, start state 0.
-
-    Raises:
-        ValueError: rows of ``P`` that are negative or do not sum to 1 (tolerance 1e-5),
-            rewards outside ``[0, 1]``, or ``horizon < 1``.
-    """
-
-    P: Float[Array, "S A S"]
-    R: Float[Array, "S A"]
-    horizon: int = eqx.field(static=True)
-
-    def __check_init__(self) -> None:
-        S = self.P.shape[0]
-        if self.P.ndim != 3 or self.P.shape != (S, self.P.shape[1], S):
-            raise ValueError(f"P has shape {self.P.shape}; expected [S, A, S]")
-        if self.R.shape != self.P.shape[:2]:
-            raise ValueError(f"R has shape {self.R.shape}; expected {self.P.shape[:2]}")
-        if self.horizon < 1:
-            raise ValueError(f"horizon={self.horizon}; expected >= 1")
-        if is_concrete(self.P):
-            P = np.asarray(self.P, np.float64)
-            err = np.abs(P.sum(-1) - 1).max()
-            if np.any(P < 0) or err > 1e-5:
-                raise ValueError(
-                    f"P of shape {P.shape} is not stochastic (min {P.min():.3g}, max row-sum "
-                    f"error {err:.3g}); expected non-negative rows summing to 1"
-                )
-        if is_concrete(self.R) and (
-            np.any(np.asarray(self.R) < 0) or np.any(np.asarray(self.R) > 1)
-        ):
-            raise ValueError(f"R of shape {self.R.shape}; expected reward means in [0, 1]")
+def check_episodic(mdp: TabularMDP, name: str = "mdp") -> None:
+    """Raise ``ValueError`` unless ``mdp`` is the episodic problem the learners solve: a
+    time-homogeneous single-agent :class:`~jaxpapers.core.mdp.TabularMDP` ``P[S, A, S]`` with
+    ``horizon=H``, no discount (``gamma = 1``), Bernoulli reward means ``R`` in ``[0, 1]`` and
+    every episode starting in state 0 (values checked when concrete)."""
+    check_mdp(mdp, name, discounted=False, time_homogeneous=True, players=False)
+    check_range(f"{name}.R", mdp.R, 0.0, 1.0)
+    if is_concrete(mdp.gamma) and float(mdp.gamma) != 1.0:
+        raise ValueError(
+            f"{name}.gamma={float(mdp.gamma)!r}; expected 1 (the undiscounted episodic problem)"
+        )
+    if is_concrete(mdp.initial) and not np.array_equal(
+        np.asarray(mdp.initial), np.eye(mdp.num_states)[0]
+    ):
+        raise ValueError(
+            f"{name}.initial={np.asarray(mdp.initial).tolist()}; expected every episode to start "
+            "in state 0 (the one-hot of state 0, TabularMDP's default)"
+        )
 
 
 def random_episodic_mdp(
-    key: jax.Array, num_states: int, num_actions: int, horizon: int
-) -> EpisodicMDP:
-    """Dirichlet(1) transition rows and uniform reward means.
+    num_states: int, num_actions: int, horizon: int, *, key: jax.Array
+) -> TabularMDP:
+    """Dirichlet(1) transition rows and uniform reward means, horizon ``H``, start state 0.
 
     Examples:
         >>> import jax
         >>> from jaxpapers.ldp_rl import random_episodic_mdp
-        >>> random_episodic_mdp(jax.random.key(0), 3, 2, 4).P.shape
-        (3, 2, 3)
+        >>> mdp = random_episodic_mdp(3, 2, 4, key=jax.random.key(0))
+        >>> mdp.P.shape, mdp.horizon
+        ((3, 2, 3), 4)
     """
     check_key("key", key)
+    check_int("num_states", num_states, minimum=1)
+    check_int("num_actions", num_actions, minimum=1)
+    check_int("horizon", horizon, minimum=1)
     kp, kr = jax.random.split(key)
     P = jax.random.dirichlet(kp, jnp.ones(num_states), (num_states, num_actions))
     P = P / P.sum(-1, keepdims=True)
-    return EpisodicMDP(P, jax.random.uniform(kr, (num_states, num_actions)), horizon)
+    R = jax.random.uniform(kr, (num_states, num_actions))
+    return TabularMDP(P, R, horizon=horizon)
 
 
 def backward_induction(
@@ -104,8 +95,10 @@ def backward_induction(
     return Q[::-1], jnp.concatenate([V[::-1], jnp.zeros((1, S), R.dtype)])
 
 
-def policy_value(mdp: EpisodicMDP, policy: Array) -> Float[Array, ""]:
-    """Expected return from state 0 of a deterministic policy ``[H, S]`` (exact)."""
+def policy_value(mdp: TabularMDP, policy: Array) -> Float[Array, ""]:
+    """Expected return from state 0 of a deterministic policy ``[H, S]`` (exact; ``mdp`` as in
+    :func:`ucbvi_ldp`)."""
+    check_episodic(mdp)
     S, A = mdp.R.shape
     check_shape("policy", policy, (None, S))
     check_dtype("policy", policy, "integer")
@@ -151,7 +144,7 @@ def estimated_model(counts: Float[Array, "S A S 2"]) -> tuple[Array, Array, Arra
 def _ucbvi_run(
     P, R, epsilon, scales, confidence_episodes, key, num_episodes, private, horizon, record_every
 ):
-    mdp = EpisodicMDP(P, R, horizon)
+    mdp = TabularMDP(P, R, horizon=horizon)
     S, A = R.shape
     H = horizon
     D = S * A * S * 2
@@ -186,9 +179,8 @@ def _ucbvi_run(
         uniforms = jax.random.uniform(key_k, (H, 2 + D))
         _, msgs = jax.lax.scan(step, jnp.array(0), (jnp.arange(H), uniforms))
         new_counts = counts + msgs.sum(0).reshape(S, A, S, 2)
-        ok = finite & jnp.all(jnp.isfinite(new_counts))
-        new_counts = jnp.where(ok, new_counts, counts)
-        return (new_counts, ok), v_star - policy_value(mdp, policy)
+        ok = finite & all_finite(new_counts)  # an online learner: freeze on non-finite counts
+        return (keep_where(ok, new_counts, counts), ok), v_star - policy_value(mdp, policy)
 
     def block(carry, xs):
         counts, finite, total = carry
@@ -211,7 +203,7 @@ def _ucbvi_run(
 
 
 def ucbvi_ldp(
-    mdp: EpisodicMDP,
+    mdp: TabularMDP,
     num_episodes: int,
     epsilon: float | None,
     *,
@@ -239,7 +231,9 @@ def ucbvi_ldp(
     thousands of episodes on small MDPs; it is the same in the non-private baseline).
 
     Args:
-        mdp: the environment.
+        mdp: the environment, an episodic :class:`~jaxpapers.core.mdp.TabularMDP`
+            (``P[S, A, S]``, ``horizon=H``, ``gamma = 1``, reward means in ``[0, 1]``, start
+            state 0).
         num_episodes: K.
         epsilon: privacy level > 0, or ``None`` for the non-private baseline.
         key: PRNG key.
@@ -258,11 +252,12 @@ def ucbvi_ldp(
     Examples:
         >>> import jax
         >>> from jaxpapers.ldp_rl import random_episodic_mdp, ucbvi_ldp
-        >>> mdp = random_episodic_mdp(jax.random.key(0), 3, 2, 3)
+        >>> mdp = random_episodic_mdp(3, 2, 3, key=jax.random.key(0))
         >>> ucbvi_ldp(mdp, 20, 2.0, key=jax.random.key(1)).regret.shape
         (20,)
     """
     check_key("key", key)
+    check_episodic(mdp)
     if epsilon is not None:
         check_positive("epsilon", epsilon)
     if int(num_episodes) < 1:

@@ -11,6 +11,10 @@ policy while the others keep their part of the correlated draw:
 .. math:: \mathrm{gap}(\pi) = \max_i \big(V_{1,i}^{\dagger, \pi_{-i}} - V_{1,i}^{\pi}\big)(\rho)
    \le \epsilon.
 
+The game (:class:`MarkovGame`) is a :class:`jaxpapers.core.mdp.TabularMDP` with one kernel per
+step, ``P[h, s, j, s']``, the players' rewards ``R[h, s, j, i]`` and the joint action ``j``
+flattened row-major, together with the players' action counts.
+
 Exact tools (:func:`cce_gap`, :func:`best_response_values`, :func:`mixture_cce_gap`,
 :func:`lp_cce`, :func:`markov_lp_cce`) compute gaps by backward induction (on the history tree
 for hidden mixtures, which are non-Markov) and ground-truth CCEs by linear programming.
@@ -54,9 +58,7 @@ when its exact CCE gap against the exact continuation values is at most :math:`\
 certificate (``stop="certificate"``, empirical-Bernstein bounds at confidence
 :math:`\delta/(2mHS)` each) is available for the paper's learner and used in the sanity
 experiment. Online, both stop when their own certificate *and* the output's exact gap are at
-most :math:`\epsilon`. (Before 2026-12-04 the simulator baseline ran a fixed budget from a
-formula in :math:`\sum_i A_i`, which set its slope, and the certificate's square-root term used
-:math:`\delta = 1`.)
+most :math:`\epsilon`.
 
 What is measured (``jaxpapers reproduce P14``)
 ----------------------------------------------
@@ -71,19 +73,13 @@ gaps of the certificate-stopped learner on matrix games). Every learned output's
 recorded. Constants in the certificates and bonuses are ours (the abstract gives rates only);
 slopes at these small sizes include log factors.
 
-At quick size (5 seeds, S = 2; epsilon 0.05 for ``players_scaling``, 0.2 for the simulator in
-``horizon_scaling``, 0.5 online) the simulator's H-slopes are 3.0-3.3 (paper) and 4.1-5.4
-(EXP3-IX), online 3.4-3.5 (paper) against 6.0-6.1 (V-learning): ``horizon_scaling`` holds. In
-``m`` the paper's learner needs 8-10x fewer samples than EXP3-IX, but its per-seed slopes are
-0.0, 0.42, 0.48, 0.99 and 3.79 (EXP3-IX: -0.25 to 1.58), so ``players_scaling`` does not hold:
-on one seed at m = 5 one stage runs to the cap of 2^16 rounds with an exact gap of 2.2
-epsilon. Traced: the centred importance-weighted estimator, with implicit exploration, shrinks
-a rarely played arm's estimate towards the running mean (not towards 0, as EXP3-IX's
-non-negative losses do), so the bandit loses EXP3-IX's optimism for unplayed arms and its
-average play settles on a non-equilibrium (stage gap 0.38 after 4,096 rounds, 0.46 after
-16,384). Making the IX bias optimistic again (shrinking only losses above the centre) removes
-that stall (1,219 samples for the seed) but is a change of the paper's bandit that has no
-regret analysis here, so it is not made. Details: ``results/P14/NOTES.md``.
+Limitation (measured on ``players_scaling``; numbers in ``results/P14/NOTES.md``): the centred
+importance-weighted estimator, with implicit exploration, shrinks a rarely played arm's estimate
+towards the running mean (not towards 0, as EXP3-IX's non-negative losses do), so the bandit loses
+EXP3-IX's optimism for unplayed arms and its average play can settle on a non-equilibrium, one
+stage then running to the round cap. Making the IX bias optimistic again (shrinking only losses
+above the centre) removes that stall but changes the paper's bandit, which then has no regret
+analysis here, so it is not made.
 
 References:
     P14, "CCE in multi-player general-sum Markov games" (NeurIPS 2026).
@@ -123,7 +119,6 @@ from jaxpapers.markov_games._game import (
     congestion_payoffs,
     joint_actions,
     matrix_game,
-    pad_horizon,
     random_game,
     shapley_game,
 )
@@ -155,7 +150,6 @@ __all__ = [
     "matrix_game",
     "mixture_cce_gap",
     "online_cce",
-    "pad_horizon",
     "policy_values",
     "product_policy",
     "random_game",

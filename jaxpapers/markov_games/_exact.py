@@ -62,8 +62,8 @@ def policy_values(game: MarkovGame, policy: Float[Array, "H S J"]) -> Float[Arra
         v = jnp.einsum("sj,sji->si", pi, q)
         return v, v
 
-    v0 = jnp.zeros((game.num_states, game.num_players), game.rewards.dtype)
-    _, vs = jax.lax.scan(step, v0, (game.transitions, game.rewards, policy), reverse=True)
+    v0 = jnp.zeros((game.num_states, game.num_players), game.R.dtype)
+    _, vs = jax.lax.scan(step, v0, (game.P, game.R, policy), reverse=True)
     return vs
 
 
@@ -90,8 +90,8 @@ def best_response_values(game: MarkovGame, policy: Float[Array, "H S J"]) -> Flo
         v = jnp.stack(out, axis=-1)
         return v, v
 
-    v0 = jnp.zeros((game.num_states, game.num_players), game.rewards.dtype)
-    _, vs = jax.lax.scan(step, v0, (game.transitions, game.rewards, policy), reverse=True)
+    v0 = jnp.zeros((game.num_states, game.num_players), game.R.dtype)
+    _, vs = jax.lax.scan(step, v0, (game.P, game.R, policy), reverse=True)
     return vs
 
 
@@ -205,8 +205,8 @@ def mixture_cce_gap(game: MarkovGame, policies, weights) -> float:
         raise ValueError(f"weights {w} must be a distribution over the {pols.shape[0]} policies")
     for z in range(pols.shape[0]):
         check_policy(game, pols[z], f"policies[{z}]")
-    P = np.asarray(game.transitions, np.float64)
-    R = np.asarray(game.rewards, np.float64)
+    P = np.asarray(game.P, np.float64)
+    R = np.asarray(game.R, np.float64)
     rho = np.asarray(game.initial, np.float64)
     A = game.num_actions
     on_policy = np.zeros(game.num_players)

@@ -11,10 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from jaxpapers.core.checks import check_int, check_key, check_positive, is_concrete
-
-#: Rows of a transition kernel may miss 1 by rounding; accept this much (and this much below 0).
-ROW_SUM_TOL = 1e-5
+from jaxpapers.core.checks import check_int, check_key, check_positive, check_range
+from jaxpapers.core.mdp import TabularMDP
 
 
 def joint_actions(num_actions: tuple[int, ...]) -> np.ndarray:
@@ -32,55 +30,69 @@ def joint_actions(num_actions: tuple[int, ...]) -> np.ndarray:
 class MarkovGame(eqx.Module):
     """An episodic general-sum Markov game with ``m >= 2`` players and joint actions flattened.
 
-    Joint action ``j`` is the row-major index of ``(a_1, ..., a_m)``, ``a_i < A_i``
-    (:func:`joint_actions` gives the table). Steps are 0-indexed, ``h = 0 .. H - 1``.
+    The game is a :class:`jaxpapers.core.mdp.TabularMDP` (``mdp``) whose action axis is the
+    players' joint action and whose rewards carry a players axis, together with the players'
+    action counts ``num_actions`` (static), which say how the joint axis unflattens: joint action
+    ``j`` is the row-major index of ``(a_1, ..., a_m)``, ``a_i < A_i`` (:func:`joint_actions`
+    gives the table). Steps are 0-indexed, ``h = 0 .. H - 1``; ``gamma = 1``.
 
-    Attributes:
-      transitions: ``[H, S, J, S]``, ``transitions[h, s, j, s'] = Pr(s' | s, j)`` at step ``h``.
-      rewards: ``[H, S, J, m]`` expected rewards in ``[0, 1]`` of every player.
+    Args:
+      P: ``[H, S, J, S]``, ``P[h, s, j, s'] = Pr(s' | s, j)`` at step ``h``.
+      R: ``[H, S, J, m]`` expected rewards in ``[0, 1]`` of every player.
       initial: ``[S]`` initial state distribution.
-      num_actions: ``(A_1, ..., A_m)`` (static).
+      num_actions: ``(A_1, ..., A_m)``, with ``J = A_1 ... A_m``.
+
+    Raises:
+      ValueError: naming the argument (``P``, ``R``, ``initial``, ``num_actions``), its shape and
+        what was expected.
 
     Examples:
         >>> g = chicken()
         >>> g.num_players, g.horizon, g.num_states, g.num_joint
         (2, 1, 1, 4)
+        >>> g.mdp.P.shape, g.mdp.R.shape
+        ((1, 1, 4, 1), (1, 1, 4, 2))
     """
 
-    transitions: Float[Array, "H S J S"]
-    rewards: Float[Array, "H S J m"]
-    initial: Float[Array, " S"]
+    mdp: TabularMDP
     num_actions: tuple[int, ...] = eqx.field(static=True)
 
-    def __check_init__(self) -> None:
-        m = len(self.num_actions)
-        if m < 2:
+    def __init__(self, P, R, initial, num_actions):
+        num_actions = tuple(num_actions)
+        if len(num_actions) < 2:
             raise ValueError(
-                f"num_actions={self.num_actions} has {m} player(s); a Markov game needs at least 2"
+                f"num_actions={num_actions} has {len(num_actions)} player(s); a Markov game "
+                "needs at least 2"
             )
-        if any(int(a) < 1 for a in self.num_actions):
-            raise ValueError(f"num_actions={self.num_actions}; expected every A_i >= 1")
-        J = math.prod(self.num_actions)
-        P, R, rho = self.transitions, self.rewards, self.initial
-        if P.ndim != 4 or P.shape[2] != J or P.shape[1] != P.shape[3]:
+        if not all(isinstance(a, int | np.integer) and a >= 1 for a in num_actions):
+            raise ValueError(f"num_actions={num_actions}; expected every A_i an integer >= 1")
+        num_actions = tuple(int(a) for a in num_actions)
+        J, m = math.prod(num_actions), len(num_actions)
+        shape, r_shape = tuple(np.shape(P)), tuple(np.shape(R))
+        if len(shape) != 4 or shape[2] != J or shape[1] != shape[3]:
             raise ValueError(
-                f"transitions has shape {P.shape}; expected [H, S, J={J}, S] for "
-                f"num_actions={self.num_actions}"
+                f"P has shape {shape}; expected [H, S, J={J}, S] for num_actions={num_actions}"
             )
-        H, S = P.shape[0], P.shape[1]
-        if R.shape != (H, S, J, m):
-            raise ValueError(f"rewards has shape {R.shape}; expected {(H, S, J, m)}")
-        if rho.shape != (S,):
-            raise ValueError(f"initial has shape {rho.shape}; expected ({S},)")
-        _check_distribution("transitions", P)
-        _check_distribution("initial", rho)
-        if is_concrete(R):
-            r = np.asarray(R, dtype=np.float64)
-            if not np.all(np.isfinite(r)) or r.min() < 0.0 or r.max() > 1.0:
-                raise ValueError(
-                    f"rewards of shape {r.shape} lie in [{np.nanmin(r):.4g}, {np.nanmax(r):.4g}]; "
-                    "expected finite values in [0, 1]"
-                )
+        if r_shape != (*shape[:3], m):
+            raise ValueError(f"R has shape {r_shape}; expected {(*shape[:3], m)}")
+        check_range("R", R, 0.0, 1.0)
+        self.mdp = TabularMDP(P, R, initial=initial, horizon=shape[0])
+        self.num_actions = num_actions
+
+    @property
+    def P(self) -> Float[Array, "H S J S"]:
+        """``mdp.P``: ``[H, S, J, S]`` transition probabilities."""
+        return self.mdp.P
+
+    @property
+    def R(self) -> Float[Array, "H S J m"]:
+        """``mdp.R``: ``[H, S, J, m]`` expected rewards of the players."""
+        return self.mdp.R
+
+    @property
+    def initial(self) -> Float[Array, " S"]:
+        """``mdp.initial``: ``[S]`` initial state distribution."""
+        return self.mdp.initial
 
     @property
     def num_players(self) -> int:
@@ -88,32 +100,15 @@ class MarkovGame(eqx.Module):
 
     @property
     def horizon(self) -> int:
-        return self.transitions.shape[0]
+        return self.mdp.horizon
 
     @property
     def num_states(self) -> int:
-        return self.transitions.shape[1]
+        return self.mdp.num_states
 
     @property
     def num_joint(self) -> int:
-        return self.transitions.shape[2]
-
-
-def _check_distribution(name: str, p) -> None:
-    if not is_concrete(p):
-        return
-    arr = np.asarray(p, dtype=np.float64)
-    if not np.all(np.isfinite(arr)) or arr.min() < -ROW_SUM_TOL:
-        raise ValueError(
-            f"{name} of shape {arr.shape} holds negative or non-finite entries; expected "
-            "probabilities"
-        )
-    err = float(np.abs(arr.sum(-1) - 1.0).max())
-    if err > ROW_SUM_TOL:
-        raise ValueError(
-            f"{name} of shape {arr.shape} is not stochastic: a row sums to 1 {err:+.3g} off; "
-            "expected every last-axis row to sum to 1"
-        )
+        return self.mdp.num_actions
 
 
 @partial(jax.jit, static_argnames=("num_states", "horizon", "num_actions"))
@@ -128,19 +123,19 @@ def _random_arrays(key, num_states, horizon, num_actions, concentration):
 
 
 def random_game(
-    key: PRNGKeyArray,
     num_states: int,
     horizon: int,
     num_actions: tuple[int, ...],
     *,
+    key: PRNGKeyArray,
     concentration: float = 1.0,
 ) -> MarkovGame:
     """A random game: Dirichlet(``concentration``) transition rows, U[0, 1] rewards, uniform start.
 
     Examples:
         >>> import jax
-        >>> g = random_game(jax.random.key(0), 3, 2, (2, 2, 2))
-        >>> g.transitions.shape, g.rewards.shape
+        >>> g = random_game(3, 2, (2, 2, 2), key=jax.random.key(0))
+        >>> g.P.shape, g.R.shape
         ((2, 3, 8, 3), (2, 3, 8, 3))
     """
     check_key("key", key)
@@ -218,19 +213,16 @@ def pad_horizon(game: MarkovGame, horizon: int) -> MarkovGame:
 
     Examples:
         >>> import jax
-        >>> g = random_game(jax.random.key(0), 2, 2, (2, 2))
-        >>> pad_horizon(g, 5).transitions.shape
+        >>> g = random_game(2, 2, (2, 2), key=jax.random.key(0))
+        >>> pad_horizon(g, 5).P.shape
         (5, 2, 4, 2)
     """
     extra = int(horizon) - game.horizon
     if extra < 0:
         raise ValueError(f"horizon={horizon}; expected >= game.horizon={game.horizon}")
     S, J, m = game.num_states, game.num_joint, game.num_players
-    P = jnp.broadcast_to(game.initial, (extra, S, J, S)).astype(game.transitions.dtype)
-    R = jnp.zeros((extra, S, J, m), game.rewards.dtype)
+    P = jnp.broadcast_to(game.initial, (extra, S, J, S)).astype(game.P.dtype)
+    R = jnp.zeros((extra, S, J, m), game.R.dtype)
     return MarkovGame(
-        jnp.concatenate([game.transitions, P]),
-        jnp.concatenate([game.rewards, R]),
-        game.initial,
-        game.num_actions,
+        jnp.concatenate([game.P, P]), jnp.concatenate([game.R, R]), game.initial, game.num_actions
     )

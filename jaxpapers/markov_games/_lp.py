@@ -82,14 +82,14 @@ def markov_lp_cce(game: MarkovGame) -> np.ndarray:
     Examples:
         >>> import jax, jax.numpy as jnp
         >>> from jaxpapers.markov_games import cce_gap, random_game
-        >>> g = random_game(jax.random.key(0), 2, 2, (2, 2))
+        >>> g = random_game(2, 2, (2, 2), key=jax.random.key(0))
         >>> abs(float(cce_gap(g, jnp.asarray(markov_lp_cce(g))).gap)) < 1e-5
         True
     """
     if not isinstance(game, MarkovGame):
         raise ValueError(f"game is a {type(game).__name__}; expected a MarkovGame")
-    P = np.asarray(game.transitions, np.float64)
-    R = np.asarray(game.rewards, np.float64)
+    P = np.asarray(game.P, np.float64)
+    R = np.asarray(game.R, np.float64)
     H, S, J, m = R.shape
     policy = np.zeros((H, S, J))
     v_next = np.zeros((S, m))

@@ -70,7 +70,7 @@ def _learn(game, key, epsilon, delta, bonus_scale, paper, horizon, max_episodes,
     bandit = make_bandit(paper)
     S, m = game.num_states, game.num_players
     J = tables.table.shape[0]
-    dtype = game.rewards.dtype
+    dtype = game.R.dtype
     H = horizon.astype(dtype)
     log_i = iota(game, H, delta)
     arms = jnp.asarray(tables.arms, dtype)
@@ -82,8 +82,8 @@ def _learn(game, key, epsilon, delta, bonus_scale, paper, horizon, max_episodes,
         st = jax.tree.map(lambda x: x[h, s], states)
         probs = tables.probs(bandit, st)
         acts, j = tables.sample(ka, probs)
-        s2 = jax.random.categorical(ks, jnp.log(game.transitions[h, s, j]))
-        r = game.rewards[h, s, j]
+        s2 = jax.random.categorical(ks, jnp.log(game.P[h, s, j]))
+        r = game.R[h, s, j]
         t = count[h, s] + 1.0
         alpha = (H + 1.0) / (H + t)
         y_up = r + upper[h + 1, s2]
@@ -163,8 +163,8 @@ def online_cce(
       delta: failure probability in the bonuses.
       bonus_scale: the constant ``c`` of the bonuses (theory's constants are loose).
       max_episodes: cap on the episodes.
-      horizon: play only the first ``horizon`` steps (default: all; see
-        :func:`~jaxpapers.markov_games.pad_horizon`).
+      horizon: play only the first ``horizon`` steps (default: all; the steps after it must
+        be reward-free padding, as in :func:`simulator_cce`).
       stop: ``"certificate"`` (own certificate and exact gap ``<= epsilon``) or ``"exact"``
         (the exact gap alone); see the module docstring.
 
@@ -186,7 +186,7 @@ def online_cce(
     check_positive("max_episodes", max_episodes)
     if stop not in ONLINE_STOPS:
         raise ValueError(f"stop={stop!r}; expected one of {ONLINE_STOPS}")
-    dtype = game.rewards.dtype
+    dtype = game.R.dtype
     paper = jnp.asarray(is_paper(method))
     return _learn(
         game,

@@ -71,7 +71,8 @@ def iota(game: MarkovGame, horizon, delta):
 
 def check_horizon(game: MarkovGame, horizon: int | None) -> int:
     """The number of steps to play: all by default, else ``1 <= horizon <= game.horizon`` (the
-    steps after it must be reward-free padding, see :func:`~jaxpapers.markov_games.pad_horizon`)."""
+    steps after it must be reward-free padding: steps that pay nothing and redraw the state from
+    ``initial``)."""
     if horizon is None:
         return game.horizon
     if not 1 <= int(horizon) <= game.horizon:
@@ -151,7 +152,7 @@ def _stage(
 @partial(jax.jit, static_argnames=("stop", "max_rounds"))
 def _simulate(game, key, epsilon, delta, paper, stop, horizon, max_rounds):
     tables = PlayerTables(game.num_actions)
-    H = horizon.astype(game.rewards.dtype)
+    H = horizon.astype(game.R.dtype)
     delta_stage = delta / (2.0 * game.num_players * game.num_states * H)
     target = epsilon / H
     stage = partial(
@@ -176,9 +177,9 @@ def _simulate(game, key, epsilon, delta, paper, stop, horizon, max_rounds):
         return (v, v_exact), (pol, v, t, cert.max(), done.all())
 
     keys = jax.random.split(key, game.horizon)
-    zeros = jnp.zeros((game.num_states, game.num_players), game.rewards.dtype)
+    zeros = jnp.zeros((game.num_states, game.num_players), game.R.dtype)
     _, (pol, v, t, cert, done) = jax.lax.scan(
-        step, (zeros, zeros), (steps, game.transitions, game.rewards, keys), reverse=True
+        step, (zeros, zeros), (steps, game.P, game.R, keys), reverse=True
     )
     return CCEResult(pol, t.sum(), cert.sum(), v, done.all())
 
@@ -214,7 +215,7 @@ def simulator_cce(
         bandit bounds).
       max_rounds: cap on the rounds per (step, state).
       horizon: play only the first ``horizon`` steps (default: all); with games padded by
-        :func:`~jaxpapers.markov_games.pad_horizon` several horizons share one compiled learner.
+        reward-free steps to a common horizon, several horizons share one compiled learner.
 
     Returns:
       :class:`CCEResult`; ``samples`` is the total number of simulator calls and
@@ -241,7 +242,7 @@ def simulator_cce(
             "stop='certificate' with method='baseline': EXP3-IX has no data-dependent "
             "certificate here; use stop='exact'"
         )
-    dtype = game.rewards.dtype
+    dtype = game.R.dtype
     horizon = jnp.asarray(check_horizon(game, horizon) if is_concrete(horizon) else horizon)
     return _simulate(
         game,

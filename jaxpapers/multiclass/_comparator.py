@@ -56,7 +56,7 @@ def best_linear_predictor(
     Examples:
         >>> import jax
         >>> from jaxpapers.multiclass import best_linear_predictor, linear_stream
-        >>> stream, _ = linear_stream(jax.random.key(0), 100, 4, 3, margin=0.2)
+        >>> stream, _ = linear_stream(100, 4, 3, margin=0.2, key=jax.random.key(0))
         >>> best_linear_predictor(stream, 3, steps=50).weights.shape
         (3, 4)
     """

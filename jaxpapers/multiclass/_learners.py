@@ -13,6 +13,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from jaxpapers.core.checks import check_finite, check_key, check_range, is_concrete
+from jaxpapers.core.fit import all_finite, keep_where
 from jaxpapers.multiclass._losses import (
     SCORE_GRADIENT_BOUND,
     check_loss,
@@ -222,15 +223,17 @@ def _run(learner, stream, key, radius, num_classes, loss, delay):
                 radius,
                 loss,
             )
-            new = jax.tree.map(lambda a, b: jnp.where(ready, a, b), pending, state)
+            new = keep_where(ready, pending, state)
             new = new._replace(
                 buffer_x=state.buffer_x.at[slot].set(x),
                 buffer_s=state.buffer_s.at[slot].set(scores),
                 buffer_y=state.buffer_y.at[slot].set(y),
             )
         stable = ((new.W @ x).argmax() == y_star).astype(jnp.float32)
-        ok = state.finite & jnp.all(jnp.isfinite(new.W))
-        new = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, state)
+        # An online learner, not a gradient loop (no loss to differentiate, no optimiser): one
+        # scan over the rounds that freezes the state once the weights stop being finite.
+        ok = state.finite & all_finite(new.W)
+        new = keep_where(ok, new, state)
         new = new._replace(total=state.total + state.W, finite=ok)
         out = ((y_hat != y).astype(jnp.float32), expected, surrogate_t, stable, gamma)
         return new, out
@@ -275,7 +278,7 @@ def run_online(
     Examples:
         >>> import jax
         >>> from jaxpapers.multiclass import linear_stream, perceptron, run_online
-        >>> stream, _ = linear_stream(jax.random.key(0), 200, 5, 3, margin=0.1)
+        >>> stream, _ = linear_stream(200, 5, 3, margin=0.1, key=jax.random.key(0))
         >>> out = run_online(perceptron(), stream, 3, key=jax.random.key(1))
         >>> int(out.mistakes.sum()) < 60
         True

@@ -29,11 +29,11 @@ def check_stream(stream: Stream, num_classes: int) -> None:
 
 
 def linear_stream(
-    key: jax.Array,
     num_rounds: int,
     dim: int,
     num_classes: int,
     *,
+    key: jax.Array,
     margin: float = 0.0,
     noise: float = 0.0,
 ) -> tuple[Stream, Float[Array, "C d"]]:
@@ -48,7 +48,7 @@ def linear_stream(
     Examples:
         >>> import jax
         >>> from jaxpapers.multiclass import linear_stream
-        >>> s, U = linear_stream(jax.random.key(0), 10, 3, 4)
+        >>> s, U = linear_stream(10, 3, 4, key=jax.random.key(0))
         >>> s.x.shape, s.y.shape, U.shape
         ((10, 3), (10,), (4, 3))
     """
@@ -83,14 +83,14 @@ def stream_margin(stream: Stream, U: Float[Array, "C d"]) -> tuple[float, float]
     return gamma, float(jnp.linalg.norm(stream.x, axis=-1).max())
 
 
-def digits_stream(key: jax.Array) -> Stream:
+def digits_stream(*, key: jax.Array) -> Stream:
     """sklearn's 1,797 8x8 digits in a random order, pixels in [0, 1] scaled to unit mean norm,
     plus a constant bias feature (65 features, 10 classes).
 
     Examples:
         >>> import jax
         >>> from jaxpapers.multiclass import digits_stream
-        >>> digits_stream(jax.random.key(0)).x.shape
+        >>> digits_stream(key=jax.random.key(0)).x.shape
         (1797, 65)
     """
     check_key("key", key)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,66 +22,89 @@ from jaxpapers.ievi import (
 
 DYNA_TARGET = 0.05  # relative sup-norm error |V - V*| / |V*|
 SIMULATOR_ERROR = 0.3
+GAMMA = 0.99
+#: The rows of a Dyna experiment, in the order of :class:`DynaRuns`' curves.
+ROWS = ("Dyna-Q", "Dyna-Q (10 sweeps)", "IE-Dyna")
 
 
-def _problem(name: str, size: int, gamma: float):
+class DynaRuns(NamedTuple):
+    """Per seed, the real samples each agent drew before reaching the target (``inf``: never);
+    the seed-mean relative error curves ``[3, points]`` read every ``rounds // 100`` rounds."""
+
+    samples: np.ndarray  # [3, seeds], rows in the order of ROWS
+    curve_rounds: np.ndarray
+    curves: np.ndarray
+    samples_per_round: int
+    max_samples: int
+
+
+def _problem(name: str, size: int):
     if name == "gridworld":
-        return gridworld(size, gamma, slip=0.2)
+        return gridworld(size, GAMMA, slip=0.2)
     if name == "forest":
-        return forest_management(size, gamma)
-    return random_mdp(jax.random.key(7), size, 4, gamma)
+        return forest_management(size, GAMMA)
+    return random_mdp(size, 4, GAMMA, key=jax.random.key(7))
 
 
-def dyna_run(ctx: Context, sizes, *, problem: str) -> Outcome:
-    gamma = 0.99
-    size, rounds = sizes.dyna_problem_sizes[problem], sizes.dyna_rounds
+def _size(config, problem: str) -> int:
+    return {
+        "gridworld": config.dyna_grid_side,
+        "forest": config.dyna_forest_states,
+        "random": config.dyna_random_states,
+    }[problem]
+
+
+def run_dyna(ctx: Context, config, *, problem: str) -> Outcome:
+    size, rounds = _size(config, problem), config.dyna_rounds
 
     def compute():
         with jax.enable_x64(True):
-            mdp = _problem(problem, size, gamma)
+            mdp = _problem(problem, size)
             v_star = optimal_values(mdp)
             target = DYNA_TARGET * float(jnp.max(jnp.abs(v_star)))
 
             def one(seed):
                 k_model, k_samples = jax.random.split(jax.random.key(seed))
-                sim = perturbed_model(k_model, mdp.P, SIMULATOR_ERROR)
+                sim = perturbed_model(mdp.P, SIMULATOR_ERROR, key=k_model)
                 dq = dyna_q(mdp, v_star, key=k_samples, rounds=rounds)
                 dq10 = dyna_q(mdp, v_star, key=k_samples, rounds=rounds, planning_sweeps=10)
                 ie = ie_dyna(
-                    mdp, sim, v_star, key=k_samples, rounds=rounds, h=100.0 / (1.0 - gamma)
+                    mdp, sim, v_star, key=k_samples, rounds=rounds, h=100.0 / (1.0 - GAMMA)
                 )
                 curves = jnp.stack([dq.errors, dq10.errors, ie.errors])
-                counts = [samples_to_error(r, target) for r in (dq, dq10, ie)]
-                return *counts, curves / jnp.max(jnp.abs(v_star))
+                counts = jnp.stack([samples_to_error(r, target) for r in (dq, dq10, ie)])
+                return counts, curves / jnp.max(jnp.abs(v_star))
 
-            dq, dq10, ie, curves = jax.jit(jax.vmap(one))(jnp.asarray(ctx.seed_list))
+            counts, curves = jax.jit(jax.vmap(one))(jnp.asarray(ctx.seed_list))
             every = max(1, rounds // 100)
-            mean_curves = np.asarray(curves.mean(0))[:, every - 1 :: every]
-            return {
-                "Dyna-Q": dq.tolist(),
-                "Dyna-Q (10 sweeps)": dq10.tolist(),
-                "IE-Dyna": ie.tolist(),
-                "curve_rounds": list(range(every, rounds + 1, every)),
-                "curve_relative_error": {
-                    "Dyna-Q": mean_curves[0].tolist(),
-                    "Dyna-Q (10 sweeps)": mean_curves[1].tolist(),
-                    "IE-Dyna": mean_curves[2].tolist(),
-                },
-                "samples_per_round": mdp.num_states * mdp.num_actions,
-                "max_samples": rounds * mdp.num_states * mdp.num_actions,
-            }
+            return DynaRuns(
+                samples=jnp.swapaxes(counts, 0, 1),
+                curve_rounds=np.arange(every, rounds + 1, every),
+                curves=np.asarray(curves.mean(0))[:, every - 1 :: every],
+                samples_per_round=mdp.num_states * mdp.num_actions,
+                max_samples=rounds * mdp.num_states * mdp.num_actions,
+            )
 
     res = ctx.cached(f"dyna_{problem}", compute)
     # A run that never reached the target counts as the whole budget (a lower bound).
-    cap = float(res["max_samples"])
+    cap = float(res.max_samples)
     values = {
-        k: [min(float(v), cap) if v is not None else cap for v in res[k]]
-        for k in ("Dyna-Q", "Dyna-Q (10 sweeps)", "IE-Dyna")
+        name: [cap if np.isnan(v) else min(float(v), cap) for v in row]
+        for name, row in zip(ROWS, res.samples, strict=True)
+    }
+    raw = {
+        **{name: row.tolist() for name, row in zip(ROWS, res.samples, strict=True)},
+        "curve_rounds": res.curve_rounds.tolist(),
+        "curve_relative_error": {
+            name: c.tolist() for name, c in zip(ROWS, res.curves, strict=True)
+        },
+        "samples_per_round": res.samples_per_round,
+        "max_samples": res.max_samples,
     }
     extras = {
-        "raw": res,
+        "raw": raw,
         "target_relative_error": DYNA_TARGET,
-        "gamma": gamma,
+        "gamma": GAMMA,
         "simulator_l1_error": SIMULATOR_ERROR,
         "rounds": rounds,
         "note": "a value equal to max_samples means the target was not reached",

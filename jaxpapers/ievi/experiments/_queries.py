@@ -7,6 +7,8 @@ the perturbation of the approximate model from ``jax.random.key(i)``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,7 +34,7 @@ MAX_QUERIES = 2_000_000  # a cap only; runs stop at the tolerance long before it
 
 
 def random_problem(seed: int, num_states: int, gamma: float) -> TabularMDP:
-    return random_mdp(jax.random.key(seed), num_states, ACTIONS, gamma)
+    return random_mdp(num_states, ACTIONS, gamma, key=jax.random.key(seed))
 
 
 def grid_problem(seed: int, size: int, gamma: float) -> TabularMDP:
@@ -61,7 +63,7 @@ def _ie_counts_batch(batch: TabularMDP, keys: jax.Array, l1_error: jax.Array):
 
     def run(mdp, k):
         v_star = optimal_values(mdp)
-        model = perturbed_model(k, mdp.P, l1_error)
+        model = perturbed_model(mdp.P, l1_error, key=k)
         h = 100.0 / (1.0 - mdp.gamma)
         ie = ie_vi(mdp, model, h=h, tol=TOL, max_queries=MAX_QUERIES, v_star=v_star)
         ad = a_ie_vi(mdp, model, tol=TOL, max_queries=MAX_QUERIES, v_star=v_star)
@@ -76,7 +78,7 @@ def _plan_errors_batch(batch: TabularMDP, keys: jax.Array, l1_error: jax.Array):
     the same models as :func:`_ie_counts_batch`."""
 
     def run(mdp, k):
-        model = perturbed_model(k, mdp.P, l1_error)
+        model = perturbed_model(mdp.P, l1_error, key=k)
         return jnp.max(jnp.abs(plan_in_model(mdp, model) - optimal_values(mdp)))
 
     return jax.vmap(run)(batch, keys)
@@ -87,41 +89,54 @@ def _model_keys(seeds: list[int]) -> jax.Array:
     return jax.vmap(lambda s: jax.random.fold_in(jax.random.key(s), 1))(jnp.asarray(seeds))
 
 
+class VICounts(NamedTuple):
+    """VI's queries to sup-norm error ``TOL`` per seed, and whether each run converged."""
+
+    queries: np.ndarray
+    converged: np.ndarray
+
+
+class IECounts(NamedTuple):
+    """IE-VI's and A-IE-VI's queries per seed, IE-VI's model solves, and whether both
+    converged."""
+
+    ie_queries: np.ndarray
+    aie_queries: np.ndarray
+    ie_model_solves: np.ndarray
+    converged: np.ndarray
+
+
 def query_counts(
     ctx: Context, problem: str, size: int, gamma: float, l1_error: float
 ) -> dict[str, list]:
     """Queries of VI, IE-VI and A-IE-VI to sup-norm error ``TOL``, one entry per seed.
 
-    Cached once per paper run (``shared=True``): VI's counts do not depend on the model, and the
-    experiments that need the same counts compute them once.
+    Both steps are ``ctx.cached``: VI's counts do not depend on the model, and the experiments
+    that need the same counts (the query counts and the horizon fit) compute them once.
     """
     make = PROBLEMS[problem]
     seeds = ctx.seed_list
-    label = f"{make.__name__}{size}_g{gamma}_seeds{len(seeds)}"
+    label = f"{problem}{size}_g{gamma}"
 
     def batch():
         return stack_trees([make(s, size, gamma) for s in seeds])
 
     def vi():
-        queries, conv = _vi_counts_batch(batch())
-        return {"VI": queries.tolist(), "converged": conv.tolist()}
+        return VICounts(*_vi_counts_batch(batch()))
 
     def ie():
-        q_ie, q_ad, solves, conv = _ie_counts_batch(
-            batch(), _model_keys(seeds), jnp.asarray(l1_error)
-        )
-        return {
-            "IE-VI": q_ie.tolist(),
-            "A-IE-VI": q_ad.tolist(),
-            "model_solves_ie": solves.tolist(),
-            "converged": conv.tolist(),
-        }
+        return IECounts(*_ie_counts_batch(batch(), _model_keys(seeds), jnp.asarray(l1_error)))
 
     with jax.enable_x64(True):
-        base = ctx.cached(f"vi_{label}", vi, shared=True)
-        meth = ctx.cached(f"ie_{label}_err{l1_error:.3g}", ie, shared=True)
-    conv = [a and b for a, b in zip(base["converged"], meth["converged"], strict=True)]
-    return {**base, **meth, "converged": conv}
+        base = ctx.cached(f"vi_{label}", vi)
+        meth = ctx.cached(f"ie_{label}_err{l1_error:.3g}", ie)
+    return {
+        "VI": base.queries.tolist(),
+        "converged": (base.converged & meth.converged).tolist(),
+        "IE-VI": meth.ie_queries.tolist(),
+        "A-IE-VI": meth.aie_queries.tolist(),
+        "model_solves_ie": meth.ie_model_solves.tolist(),
+    }
 
 
 def _model_error(gamma: float, l1_scale: str) -> float:
@@ -142,20 +157,22 @@ def plan_errors(ctx: Context, problem: str, size: int, gamma: float, l1_error: f
     """Per seed: sup-norm error to V* of planning in the query counts' perturbed model alone."""
     make = PROBLEMS[problem]
     seeds = ctx.seed_list
-    label = f"{make.__name__}{size}_g{gamma}_seeds{len(seeds)}_err{l1_error:.3g}"
 
     def compute():
         batch = stack_trees([make(s, size, gamma) for s in seeds])
-        err = _plan_errors_batch(batch, _model_keys(seeds), jnp.asarray(l1_error))
-        return np.asarray(err).tolist()
+        return _plan_errors_batch(batch, _model_keys(seeds), jnp.asarray(l1_error))
 
     with jax.enable_x64(True):
-        return ctx.cached(f"plan_{label}", compute, shared=True)
+        return ctx.cached(f"plan_{problem}{size}_g{gamma}_err{l1_error:.3g}", compute).tolist()
 
 
-def model_error_run(ctx: Context, sizes, *, problem: str, l1_scale: str) -> Outcome:
+def _size(config, problem: str) -> int:
+    return config.grid_side if problem == "gridworld" else config.random_states
+
+
+def run_model_error(ctx: Context, config, *, problem: str, l1_scale: str) -> Outcome:
     """Planning error of the query counts' perturbed models at gamma 0.999 (one error level)."""
-    size = sizes.grid_side if problem == "gridworld" else sizes.random_states
+    size = _size(config, problem)
     l1 = _model_error(HEAD_GAMMA, l1_scale)
     values = {PLAN_ROWS[l1_scale]: plan_errors(ctx, problem, size, HEAD_GAMMA, l1)}
     extras = {
@@ -169,9 +186,9 @@ def model_error_run(ctx: Context, sizes, *, problem: str, l1_scale: str) -> Outc
     return Outcome(values, extras)
 
 
-def queries_run(ctx: Context, sizes, *, problem: str, l1_scale: str) -> Outcome:
+def run_queries(ctx: Context, config, *, problem: str, l1_scale: str) -> Outcome:
     """Query counts over all discounts (verdict at gamma 0.999)."""
-    size = sizes.grid_side if problem == "gridworld" else sizes.random_states
+    size = _size(config, problem)
     per_gamma = {
         str(g): query_counts(ctx, problem, size, g, _model_error(g, l1_scale)) for g in GAMMAS
     }
@@ -197,9 +214,9 @@ def _slopes(per_gamma: dict, name: str) -> list[float]:
     return [float(np.polyfit(x, y[:, i], 1)[0]) for i in range(y.shape[1])]
 
 
-def slope_run(ctx: Context, sizes) -> Outcome:
+def run_slopes(ctx: Context, config) -> Outcome:
     """Log-log slope of the query counts against the horizon, on the gridworld."""
-    size = sizes.slope_grid_side
+    size = config.slope_grid_side
     per_gamma = {
         str(g): query_counts(ctx, "gridworld", size, g, _model_error(g, "horizon")) for g in GAMMAS
     }

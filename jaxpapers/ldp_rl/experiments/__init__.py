@@ -1,14 +1,20 @@
-"""P15 experiments: registrations and the table of sizes (runs live in ``_tasks.py``)."""
+"""P15 experiments: regret rates of EXP3-LDP (H = 1) and UCBVI-LDP (H > 1), a privacy audit.
+
+``large_epsilon_limit`` (known answer: EXP3-LDP at eps = 30 is EXP3 on the same bandits and keys),
+``bandit_rate`` (per-seed K-exponents over separately run horizons, and the exponent of the regret
+in the minimax rate across (S, A, eps) cells), ``rl_rate`` (UCBVI-LDP at eps = 1 against UCBVI,
+sublinear and costlier) and ``privacy_audit`` (exact and sampled likelihood ratios). ``SIZES``
+holds one :class:`Config` per run size; the runs live in ``_tasks.py`` (vmapped programs in
+``_runs.py``, the audit in ``_audit.py``).
+"""
 
 from __future__ import annotations
 
-from functools import partial
+import dataclasses
 from typing import NamedTuple
 
-from jaxpapers.core.experiment import AllOf, Better, Experiment, Threshold, register
+from jaxpapers.core.experiment import AllOf, Better, Experiment, Threshold
 from jaxpapers.ldp_rl.experiments import _plots, _tasks
-
-PAPER = "P15"
 
 
 class SanitySizes(NamedTuple):
@@ -45,36 +51,46 @@ def _doubling(first: int, count: int) -> tuple[int, ...]:
     return tuple(first * 2**j for j in range(count))
 
 
-SANITY = {
-    "smoke": SanitySizes(S=2, A=3, K=200),
-    "quick": SanitySizes(S=4, A=4, K=4096),
-    "full": SanitySizes(S=4, A=4, K=100_000),
-}
-BANDIT = {
-    "smoke": BanditSizes(ks=_doubling(64, 3), grid=((2, 3),)),
-    "quick": BanditSizes(ks=_doubling(2**15, 5), grid=((4, 4), (8, 4), (4, 8))),
-    "full": BanditSizes(ks=_doubling(2**17, 6), grid=((4, 4), (8, 4), (4, 8), (16, 4))),
-}
-# epsilon = 1 is the theorem's small-epsilon regime; S = A = H = 2 keeps the 2 S^2 A = 16-symbol
-# encoding (at epsilon / H = 0.5 per step) as small as an H > 1 problem allows. The rule judges
-# the privacy bonus constant c_sigma = 1, the only value for which ucbvi_ldp's bonus covers the
-# noise with the theorem's union bound. The row of constant 0.3 (~1 / sqrt(L): one standard
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """The sizes of one run size, one record per experiment."""
+
+    sanity: SanitySizes
+    bandit: BanditSizes
+    rl: RLSizes
+    audit: AuditSizes
+
+
+# rl: epsilon = 1 is the theorem's small-epsilon regime; S = A = H = 2 keeps the 2 S^2 A =
+# 16-symbol encoding (at epsilon / H = 0.5 per step) as small as an H > 1 problem allows. The rule
+# judges the privacy bonus constant c_sigma = 1, the only value for which ucbvi_ldp's bonus covers
+# the noise with the theorem's union bound. The row of constant 0.3 (~1 / sqrt(L): one standard
 # deviation of the noise's effect) is reported, not judged: that value was chosen after seeing
 # runs on this very bed.
-RL = {
-    "smoke": RLSizes(S=2, A=2, H=2, ks=_doubling(32, 2), epsilon=4.0),
-    "quick": RLSizes(S=2, A=2, H=2, ks=_doubling(2**16, 5), epsilon=1.0),
-    "full": RLSizes(S=3, A=2, H=3, ks=_doubling(2**18, 6), epsilon=1.0),
-}
-AUDIT = {
-    "smoke": AuditSizes(categories=3, samples=20_000, epsilons=(0.5, 2.0)),
-    "quick": AuditSizes(categories=4, samples=400_000),
-    "full": AuditSizes(categories=6, samples=10_000_000),
+SIZES = {
+    "smoke": Config(
+        sanity=SanitySizes(S=2, A=3, K=200),
+        bandit=BanditSizes(ks=_doubling(64, 3), grid=((2, 3),)),
+        rl=RLSizes(S=2, A=2, H=2, ks=_doubling(32, 2), epsilon=4.0),
+        audit=AuditSizes(categories=3, samples=20_000, epsilons=(0.5, 2.0)),
+    ),
+    "quick": Config(
+        sanity=SanitySizes(S=4, A=4, K=4096),
+        bandit=BanditSizes(ks=_doubling(2**15, 5), grid=((4, 4), (8, 4), (4, 8))),
+        rl=RLSizes(S=2, A=2, H=2, ks=_doubling(2**16, 5), epsilon=1.0),
+        audit=AuditSizes(categories=4, samples=400_000),
+    ),
+    "full": Config(
+        sanity=SanitySizes(S=4, A=4, K=100_000),
+        bandit=BanditSizes(ks=_doubling(2**17, 6), grid=((4, 4), (8, 4), (4, 8), (16, 4))),
+        rl=RLSizes(S=3, A=2, H=3, ks=_doubling(2**18, 6), epsilon=1.0),
+        audit=AuditSizes(categories=6, samples=10_000_000),
+    ),
 }
 
 #: Per-seed K-exponents are judged against 1/2 (the claimed sqrt-K rate) with the tolerance
-#: 1/12 fixed before any run: 7/12 is halfway between 1/2 and the 2/3 of the EXP3 variant
-#: that this package had before 2026-12-04, so the rule tells the two rates apart.
+#: 1/12 fixed before any run: 7/12 is halfway between 1/2 and the 2/3 of an EXP3 variant that
+#: sends its policy (the user draws the arm), so the rule tells the two rates apart.
 SQRT_K_LOW, SQRT_K_HIGH = 5 / 12, 7 / 12
 
 
@@ -84,23 +100,6 @@ JUDGED_EPSILONS = (1.0, 2.0, 8.0)
 
 def _sqrt_k(row: str) -> tuple[Threshold, Threshold]:
     return Threshold(row, SQRT_K_HIGH), Threshold(row, SQRT_K_LOW, below=False)
-
-
-register(
-    Experiment(
-        paper=PAPER,
-        id="large_epsilon_limit",
-        claim="sanity (known answer): as epsilon grows the unary encoding becomes exact, so "
-        "EXP3-LDP at eps=30 (a bit flips with probability 3e-7) has the regret of EXP3 on the "
-        "same bandits and keys, to within 1% per seed",
-        metric="cumulative pseudo-regret after K rounds; relative per-seed difference",
-        lower_is_better=True,
-        baselines=("EXP3",),
-        methods=("EXP3-LDP eps=30", "|EXP3-LDP eps=30 - EXP3| / EXP3"),
-        rule=Threshold("|EXP3-LDP eps=30 - EXP3| / EXP3", 0.01),
-        run=partial(_tasks.large_epsilon_limit, sizes=SANITY),
-    )
-)
 
 
 def _bandit_rule() -> AllOf:
@@ -117,9 +116,20 @@ def _bandit_rule() -> AllOf:
     return AllOf(tuple(parts))
 
 
-register(
+EXPERIMENTS = (
     Experiment(
-        paper=PAPER,
+        id="large_epsilon_limit",
+        claim="sanity (known answer): as epsilon grows the unary encoding becomes exact, so "
+        "EXP3-LDP at eps=30 (a bit flips with probability 3e-7) has the regret of EXP3 on the "
+        "same bandits and keys, to within 1% per seed",
+        metric="cumulative pseudo-regret after K rounds; relative per-seed difference",
+        lower_is_better=True,
+        baselines=("EXP3",),
+        methods=("EXP3-LDP eps=30", "|EXP3-LDP eps=30 - EXP3| / EXP3"),
+        rule=Threshold("|EXP3-LDP eps=30 - EXP3| / EXP3", 0.01),
+        run=_tasks.large_epsilon_limit,
+    ),
+    Experiment(
         id="bandit_rate",
         claim="EXP3 on unary-encoded losses (the learner draws each context's arm, so privacy "
         "noise reaches one arm per context) has regret growing as sqrt(K): per-seed exponent of "
@@ -143,14 +153,10 @@ register(
             "exponent in minimax rate",
         ),
         rule=_bandit_rule(),
-        run=partial(_tasks.bandit_rate, sizes=BANDIT),
+        run=_tasks.bandit_rate,
         plot=_plots.plot_curves,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="rl_rate",
         claim="at small epsilon (eps = 1, H releases at eps/H) UCBVI with unary-encoded "
         "statistics and the theory's bonus covering the privacy noise (constant c_sigma = 1) "
@@ -170,14 +176,10 @@ register(
                 Threshold("K-exponent UCBVI-LDP", 1.0),
             )
         ),
-        run=partial(_tasks.rl_rate, sizes=RL),
+        run=_tasks.rl_rate,
         plot=_plots.plot_curves,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="privacy_audit",
         claim="released messages never exceed likelihood ratio e^eps: exactly (enumeration) "
         "for unary encoding and randomised response, and empirically (sampled releases)",
@@ -193,6 +195,6 @@ register(
                 Threshold("unary share of significant excesses", 0.01),
             )
         ),
-        run=partial(_tasks.privacy_audit, sizes=AUDIT),
-    )
+        run=_tasks.privacy_audit,
+    ),
 )

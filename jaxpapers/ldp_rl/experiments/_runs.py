@@ -47,7 +47,7 @@ def bandit_final_regret(S: int, A: int, ks, epsilons, seeds, *, private: bool) -
 
     def one(seed, e, et, g, at):
         kb, kr = jax.random.split(jax.random.key(seed))
-        bandit = random_contextual_bandit(kb, S, A)
+        bandit = random_contextual_bandit(S, A, key=kb)
         p = Exp3Params(et, g)
         out = exp3_ldp(bandit, k_max, e if private else None, key=kr, params=p, record_every=block)
         return out.regret[at]
@@ -70,7 +70,7 @@ def bandit_regret(S: int, A: int, K: int, epsilons, seeds, *, private: bool) -> 
 
     def one(seed, e, et, g):
         kb, kr = jax.random.split(jax.random.key(seed))
-        bandit = random_contextual_bandit(kb, S, A)
+        bandit = random_contextual_bandit(S, A, key=kb)
         return exp3_ldp(bandit, K, e if private else None, key=kr, params=Exp3Params(et, g)).regret
 
     per_eps = jax.vmap(one, in_axes=(None, 0, 0, 0))
@@ -102,7 +102,7 @@ def rl_final_regret(
 
     def one(seed, e, k, at):
         km, kr = jax.random.split(jax.random.key(seed))
-        mdp = random_episodic_mdp(km, S, A, H)
+        mdp = random_episodic_mdp(S, A, H, key=km)
         out = ucbvi_ldp(
             mdp,
             k_max,

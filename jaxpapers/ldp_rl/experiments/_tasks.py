@@ -1,4 +1,4 @@
-"""The P15 experiments' ``run`` functions (sizes come from the table in ``__init__``)."""
+"""The P15 experiments' ``run(ctx, config)`` functions (``config``: ``SIZES`` in ``__init__``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from jaxpapers.ldp_rl import exp3_regret_bound
 from jaxpapers.ldp_rl.experiments import _audit, _runs
 
 
-def large_epsilon_limit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def large_epsilon_limit(ctx: Context, config) -> Outcome:
     """EXP3-LDP at a huge epsilon against EXP3 on the same bandits and keys."""
-    z = ctx.pick(**sizes)
+    z = config.sanity
     eps = 30.0
     private = _runs.bandit_regret(z.S, z.A, z.K, [eps], ctx.seed_list, private=True)[0]
     plain = _runs.bandit_regret(z.S, z.A, z.K, [None], ctx.seed_list, private=False)[0]
@@ -35,11 +35,11 @@ def uncapped(S: int, A: int, K: int, epsilon: float) -> bool:
     return exp3_regret_bound(S, A, K, epsilon) <= K / 4
 
 
-def bandit_rate(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def bandit_rate(ctx: Context, config) -> Outcome:
     """EXP3-LDP final regret over separately run horizons K, several epsilon and (S, A):
     per-seed exponents in K, and per-seed exponent of the regret in the minimax rate across
     every uncapped (S, A, epsilon) cell."""
-    z = ctx.pick(**sizes)
+    z = config.bandit
     ks = np.asarray(z.ks)
     values: dict[str, list[float]] = {}
     curves: dict[str, Any] = {}
@@ -96,9 +96,9 @@ def bandit_rate(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     return Outcome(values, extras)
 
 
-def rl_rate(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def rl_rate(ctx: Context, config) -> Outcome:
     """UCBVI-LDP vs UCBVI final regret over separately run horizons K (one run per K)."""
-    z = ctx.pick(**sizes)
+    z = config.rl
     ks = np.asarray(z.ks)
     private = _runs.rl_final_regret(
         z.S,
@@ -156,10 +156,10 @@ def rl_rate(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     return Outcome(values, extras)
 
 
-def privacy_audit(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def privacy_audit(ctx: Context, config) -> Outcome:
     """Exact and sampled likelihood ratios of the released messages, per epsilon (rows over
     epsilon take the place of seeds; sampling uses seed i for epsilon i)."""
-    z = ctx.pick(**sizes)
+    z = config.audit
     values: dict[str, list[float]] = _audit.exact_losses(z.epsilons, z.categories)
     zs, ratios, rr = [], [], []
     for i, e in enumerate(z.epsilons):

@@ -1,16 +1,28 @@
-"""P14 experiments: registrations and sizes only (runs in ``_runs.py``)."""
+"""P14 experiments: known answers, samples to an epsilon-CCE as the players and the horizon grow,
+and the empirical-Bernstein bandit against EXP3-IX.
+
+``sanity`` (known answers: Chicken's welfare-maximising CCE, zero gap of LP CCEs, the history-tree
+gap of a one-component mixture, learned gaps on matrix games), ``players_scaling`` and
+``horizon_scaling`` (per-seed log-log slopes of the samples to an epsilon-CCE, both methods
+stopped by the same exact rule, every output's exact gap checked), ``bandit_variance`` (regret per
+round on low-variance and Bernoulli losses). ``SIZES`` holds one :class:`Config` per run size;
+the runs live in ``_runs.py``.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import dataclasses
 
-from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold, register
+from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold
 from jaxpapers.markov_games.experiments import _runs
 
-PAPER = "P14"
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """Sizes of one run size: the games (``states``, ``actions``, ``horizon``, ``players``,
+    ``horizons``), the target gaps (``epsilon*``), the learners' round cap (``cap``) and the
+    bandit bed (``arms``, ``rounds``, best-arm ``gap``, low-variance ``spread``)."""
 
-class Sizes(NamedTuple):
     states: int
     actions: int
     horizon: int
@@ -27,7 +39,7 @@ class Sizes(NamedTuple):
 
 
 SIZES = {
-    "smoke": Sizes(
+    "smoke": Config(
         states=2,
         actions=2,
         horizon=2,
@@ -42,7 +54,7 @@ SIZES = {
         gap=0.1,
         spread=0.02,
     ),
-    "quick": Sizes(
+    "quick": Config(
         states=2,
         actions=2,
         horizon=2,
@@ -57,7 +69,7 @@ SIZES = {
         gap=0.05,
         spread=0.02,
     ),
-    "full": Sizes(
+    "full": Config(
         states=4,
         actions=3,
         horizon=3,
@@ -75,13 +87,8 @@ SIZES = {
 }
 
 
-def _sizes(ctx) -> Sizes:
-    return ctx.pick(smoke=SIZES["smoke"], quick=SIZES["quick"], full=SIZES["full"])
-
-
-register(
+EXPERIMENTS = (
     Experiment(
-        paper=PAPER,
         id="sanity",
         claim=(
             "Known answers: Chicken's welfare-maximising CCE (LP) has welfare 10.5; the "
@@ -106,13 +113,9 @@ register(
                 Threshold("matrix_games_gap_over_epsilon", 1.0),
             )
         ),
-        run=lambda ctx: _runs.run_sanity(ctx, _sizes(ctx)),
-    )
-)
-
-register(
+        run=_runs.run_sanity,
+    ),
     Experiment(
-        paper=PAPER,
         id="players_scaling",
         claim=(
             "With max_i A_i = 2 fixed and m growing, the samples the paper's simulator learner "
@@ -135,14 +138,10 @@ register(
                 Threshold("worst exact gap / epsilon", 1.0),
             )
         ),
-        run=lambda ctx: _runs.run_players(ctx, _sizes(ctx)),
+        run=_runs.run_players,
         plot=_runs.plot_players,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="horizon_scaling",
         claim=(
             "Samples to an epsilon-CCE grow in H no faster than H^4 with a simulator and H^5 "
@@ -168,14 +167,10 @@ register(
                 Threshold("worst exact gap / epsilon", 1.0),
             )
         ),
-        run=lambda ctx: _runs.run_horizon(ctx, _sizes(ctx)),
+        run=_runs.run_horizon,
         plot=_runs.plot_horizon,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="bandit_variance",
         claim=(
             "On low-variance losses the empirical-Bernstein bandit has lower regret than EXP3, "
@@ -195,7 +190,7 @@ register(
                 NoWorse("bernstein_bernoulli", "exp3_bernoulli", margin=0.01),
             )
         ),
-        run=lambda ctx: _runs.run_bandit_variance(ctx, _sizes(ctx)),
+        run=_runs.run_bandit_variance,
         plot=_runs.plot_bandit,
-    )
+    ),
 )

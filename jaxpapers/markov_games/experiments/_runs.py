@@ -1,9 +1,12 @@
-"""Runs behind P14's experiments: seeds and both methods vmapped, one compile per game shape."""
+"""Runs behind P14's experiments: seeds and both methods vmapped, one compile per game shape.
+
+Each ``run_*(ctx, config)`` is one experiment's ``run`` (``config``: ``SIZES`` in ``__init__``).
+"""
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,12 +25,12 @@ from jaxpapers.markov_games import (
     markov_lp_cce,
     mixture_cce_gap,
     online_cce,
-    pad_horizon,
     random_game,
     run_bandit,
     shapley_game,
     simulator_cce,
 )
+from jaxpapers.markov_games._game import pad_horizon
 
 METHODS = ("paper", "baseline")
 
@@ -94,9 +97,19 @@ def rare_switch_losses(rounds: int, arms: int, switch: int = 200):
     return jnp.asarray(L)
 
 
+class LearnRuns(NamedTuple):
+    """Both methods' runs for every (horizon, seed): arrays ``[methods, horizons, seeds]``
+    (methods in the order of ``METHODS``)."""
+
+    samples: np.ndarray
+    gap: np.ndarray
+    certificate: np.ndarray
+    converged: np.ndarray
+
+
 def _learn(
-    setting: str, seeds: list[int], sizes: Any, horizons, players: int, epsilon: float
-) -> dict:
+    setting: str, seeds: list[int], config: Any, horizons, players: int, epsilon: float
+) -> LearnRuns:
     """Samples, certificates and exact gaps of both methods for every (horizon, seed), all in one
     vmapped call per method (games padded to the longest horizon). Both methods stop by the same
     rule: in the simulator the exact stage gaps and value errors (``stop="exact"``), online the
@@ -106,7 +119,7 @@ def _learn(
     for H in horizons:
         for s in seeds:
             key = jax.random.key(1000 + s + 97 * H)
-            g = random_game(key, sizes.states, H, (sizes.actions,) * players)
+            g = random_game(config.states, H, (config.actions,) * players, key=key)
             games.append(pad_horizon(g, longest))
             hs.append(H)
     games = stack_trees(games)
@@ -116,20 +129,26 @@ def _learn(
         learner = partial(simulator_cce_batch, stop="exact")
     else:
         learner = online_cce_batch
-    out: dict[str, Any] = {str(float(H)): {} for H in horizons}
+    fields = []
     for method in METHODS:
-        res = learner(games, keys, hs, epsilon=epsilon, method=method, cap=sizes.cap)
+        res = learner(games, keys, hs, epsilon=epsilon, method=method, cap=config.cap)
         gaps = jax.vmap(lambda g, p: cce_gap(g, p).gap)(games, res.policy)
-        fields = {
-            "samples": res.samples,
-            "gap": gaps,
-            "certificate": res.certificate,
-            "converged": res.converged,
+        fields.append((res.samples, gaps, res.certificate, res.converged))
+    shape = (len(METHODS), len(horizons), len(seeds))
+    return LearnRuns(
+        *(np.stack([np.asarray(f[i]) for f in fields]).reshape(shape) for i in range(4))
+    )
+
+
+def _by_horizon(runs: LearnRuns, horizons) -> dict[str, Any]:
+    """``{str(float(H)): {method: {field: [per seed]}}}`` (the extras' and plots' layout)."""
+    return {
+        str(float(H)): {
+            method: {name: np.asarray(v)[k, n].tolist() for name, v in runs._asdict().items()}
+            for k, method in enumerate(METHODS)
         }
-        for n, H in enumerate(horizons):
-            sl = slice(n * len(seeds), (n + 1) * len(seeds))
-            out[str(float(H))][method] = {k: np.asarray(v[sl]).tolist() for k, v in fields.items()}
-    return out
+        for n, H in enumerate(horizons)
+    }
 
 
 def _slopes(x: list[float], runs: dict, method: str) -> list[float]:
@@ -147,56 +166,58 @@ def _all_converged(runs: dict) -> bool:
     return all(all(r[mm]["converged"]) for r in runs.values() for mm in METHODS)
 
 
-def run_players(ctx: Context, sizes: Any) -> Outcome:
+def run_players(ctx: Context, config: Any) -> Outcome:
     seeds = ctx.seed_list
-    sum_a = [float(sizes.actions * m) for m in sizes.players]
+    sum_a = [float(config.actions * m) for m in config.players]
     runs = {}
-    for m, x in zip(sizes.players, sum_a, strict=True):
+    for m, x in zip(config.players, sum_a, strict=True):
         learn = partial(
-            _learn, "simulator", seeds, sizes, [sizes.horizon], m, sizes.epsilon_players
+            _learn, "simulator", seeds, config, [config.horizon], m, config.epsilon_players
         )
-        runs[str(x)] = ctx.cached(f"players_{m}", learn)[str(float(sizes.horizon))]
+        runs[str(x)] = _by_horizon(ctx.cached(f"players_{m}", learn), [config.horizon])[
+            str(float(config.horizon))
+        ]
     values = {f"{method}_slope": _slopes(sum_a, runs, method) for method in METHODS}
-    values["worst exact gap / epsilon"] = [_worst_gap(runs, sizes.epsilon_players)]
+    values["worst exact gap / epsilon"] = [_worst_gap(runs, config.epsilon_players)]
     extras = {
         # the bed's difficulty per m: the uniform policy's exact gap on the same games
         "uniform policy exact gap / epsilon (per m, per seed)": {
             str(m): [
                 float(cce_gap(g, jnp.full((g.horizon, g.num_states, 2**m), 0.5**m)).gap)
-                / sizes.epsilon_players
+                / config.epsilon_players
                 for g in (
                     random_game(
-                        jax.random.key(1000 + s + 97 * sizes.horizon),
-                        sizes.states,
-                        sizes.horizon,
-                        (sizes.actions,) * m,
+                        config.states,
+                        config.horizon,
+                        (config.actions,) * m,
+                        key=jax.random.key(1000 + s + 97 * config.horizon),
                     )
                     for s in seeds
                 )
             ]
-            for m in sizes.players
+            for m in config.players
         },
         "sum_A": sum_a,
-        "max_A": sizes.actions,
-        "epsilon": sizes.epsilon_players,
+        "max_A": config.actions,
+        "epsilon": config.epsilon_players,
         "all_converged": _all_converged(runs),
         "runs": runs,
     }
     return Outcome(values, extras)
 
 
-def run_horizon(ctx: Context, sizes: Any) -> Outcome:
+def run_horizon(ctx: Context, config: Any) -> Outcome:
     seeds = ctx.seed_list
-    horizons = [float(h) for h in sizes.horizons]
+    horizons = [float(h) for h in config.horizons]
     values: dict[str, list[float]] = {}
     extras: dict[str, Any] = {"horizons": horizons, "runs": {}, "epsilon": {}}
     worst = []
     # one epsilon for both settings: with the online learners stopped on the exact gap alone,
-    # the larger ``sizes.epsilon`` (0.5 in quick) is met by the first episode's near-uniform
+    # the larger ``config.epsilon`` (0.5 in quick) is met by the first episode's near-uniform
     # policy at H = 2 and 3 (nothing learned, the slope set by the bed)
-    for setting, eps in (("simulator", sizes.epsilon_horizon), ("online", sizes.epsilon_horizon)):
-        learn = partial(_learn, setting, seeds, sizes, list(sizes.horizons), 2, eps)
-        runs = ctx.cached(setting, learn)
+    for setting, eps in (("simulator", config.epsilon_horizon), ("online", config.epsilon_horizon)):
+        learn = partial(_learn, setting, seeds, config, list(config.horizons), 2, eps)
+        runs = _by_horizon(ctx.cached(setting, learn), list(config.horizons))
         extras["runs"][setting] = runs
         extras["epsilon"][setting] = eps
         extras[f"{setting}_all_converged"] = _all_converged(runs)
@@ -207,50 +228,50 @@ def run_horizon(ctx: Context, sizes: Any) -> Outcome:
     return Outcome(values, extras)
 
 
-def run_bandit_variance(ctx: Context, sizes: Any) -> Outcome:
+def run_bandit_variance(ctx: Context, config: Any) -> Outcome:
     seeds = ctx.seed_list
-    means = np.full(sizes.arms, 0.5)
-    means[0] = 0.5 - sizes.gap
+    means = np.full(config.arms, 0.5)
+    means[0] = 0.5 - config.gap
     values, curves = {}, {}
     for noise in ("low_variance", "bernoulli"):
 
         def losses_for(seed, noise=noise):
             k = jax.random.key(seed)
             if noise == "low_variance":
-                u = jax.random.uniform(k, (sizes.rounds, sizes.arms), minval=-1.0, maxval=1.0)
-                return jnp.asarray(means)[None, :] + sizes.spread * u
-            probs = jnp.broadcast_to(jnp.asarray(means), (sizes.rounds, sizes.arms))
+                u = jax.random.uniform(k, (config.rounds, config.arms), minval=-1.0, maxval=1.0)
+                return jnp.asarray(means)[None, :] + config.spread * u
+            probs = jnp.broadcast_to(jnp.asarray(means), (config.rounds, config.arms))
             return jax.random.bernoulli(k, probs).astype(jnp.float32)
 
         losses = jnp.stack([losses_for(s) for s in seeds])
         keys = jax.random.split(jax.random.key(3), len(seeds))
         for name, adaptive in (("bernstein", True), ("exp3", False)):
             regret = run_bandit_batch(losses, keys, adaptive)
-            values[f"{name}_{noise}"] = (np.asarray(regret[:, -1], float) / sizes.rounds).tolist()
-            stride = max(1, sizes.rounds // 100)
+            values[f"{name}_{noise}"] = (np.asarray(regret[:, -1], float) / config.rounds).tolist()
+            stride = max(1, config.rounds // 100)
             curves[f"{name}_{noise}"] = np.asarray(regret.mean(0)[::stride], float).tolist()
     # the certificate on a non-stationary sequence (reported, not judged: see the claim)
     rare = jnp.broadcast_to(
-        rare_switch_losses(sizes.rounds, sizes.arms), (len(seeds), sizes.rounds, sizes.arms)
+        rare_switch_losses(config.rounds, config.arms), (len(seeds), config.rounds, config.arms)
     )
     regret, bound = run_bandit_certificates(rare, jax.random.split(jax.random.key(5), len(seeds)))
     extras = {
         "curves": curves,
         "means": means.tolist(),
-        "spread": sizes.spread,
+        "spread": config.spread,
         "non-stationary (rare switch): bernstein regret": np.asarray(regret, float).tolist(),
         "non-stationary (rare switch): certificate (delta 0.1)": np.asarray(bound, float).tolist(),
     }
     return Outcome(values, extras)
 
 
-def run_sanity(ctx: Context, sizes: Any) -> Outcome:
+def run_sanity(ctx: Context, config: Any) -> Outcome:
     seeds = ctx.seed_list
     lp = lp_cce(CHICKEN_PAYOFFS)
     values: dict[str, list[float]] = {"chicken_lp_welfare_error": [abs(lp.welfare - 10.5)]}
     lp_gaps, mix_diff, sim_ratio = [], [], []
     for s in seeds:
-        g = random_game(jax.random.key(2000 + s), 2, 2, (2, 2))
+        g = random_game(2, 2, (2, 2), key=jax.random.key(2000 + s))
         pol = markov_lp_cce(g)
         lp_gaps.append(abs(float(cce_gap(g, jnp.asarray(pol)).gap)))
         uniform = np.full_like(pol, 1.0 / pol.shape[-1])
@@ -261,10 +282,10 @@ def run_sanity(ctx: Context, sizes: Any) -> Outcome:
         batch = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(seeds), *x.shape)), g)
         hs = jnp.ones(len(seeds), int)
         res = simulator_cce_batch(
-            batch, keys, hs, epsilon=sizes.epsilon, method="paper", cap=sizes.cap
+            batch, keys, hs, epsilon=config.epsilon, method="paper", cap=config.cap
         )
         gaps = jax.vmap(lambda gg, p: cce_gap(gg, p).gap)(batch, res.policy)
-        sim_ratio.append(float(jnp.max(gaps)) / sizes.epsilon)
+        sim_ratio.append(float(jnp.max(gaps)) / config.epsilon)
     values["random_game_lp_gap"] = lp_gaps
     values["mixture_vs_markov_gap_diff"] = mix_diff
     values["matrix_games_gap_over_epsilon"] = sim_ratio

@@ -1,24 +1,30 @@
-"""P16 experiments: registrations and the table of sizes (runs live in ``_tasks.py``).
+"""P16 experiments: Novikoff's bound, the stability-refined perceptron bound, surrogate regret,
+delays, a parameter-free Gaptron and online-to-batch on digits.
 
-Every step size is tuned on validation streams apart from the test streams (``_tasks``); claims
-are as strong as the abstract's verbs: "improve" is :class:`Better` (paired one-sided t test over
-the seeds), and the two claims without a comparative verb (a parameter-free Gaptron; results
-extended to the batch setting) are non-inferiority with margins fixed from the metric's scale
-before any run (see each experiment).
+``SIZES`` holds one :class:`Config` per run size; the runs live in ``_tasks.py`` (vmapped
+programs in ``_runs.py``). Every step size is tuned on validation streams apart from the test
+streams (``_tasks``); claims are as strong as the abstract's verbs: "improve" is
+:class:`Better` (paired one-sided t test over the seeds), and the two claims without a
+comparative verb (a parameter-free Gaptron; results extended to the batch setting) are
+non-inferiority with margins fixed from the metric's scale before any run (see each
+experiment).
 """
 
 from __future__ import annotations
 
-from functools import partial
-from typing import NamedTuple
+import dataclasses
 
-from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold, register
+from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold
 from jaxpapers.multiclass.experiments import _plots, _tasks
 
-PAPER = "P16"
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """Sizes of one run size: rounds ``T``, dimension ``d``, classes ``C``, label ``noise``, the
+    separable streams' ``margin``, the surrogate ``losses``, ``delays``, the step grid, the ridge
+    and scale comparators of ``perceptron_bound``, and the digits split (``train`` digits, of
+    which the last ``validation`` choose the step)."""
 
-class Sizes(NamedTuple):
     T: int
     d: int = 20
     C: int = 5
@@ -37,7 +43,7 @@ class Sizes(NamedTuple):
 
 
 SIZES = {
-    "smoke": Sizes(
+    "smoke": Config(
         T=200,
         d=5,
         C=3,
@@ -48,13 +54,12 @@ SIZES = {
         train=300,
         validation=100,
     ),
-    "quick": Sizes(T=3000),
-    "full": Sizes(T=50_000, d=50, C=10),
+    "quick": Config(T=3000),
+    "full": Config(T=50_000, d=50, C=10),
 }
 
-register(
+EXPERIMENTS = (
     Experiment(
-        paper=PAPER,
         id="novikoff",
         claim="sanity: on separable data the multiclass perceptron makes at most 2 (R/gamma)^2 "
         "mistakes (Novikoff)",
@@ -63,13 +68,9 @@ register(
         baselines=(),
         methods=("perceptron mistakes / 2(R/gamma)^2",),
         rule=Threshold("perceptron mistakes / 2(R/gamma)^2", 1.0),
-        run=partial(_tasks.novikoff, sizes=SIZES),
-    )
-)
-
-register(
+        run=_tasks.novikoff,
+    ),
     Experiment(
-        paper=PAPER,
         id="perceptron_bound",
         claim="known-answer check of the derivation and the code (a theorem, it cannot fail "
         "on correct code): on every noisy stream and every comparator U (a ridge path on the "
@@ -96,13 +97,9 @@ register(
                 Threshold("new bound / old bound", 0.9),
             )
         ),
-        run=partial(_tasks.perceptron_bound, sizes=SIZES),
-    )
-)
-
-register(
+        run=_tasks.perceptron_bound,
+    ),
     Experiment(
-        paper=PAPER,
         id="surrogate_regret",
         claim="the stability-exploiting Gaptron has lower surrogate regret than the standard "
         "perceptron and than Gaptron on the same noisy streams (hinge; every step tuned on "
@@ -114,14 +111,10 @@ register(
         baselines=("perceptron", "Gaptron"),
         methods=("stable Gaptron",),
         rule=AllOf((Better("stable Gaptron", "perceptron"), Better("stable Gaptron", "Gaptron"))),
-        run=partial(_tasks.surrogate_regret, sizes=SIZES),
+        run=_tasks.surrogate_regret,
         plot=_plots.plot_mistake_curves,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="delays",
         claim="improved results for delayed feedback: the stability-exploiting Gaptron's "
         "surrogate regret grows less with the delay than Gaptron's and the perceptron's "
@@ -145,14 +138,10 @@ register(
                 ),
             )
         ),
-        run=partial(_tasks.delays, sizes=SIZES),
+        run=_tasks.delays,
         plot=_plots.plot_delays,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="parameter_free",
         claim="parameter-free Gaptron, with no step size, beats Gaptron at the median step of the "
         "grid and is no worse than Gaptron at the step tuned on validation streams (margin 0.01 "
@@ -169,13 +158,9 @@ register(
                 NoWorse("parameter-free Gaptron", "Gaptron (tuned eta)", margin=0.01),
             )
         ),
-        run=partial(_tasks.parameter_free, sizes=SIZES),
-    )
-)
-
-register(
+        run=_tasks.parameter_free,
+    ),
     Experiment(
-        paper=PAPER,
         id="batch",
         claim="online-to-batch (one pass, average iterate) on sklearn digits: the stable "
         "Gaptron's test error is no worse than the perceptron's (average or last iterate), "
@@ -196,6 +181,6 @@ register(
                 ),
             )
         ),
-        run=partial(_tasks.batch, sizes=SIZES),
-    )
+        run=_tasks.batch,
+    ),
 )

@@ -22,7 +22,7 @@ from jaxpapers.multiclass import (
 def linear_streams(seeds, T: int, d: int, C: int, *, margin: float = 0.0, noise: float = 0.0):
     """Stacked streams ``Stream(x [n, T, d], y [n, T])`` and their ``U [n, C, d]``, one a seed."""
     keys = jnp.stack([jax.random.key(s) for s in seeds])
-    return jax.vmap(lambda k: linear_stream(k, T, d, C, margin=margin, noise=noise))(keys)
+    return jax.vmap(lambda k: linear_stream(T, d, C, key=k, margin=margin, noise=noise))(keys)
 
 
 @partial(jax.jit, static_argnames=("num_classes", "loss", "delay"))
@@ -62,7 +62,7 @@ def stack(learners) -> object:
 def digits_split(seeds, train: int):
     """Per seed: a random order of the digits, the first ``train`` as the stream, the rest as
     the test set. Returns stacked ``(train_streams, test_streams)``."""
-    streams = [digits_stream(jax.random.key(s)) for s in seeds]
+    streams = [digits_stream(key=jax.random.key(s)) for s in seeds]
     tr = Stream(
         jnp.stack([s.x[:train] for s in streams]), jnp.stack([s.y[:train] for s in streams])
     )

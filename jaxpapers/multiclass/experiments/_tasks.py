@@ -1,4 +1,4 @@
-"""The P16 experiments' ``run`` functions (sizes come from the table in ``__init__``).
+"""The P16 experiments' ``run(ctx, config)`` functions (``config``: ``SIZES`` in ``__init__``).
 
 Step sizes are tuned, never set by hand: every learner with a step (Gaptron, the stable Gaptron;
 exploration ``a = eta``, the coupling of Gaptron's analysis) runs the whole grid on *validation*
@@ -93,9 +93,9 @@ def _edge_note(chosen: dict[str, Any], z) -> list[str]:
     return notes
 
 
-def novikoff(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def novikoff(ctx: Context, config) -> Outcome:
     """Perceptron mistakes on separable streams against 2 (R / gamma)^2."""
-    z = ctx.pick(**sizes)
+    z = config
     streams, U = _runs.linear_streams(ctx.seed_list, z.T, z.d, z.C, margin=z.margin)
     out = _runs.run_grid(_runs.stack([perceptron()]), streams, z.C)
     mistakes = np.asarray(out.mistakes.sum(-1))[:, 0]
@@ -109,7 +109,7 @@ def novikoff(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     )
 
 
-def perceptron_bound(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def perceptron_bound(ctx: Context, config) -> Outcome:
     r"""The standard perceptron's surrogate regret against the classic bound and the
     stability-refined one (derivation in the package docstring).
 
@@ -120,7 +120,7 @@ def perceptron_bound(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     ``M - L(U)`` is at most this) against the old bound ``|U| R sqrt(2 M)`` and the new one
     ``|U| R sqrt(2 M_u)``, ``M_u`` the mistakes whose update changed the prediction.
     """
-    z = ctx.pick(**sizes)
+    z = config
     streams, _ = _runs.linear_streams(ctx.seed_list, z.T, z.d, z.C, noise=z.noise)
     out = _runs.run_grid(_runs.stack([perceptron()]), streams, z.C)
     wrong = np.asarray(out.mistakes)[:, 0]  # [seeds, T]; the perceptron is deterministic
@@ -175,9 +175,9 @@ def _ridge(streams: Stream, C: int, l2: float) -> np.ndarray:
     return np.asarray(_runs.comparators(streams, C, l2).weights, np.float64)
 
 
-def surrogate_regret(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def surrogate_regret(ctx: Context, config) -> Outcome:
     """Surrogate regret of the perceptron and the tuned Gaptron and stable Gaptron, per loss."""
-    z = ctx.pick(**sizes)
+    z = config
     streams, _ = _runs.linear_streams(ctx.seed_list, z.T, z.d, z.C, noise=z.noise)
     val, _ = _runs.linear_streams(_validation(ctx), z.T, z.d, z.C, noise=z.noise)
     values: dict[str, list[float]] = {}
@@ -220,7 +220,7 @@ def penalty_row(name: str, d: int) -> str:
     return f"{name} penalty d={d} - d=0"
 
 
-def delays(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def delays(ctx: Context, config) -> Outcome:
     """Surrogate regret under feedback delays d in ``z.delays``, steps tuned at each delay.
 
     Besides each learner's regret at each delay (rows ``"<learner> d=<d>"``), the rows
@@ -229,7 +229,7 @@ def delays(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     step tuned (same grid, same validation streams) at that delay. "Improved results for
     delayed feedback" is about how regret grows with d, so the verdict reads these penalties.
     """
-    z = ctx.pick(**sizes)
+    z = config
     streams, _ = _runs.linear_streams(ctx.seed_list, z.T, z.d, z.C, noise=z.noise)
     val, _ = _runs.linear_streams(_validation(ctx), z.T, z.d, z.C, noise=z.noise)
     comp = np.asarray(_runs.comparator_losses(streams, z.C))
@@ -257,10 +257,10 @@ def delays(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     )
 
 
-def parameter_free(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def parameter_free(ctx: Context, config) -> Outcome:
     """Parameter-free Gaptron against Gaptron at the step tuned on validation streams and at the
     median step of the validation ranking, scored on the test streams (regret per round)."""
-    z = ctx.pick(**sizes)
+    z = config
     streams, _ = _runs.linear_streams(ctx.seed_list, z.T, z.d, z.C, noise=z.noise)
     val, _ = _runs.linear_streams(_validation(ctx), z.T, z.d, z.C, noise=z.noise)
     chosen = tune_steps(z, val)["Gaptron"]
@@ -287,11 +287,11 @@ def parameter_free(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
     )
 
 
-def batch(ctx: Context, *, sizes: dict[str, Any]) -> Outcome:
+def batch(ctx: Context, config) -> Outcome:
     """Online-to-batch (average iterate, one pass) test error on sklearn digits; the stable
     Gaptron's step is chosen by the average iterate's error on a validation split of the
     training part (the test part is never seen before scoring)."""
-    z = ctx.pick(**sizes)
+    z = config
     train, test = _runs.digits_split(ctx.seed_list, z.train)
     fit = Stream(train.x[:, : z.train - z.validation], train.y[:, : z.train - z.validation])
     hold = Stream(train.x[:, z.train - z.validation :], train.y[:, z.train - z.validation :])
