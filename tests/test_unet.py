@@ -10,13 +10,11 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from helpers import FAST_COMPILE
 
 from jaxpapers.core.nn.mlp import MLPDenoiser, sinusoidal_embedding
 from jaxpapers.core.nn.unet import UNet
 
 # Cheap XLA settings: these tests are dominated by compilation.
-FAST = FAST_COMPILE
 
 
 @functools.cache
@@ -25,7 +23,7 @@ def _unet(seed: int):
     tiny kernels)."""
     make = lambda: UNet(1, (8, 16), emb=16, rngs=nnx.Rngs(seed))
     graphdef = nnx.split(nnx.eval_shape(make), nnx.Param)[0]
-    return graphdef, jax.jit(lambda: nnx.split(make(), nnx.Param)[1], compiler_options=FAST)()
+    return graphdef, jax.jit(lambda: nnx.split(make(), nnx.Param)[1])()
 
 
 @pytest.mark.parametrize("size", [8, 32])
@@ -34,7 +32,7 @@ def test_unet_batch_consistent_and_time_dependent(size, key):
     x = jax.random.normal(key, (3, size, size, 1))
     t = jnp.array([0.1, 0.5, 0.9])
 
-    @functools.partial(jax.jit, compiler_options=FAST)
+    @jax.jit
     def run(p):
         model = nnx.merge(graphdef, p)
         # Each sample's output depends only on that sample (GroupNorm is per sample).
@@ -60,7 +58,7 @@ def test_unet_fits_a_batch(key):
     opt = optax.adam(3e-3)
     state = opt.init(params)
 
-    @functools.partial(jax.jit, compiler_options=FAST)
+    @jax.jit
     def step(p, s):
         val, g = jax.value_and_grad(loss)(p)
         upd, s = opt.update(g, s, p)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import FAST_COMPILE, tolerance
+from helpers import tolerance
 
 from jaxpapers.core.nn.vit import ViT, ViTConfig, patchify
 
@@ -26,7 +26,7 @@ def test_tokens_agree_with_features_and_mask_token():
         emb = m.embed(patchify(x, 4))
         return t, tm, m.features(x), h, emb, m.mask[...], m.pos[...], m.cls[...]
 
-    t, tm, feats, h, emb, tok, pos, cls = jax.jit(run, compiler_options=FAST_COMPILE)(state, x)
+    t, tm, feats, h, emb, tok, pos, cls = jax.jit(run)(state, x)
     np.testing.assert_allclose(t.cls, feats, **tolerance(np.float32))
     np.testing.assert_allclose(t.attention.sum(-1), 1.0, **tolerance(np.float32))
     assert t.patches.shape == (3, 4, 16) and t.attention.shape == (3, 2, 5, 5)
