@@ -1,6 +1,6 @@
 """P19 benchmark: variance of symmetry-aware vs plain Monte Carlo densities, and throughput.
 
-Random neural graphons (``NeuralGraphon.init``, sharpness 2). "Equal samples" means equal sampled
+Random neural graphons (``NeuralGraphon``, sharpness 2). "Equal samples" means equal sampled
 points: the symmetric estimator uses ``m`` uniform points (and evaluates each of their
 ``m (m - 1) / 2`` unordered pairs once), plain Monte Carlo ``m / k`` independent ``k``-tuples.
 The symmetric estimator subtracts the step-graphon control variate on a 16 x 16 grid
@@ -47,7 +47,7 @@ def _variance_ratios(H, m: int, reps: int, seeds: int, control: int) -> tuple[fl
     points, evals = [], []
     evaluations = m * (m - 1) // 2 + control * (control + 1) // 2
     for seed in range(seeds):
-        g = NeuralGraphon.init(key=jax.random.key(seed), sharpness=2.0)
+        g = NeuralGraphon(key=jax.random.key(seed), sharpness=2.0)
         keys = jax.random.split(jax.random.key(100 + seed), reps)
         sym = jax.vmap(
             lambda k, g=g: symmetric_mc_density(H, g, key=k, num_points=m, control_grid=control)
@@ -73,7 +73,7 @@ def numpy_k4_density(A: np.ndarray) -> float:
 def _k4_rows(quick: bool, m: int = 512) -> list[dict]:
     from jaxpapers.graphons._density import matrix_density
 
-    g = NeuralGraphon.init(key=jax.random.key(0), sharpness=2.0)
+    g = NeuralGraphon(key=jax.random.key(0), sharpness=2.0)
     x = jax.random.uniform(jax.random.key(3), (m,))
     xs, ys = jnp.meshgrid(x, x, indexing="ij")
     A = g(xs, ys)  # symmetric by construction
@@ -146,7 +146,7 @@ def run(quick: bool = True) -> list[dict]:
             f"grid {CONTROL_GRID})",
         )
     )
-    g = NeuralGraphon.init(key=jax.random.key(0), sharpness=2.0)
+    g = NeuralGraphon(key=jax.random.key(0), sharpness=2.0)
     key = jax.random.key(1)
     sym = jax.jit(lambda k: symmetric_mc_density(triangle(), g, key=k, num_points=m))
     copies = m * (m - 1) * (m - 2) // 6

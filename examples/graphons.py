@@ -30,14 +30,14 @@ b = 0.3
 hub = float(step_density(triangle(), jnp.array([b, 1 - b]), jnp.array([[1.0, 1], [1, 0]])))
 print(f"hub t(K3): {hub:.6f} (closed form {3 * b**2 - 2 * b**3:.6f})")
 
-g = NeuralGraphon.init(key=jax.random.key(0), width=24, sharpness=2.0)
+g = NeuralGraphon(key=jax.random.key(0), width=24, sharpness=2.0)
 
 # Maximise the edge density while the embedded solver holds t(K3) at 1e-3.
 turan = TuranObjective(edge(), triangle(), slack=1e-3)
 res = optimise_graphon(
     turan, g, key=jax.random.key(1), steps=150, num_points=32, learning_rate=2e-2
 )
-vals = evaluate_turan(turan, res.params, 100)
+vals = evaluate_turan(turan, res.graphon, 100)
 print(
     f"triangle-free: edge density {float(vals.value):.3f}, rounded at 1/2 "
     f"{float(vals.rounded_value):.3f} (optimum 0.5)"
@@ -46,7 +46,7 @@ print(
 # Upper tail of triangles in G(n, 0.2): minimise the entropy at t(K3) = 2 p^3.
 tail = TailObjective(triangle(), 0.2, 1.0)
 res = optimise_graphon(tail, g, key=jax.random.key(2), steps=300, num_points=24, learning_rate=2e-2)
-rate, density, _ = evaluate_tail(tail, res.params, 100)
+rate, density, _ = evaluate_tail(tail, res.graphon, 100)
 reference = best_reference(0.2, 1.0).rate
 print(f"upper tail rate {float(rate):.5f} vs best reference {reference:.5f}")
 near_turan = float(vals.value) > 0.45

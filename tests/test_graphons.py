@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from flax import nnx
 from helpers import tolerance
 
 from jaxpapers.graphons import (
@@ -106,7 +107,7 @@ def test_monte_carlo_estimators_are_unbiased(key):
 
 
 def test_neural_graphon_symmetric_bounded_jit_vmap(key):
-    g = NeuralGraphon.init(key=key, width=12, depth=1)
+    g = NeuralGraphon(key=key, width=12, depth=1)
     x, y = jax.random.uniform(jax.random.key(1), (2, 50))
     w = jax.jit(g.__call__)(x, y)
     np.testing.assert_allclose(w, g(y, x), **tolerance(jnp.float32))
@@ -141,7 +142,7 @@ def test_shift_solver_implicit_gradient_matches_finite_differences():
 
 
 def test_optimise_graphon_reduces_the_objective(key):
-    g = NeuralGraphon.init(key=key, width=12, depth=1, sharpness=2.0)
+    g = NeuralGraphon(key=key, width=12, depth=1, sharpness=2.0)
     obj = TailObjective(triangle(), 0.2, 1.0)
     res = optimise_graphon(
         obj, g, key=jax.random.key(1), steps=60, num_points=16, learning_rate=2e-2
@@ -168,7 +169,7 @@ def test_reference_constructions_meet_the_target():
 def test_sampled_graph_densities_match_networkx():
     nx = pytest.importorskip("networkx", reason="networkx is not installed")
     n = 24
-    g = NeuralGraphon.init(key=jax.random.key(5), width=12, depth=1)
+    g = NeuralGraphon(key=jax.random.key(5), width=12, depth=1)
     x = jax.random.uniform(jax.random.key(6), (n,))
     probs = np.asarray(g.matrix(x))
     upper = np.triu(np.random.default_rng(0).uniform(size=(n, n)) < probs, 1)
@@ -225,7 +226,7 @@ def test_control_variate_is_exact_on_grid_aligned_step_graphons():
 
 
 def test_control_variate_is_unbiased_and_cuts_variance_on_neural_graphons():
-    g = NeuralGraphon.init(key=jax.random.key(1), sharpness=2.0)
+    g = NeuralGraphon(key=jax.random.key(1), sharpness=2.0)
     keys = jax.random.split(jax.random.key(2), 400)
     H = triangle()
     draw = lambda grid: jax.jit(
@@ -248,13 +249,13 @@ def test_control_grid_must_be_a_non_negative_int(bad):
 
 
 def test_initial_graphons_program_equals_init_per_seed():
-    """P19's initial graphons (one vmapped program) equal ``NeuralGraphon.init`` per seed."""
+    """P19's initial graphons (one vmapped program) equal ``NeuralGraphon(key=...)`` per seed."""
     from jaxpapers.graphons.experiments import _runs
 
     seeds = np.array([0, 3], np.int32)
     stacked = _runs._init_graphons(seeds, sharpness=2.0)
     for i, seed in enumerate(seeds):
-        one = NeuralGraphon.init(key=jax.random.key(int(seed)), sharpness=2.0)
+        one = NeuralGraphon(key=jax.random.key(int(seed)), sharpness=2.0)
         for a, b in zip(jax.tree.leaves(stacked), jax.tree.leaves(one), strict=True):
             assert np.array_equal(np.asarray(a)[i], np.asarray(b))
 
@@ -263,20 +264,18 @@ def test_optimise_graphon_keeps_the_per_step_keys_and_step_index():
     """The loop (``jaxpapers.core.fit.fit``) draws step ``t``'s points from the ``t``-th key of
     ``split(key, steps)`` and passes ``t`` to the objective, as the former hand-written scan did:
     the same trajectory as that loop written out step by step."""
-    import equinox as eqx
-
     steps, points, lr = 6, 16, 2e-2
-    g = NeuralGraphon.init(key=jax.random.key(0), width=12, depth=1, sharpness=2.0)
+    g = NeuralGraphon(key=jax.random.key(0), width=12, depth=1, sharpness=2.0)
     obj = TailObjective(triangle(), 0.2, 1.0)
     res = optimise_graphon(
         obj, g, key=jax.random.key(1), steps=steps, num_points=points, learning_rate=lr
     )
     opt = optax.adam(lr)
-    params, static = eqx.partition(g, eqx.is_inexact_array)
+    graphdef, params = nnx.split(g, nnx.Param)
     state, losses, values = opt.init(params), [], []
     for t, k in enumerate(jax.random.split(jax.random.key(1), steps)):
         x = jax.random.uniform(k, (points,))
-        loss_fn = lambda p, x=x, t=t: obj(eqx.combine(p, static), x, jnp.asarray(t))
+        loss_fn = lambda p, x=x, t=t: obj(nnx.merge(graphdef, p), x, jnp.asarray(t))
         (loss, value), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         updates, state = opt.update(grads, state, params)
         params = optax.apply_updates(params, updates)
@@ -285,13 +284,103 @@ def test_optimise_graphon_keeps_the_per_step_keys_and_step_index():
     assert bool(res.finite)
     np.testing.assert_allclose(np.asarray(res.losses), losses, rtol=1e-4)
     np.testing.assert_allclose(np.asarray(res.values), values, rtol=1e-4)
+    # The result's module is its parameters merged into the graphon's graph.
+    for a, b in zip(
+        jax.tree.leaves(res.graphon),
+        jax.tree.leaves(nnx.merge(nnx.graphdef(g), res.params)),
+        strict=True,
+    ):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
     # The tail's loss does not depend on a constant offset of the logits (the shift solver takes
     # it back), so the gradients of ``head_bias`` and ``shift`` are rounding noise that Adam
     # scales up to full steps: compare the other parameters.
-    want = eqx.combine(params, static)
+    want = nnx.merge(graphdef, params)
     for name in ("embed", "embed_bias", "blocks", "block_bias", "head"):
-        got, ref = np.asarray(getattr(res.params, name)), np.asarray(getattr(want, name))
+        got, ref = np.asarray(getattr(res.graphon, name)), np.asarray(getattr(want, name))
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def _equinox_graphon(key, *, width=48, depth=2, frequencies=(1.0, 3.0, 9.0), sharpness=4.0):
+    """The former ``eqx.Module`` graphon (its ``init`` draws and its ``raw`` forward pass, with
+    which the committed P19 results were computed), kept as the reference of the nnx module."""
+    import math
+
+    import equinox as eqx
+
+    class EqxGraphon(eqx.Module):
+        embed: jax.Array
+        embed_bias: jax.Array
+        blocks: jax.Array
+        block_bias: jax.Array
+        head: jax.Array
+        head_bias: jax.Array
+        shift: jax.Array
+        frequencies: tuple = eqx.field(static=True)
+        sharpness: float = eqx.field(static=True)
+
+        def raw(self, x, y):
+            z = jnp.stack([x, y], axis=-1)
+            omega = jnp.asarray(self.frequencies)
+            lead = (1,) * jnp.ndim(x)
+            pre = jnp.einsum("...i,sij->...sj", z, self.embed) + self.embed_bias.reshape(
+                lead + self.embed_bias.shape
+            )
+            h = jnp.sin(omega.reshape((*lead, -1, 1)) * pre).reshape(*jnp.shape(x), -1)
+            for k in range(self.blocks.shape[0]):
+                h = h + jnp.sin(h @ self.blocks[k] + self.block_bias[k].reshape((*lead, -1)))
+            return self.sharpness * (h @ self.head + self.head_bias)
+
+        def logits(self, x, y):
+            return 0.5 * (self.raw(x, y) + self.raw(y, x)) + self.shift
+
+    per, s = width // len(frequencies), len(frequencies)
+    k1, k2, k3, k4, k5 = jax.random.split(key, 5)
+    c = math.sqrt(6.0 / width)
+    return EqxGraphon(
+        embed=jax.random.uniform(k1, (s, 2, per), minval=-1.0, maxval=1.0),
+        embed_bias=jax.random.uniform(k2, (s, per), minval=-math.pi, maxval=math.pi),
+        blocks=jax.random.uniform(k3, (depth, width, width), minval=-c, maxval=c),
+        block_bias=jax.random.uniform(k4, (depth, width), minval=-0.1, maxval=0.1),
+        head=jax.random.uniform(k5, (width,), minval=-c, maxval=c),
+        head_bias=jnp.zeros(()),
+        shift=jnp.zeros(()),
+        frequencies=tuple(float(f) for f in frequencies),
+        sharpness=float(sharpness),
+    )
+
+
+@pytest.mark.parametrize("seed, kwargs", [(0, {}), (7, dict(width=12, depth=1, sharpness=2.0))])
+def test_initial_weights_and_logits_equal_the_former_equinox_graphon(seed, kwargs):
+    """The nnx module draws the former ``eqx.Module``'s initial weights bit for bit (same key
+    splits, shapes and ranges) and computes the same logits (same operations), so P19's rows
+    are unchanged per seed."""
+    g = NeuralGraphon(key=jax.random.key(seed), **kwargs)
+    ref = _equinox_graphon(jax.random.key(seed), **kwargs)
+    names = ("embed", "embed_bias", "blocks", "block_bias", "head", "head_bias", "shift")
+    for name in names:
+        np.testing.assert_array_equal(getattr(g, name)[...], getattr(ref, name), err_msg=name)
+    assert (g.frequencies, g.sharpness) == (ref.frequencies, ref.sharpness)
+    x = jax.random.uniform(jax.random.key(seed + 1), (2, 9))
+    xs, ys = jnp.meshgrid(x[0], x[1], indexing="ij")
+    got = jax.jit(lambda g, a, b: g.logits(a, b))(g, xs, ys)
+    want = jax.jit(lambda r, a, b: r.logits(a, b))(ref, xs, ys)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(width=10), "multiple"),
+        (dict(sharpness=0.0), "sharpness"),
+        (dict(frequencies=()), "frequencies"),
+        (dict(depth=-1), "depth"),
+    ],
+)
+def test_neural_graphon_rejects_bad_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        NeuralGraphon(key=jax.random.key(0), **kwargs)
+    with pytest.raises(ValueError, match="key"):
+        NeuralGraphon(key=0)
 
 
 def test_newton_keeps_the_checked_iterate_when_the_last_correction_is_large():

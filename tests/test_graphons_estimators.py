@@ -82,7 +82,7 @@ TAIL_TARGET = 21 * 0.05**3
 
 def _tail_logits(seed: int) -> jax.Array:
     """A training step's logits: an initial sharpness-2 graphon on 48 uniform points."""
-    g = NeuralGraphon.init(key=jax.random.key(seed), sharpness=2.0)
+    g = NeuralGraphon(key=jax.random.key(seed), sharpness=2.0)
     return g.logit_matrix(jax.random.uniform(jax.random.key(1000 + seed), (48,)))
 
 
@@ -105,7 +105,7 @@ def test_shift_solver_converges_on_every_tail_step_of_a_sweep():
     seeds = jnp.arange(40)
 
     def residual(seed):
-        g = NeuralGraphon.init(key=jax.random.key(seed), sharpness=2.0)
+        g = NeuralGraphon(key=jax.random.key(seed), sharpness=2.0)
         L = g.logit_matrix(jax.random.uniform(jax.random.key(1000 + seed), (48,)))
         return solve_shift(triangle(), L, TAIL_TARGET).residual
 

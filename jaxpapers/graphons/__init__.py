@@ -61,10 +61,10 @@ random restarts; history and commands in ``results/P19/NOTES.md``):
 
 Example::
 
-    g = NeuralGraphon.init(key=key)
+    g = NeuralGraphon(key=key)                                   # a flax.nnx module
     obj = TailObjective(triangle(), p=0.05, delta=20.0)          # upper tail of triangles
     res = optimise_graphon(obj, g, key=key, steps=600, num_points=64)
-    rate, density, shift = evaluate_tail(obj, res.params, 200)
+    rate, density, shift = evaluate_tail(obj, res.graphon, 200)  # res.params: its nnx.State
 
 References:
   - Neural graphon optimisation (NeurIPS 2026).

@@ -16,6 +16,7 @@ r"""Graphon variational problems, their optimisation by gradient descent, and re
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -23,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import nnx
 from jaxtyping import Array, Float
 
 from jaxpapers.core.checks import (
@@ -136,21 +138,25 @@ class OptimisationResult(NamedTuple):
     """A trained graphon, its optimiser state and its per-step objective values.
 
     Attributes:
-      params: the trained :class:`NeuralGraphon` (the last finite one if the run froze).
+      params: the trained parameters, the ``nnx.State`` of the graphon's ``nnx.Param``
+        variables (the last finite ones if the run froze); the module is
+        ``nnx.merge(nnx.graphdef(graphon), params)``, which is ``graphon`` below.
       opt_state: Adam's state after the last applied step.
       losses: ``(steps,)`` training objective.
       finite: False when a non-finite loss, gradient or update stopped the updates early.
       values: ``(steps,)`` the quantity reported by the objective (density or rate).
+      graphon: the trained :class:`NeuralGraphon` (``params`` merged into the module).
     """
 
-    params: NeuralGraphon
+    params: nnx.State
     opt_state: Any
     losses: Float[Array, " steps"]
     finite: Array
     values: Float[Array, " steps"]
+    graphon: NeuralGraphon
 
 
-@eqx.filter_jit
+@functools.partial(jax.jit, static_argnames=("steps", "num_points", "learning_rate"))
 def optimise_graphon(
     objective,
     graphon: NeuralGraphon,
@@ -162,30 +168,33 @@ def optimise_graphon(
 ) -> OptimisationResult:
     """Adam on ``objective(graphon, points, step)`` with fresh uniform ``points`` every step.
 
-    One :func:`jaxpapers.core.fit.fit` loop: step ``t`` draws its ``num_points`` points from the
-    ``t``-th key of ``jax.random.split(key, steps)``. ``learning_rate`` is a constant or an optax
-    schedule (step -> rate; the experiments decay it to 0 by a cosine over ``steps``). Stops
-    updating (keeping the last finite parameters) at the first non-finite loss, gradient or
-    update.
+    One :func:`jaxpapers.core.fit.fit` loop over the graphon's parameters
+    (``graphdef, params = nnx.split(graphon, nnx.Param)``; the loss merges them back): step
+    ``t`` draws its ``num_points`` points from the ``t``-th key of ``jax.random.split(key,
+    steps)``. ``learning_rate`` is a constant or an optax schedule (step -> rate; the
+    experiments decay it to 0 by a cosine over ``steps``). Stops updating (keeping the last
+    finite parameters) at the first non-finite loss, gradient or update. ``steps``,
+    ``num_points`` and ``learning_rate`` are static. The trained module is the result's
+    ``graphon``.
 
     Examples:
       >>> import jax
       >>> from jaxpapers.graphons._graphs import edge, triangle
       >>> obj = TuranObjective(edge(), triangle())
-      >>> g = NeuralGraphon.init(key=jax.random.key(0), width=12, depth=1)
+      >>> g = NeuralGraphon(key=jax.random.key(0), width=12, depth=1)
       >>> res = optimise_graphon(obj, g, key=jax.random.key(1), steps=3, num_points=8)
-      >>> res.losses.shape, bool(res.finite)
-      ((3,), True)
+      >>> res.losses.shape, bool(res.finite), res.graphon.matrix(jnp.linspace(0, 1, 4)).shape
+      ((3,), True, (4, 4))
     """
     check_key("key", key)
-    params, static = eqx.partition(graphon, eqx.is_inexact_array)
+    graphdef, params = nnx.split(graphon, nnx.Param)
 
     def batch_fn(t, k):
         return jax.random.uniform(k, (num_points,)), t
 
     def loss_fn(params, batch, key):
         points, t = batch
-        return objective(eqx.combine(params, static), points, t)
+        return objective(nnx.merge(graphdef, params), points, t)
 
     res = fit(
         loss_fn,
@@ -196,12 +205,11 @@ def optimise_graphon(
         batch_fn=batch_fn,
         has_aux=True,
     )
-    return OptimisationResult(
-        eqx.combine(res.params, static), res.opt_state, res.losses, res.finite, res.aux
-    )
+    trained = nnx.merge(graphdef, res.params)
+    return OptimisationResult(res.params, res.opt_state, res.losses, res.finite, res.aux, trained)
 
 
-@eqx.filter_jit
+@functools.partial(jax.jit, static_argnames="num_points")
 def evaluate_tail(objective: TailObjective, graphon: NeuralGraphon, num_points: int):
     """Rate of a trained graphon on a midpoint grid, its shift re-solved there so that the grid
     density meets the target exactly. Returns ``(rate, density, shift)``."""
@@ -232,7 +240,7 @@ class TuranValues(NamedTuple):
     shift: Array
 
 
-@eqx.filter_jit
+@functools.partial(jax.jit, static_argnames="num_points")
 def evaluate_turan(objective: TuranObjective, graphon: NeuralGraphon, num_points: int):
     """Values of a trained Turan graphon on a midpoint grid, the shift re-solved there so that
     ``t(forbidden) = slack`` (densities of the step graphon on the grid, all tuples)."""

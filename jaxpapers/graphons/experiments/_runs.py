@@ -48,7 +48,7 @@ TURAN = (
 def _init_graphons(ids: jax.Array, *, sharpness: float) -> NeuralGraphon:
     """The restarts' initial graphons from their integer seeds (vmapped; one program instead of
     an eager vmapped ``uniform`` per parameter shape)."""
-    init = lambda seed: NeuralGraphon.init(key=jax.random.key(seed), sharpness=sharpness)
+    init = lambda seed: NeuralGraphon(key=jax.random.key(seed), sharpness=sharpness)
     return jax.vmap(init)(ids)
 
 
@@ -84,7 +84,7 @@ def _train(objective, graphons, ids, *, steps, num_points, learning_rate, offset
             steps=steps,
             num_points=num_points,
             learning_rate=schedule,
-        ).params
+        ).graphon
 
     return jax.vmap(train)(graphons, ids)
 
