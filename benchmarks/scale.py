@@ -6,12 +6,12 @@ Network: the class-conditional U-Net of ``jaxpapers.core.nn.unet`` on 16x16 one-
 Sampling: deterministic DDIM through the diffusion core, a batch of 32 (quick) at 10 steps; CFG
 evaluates the conditional and the null pass as one batch of 64, SCALE one batch of 32. Times are
 medians of ABBA-paired ratios (:func:`jaxpapers.core.bench.paired_time_ratio`); memory is XLA's
-``memory_analysis()`` of the same compiled executables. The training-step row times whole jitted
-runs of ``fit`` (20 steps, two refresh blocks of SCALE with ``refresh=10``, ``self_steps=10``,
-``self_batch`` = batch) and divides by the steps, so SCALE's figure includes its amortised
-self-sample generation (2 x 10 passes of a batch every 10 steps, i.e. ~2 forward passes per step),
-the stop-gradient self-network pass on real data and the self network's forward/backward pass on
-self samples.
+``memory_analysis()`` of the same programs (:func:`jaxpapers.core.bench.compiled_memory`). The
+training-step row times whole jitted runs of ``fit`` (20 steps, two refresh blocks of SCALE with
+``refresh=10``, ``self_steps=10``, ``self_batch`` = batch) and divides by the steps, so SCALE's
+figure includes its amortised self-sample generation (2 x 10 passes of a batch every 10 steps,
+i.e. ~2 forward passes per step), the stop-gradient self-network pass on real data and the self
+network's forward/backward pass on self samples.
 Rows: ``scale_sampling_over_cfg_time``, ``scale_train_step_over_conditional_time``,
 ``scale_sampling_memory_over_cfg`` (plus the absolute times and bytes they come from).
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxpapers.core.bench import bench_main, executable_memory, paired_time_ratio, row
+from jaxpapers.core.bench import bench_main, compiled_memory, paired_time_ratio, row
 from jaxpapers.scale import ArrayData, Method, fit, sample_cfg, sample_one_pass, unet_denoiser
 
 
@@ -33,16 +33,8 @@ def run(quick: bool = True) -> list[dict]:
     labels = jnp.arange(batch, dtype=jnp.int32) % 10
     key = jax.random.key(0)
 
-    scale_fn = (
-        jax.jit(lambda p, k: sample_one_pass(net, p, labels, key=k, num_steps=steps).x)
-        .lower(params, key)
-        .compile()
-    )
-    cfg_fn = (
-        jax.jit(lambda p, k: sample_cfg(net, p, labels, key=k, num_steps=steps, w=2.0).x)
-        .lower(params, key)
-        .compile()
-    )
+    scale_fn = jax.jit(lambda p, k: sample_one_pass(net, p, labels, key=k, num_steps=steps).x)
+    cfg_fn = jax.jit(lambda p, k: sample_cfg(net, p, labels, key=k, num_steps=steps, w=2.0).x)
     paired = paired_time_ratio(
         lambda: scale_fn(params, key), lambda: cfg_fn(params, key), repeats=repeats
     )
@@ -59,7 +51,8 @@ def run(quick: bool = True) -> list[dict]:
         row("cfg_sampling_time", "time", paired["baseline_time"], "s", batch=batch, steps=steps),
         row("scale_sampling_over_cfg_time", "ratio", paired["ratio"], "1", **info),
     ]
-    m_s, m_c = executable_memory(scale_fn)["peak"], executable_memory(cfg_fn)["peak"]
+    m_s = compiled_memory(scale_fn, params, key)["peak"]
+    m_c = compiled_memory(cfg_fn, params, key)["peak"]
     rows += [
         row("scale_sampling_peak_bytes", "memory", m_s, "bytes"),
         row("cfg_sampling_peak_bytes", "memory", m_c, "bytes"),
@@ -79,10 +72,9 @@ def _train_step_row(net, params, batch, repeats):
     cond = Method("conditional")
 
     def runner(method):
-        f = jax.jit(
+        return jax.jit(
             lambda p, k: fit(net, method, p, data, key=k, steps=n_steps, batch=batch).losses
         )
-        return f.lower(params, jax.random.key(2)).compile()
 
     f_s, f_c = runner(scale), runner(cond)
     k = jax.random.key(3)

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import scipy.linalg
 from flax import nnx
-from helpers import FAST_COMPILE, assert_trees_close, tolerance
+from helpers import assert_trees_close, tolerance
 
 from jaxpapers.core.diffusion import CountingDenoiser, VPSchedule, sample_ddim
 from jaxpapers.core.nn.mlp import MLPDenoiser
 from jaxpapers.core.nn.unet import UNet
 from jaxpapers.scale import (
+    ArrayData,
     Method,
     PreferencePairs,
     ar_conditional_loss,
@@ -25,6 +26,7 @@ from jaxpapers.scale import (
     cca_loss,
     checkerboard_mixture,
     conditional_loss,
+    dpo_fit,
     dpo_loss,
     fit,
     fit_many,
@@ -97,7 +99,7 @@ def test_mixture_log_prob_normalised_and_samples_in_class():
         xx = jnp.stack(jnp.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
         mass = jnp.exp(jax.vmap(lambda x: mix.log_prob(x, 2))(xx)).sum() * (g[1] - g[0]) ** 2
         lab = jnp.arange(400) % 4
-        x = mix.sample(jax.random.key(0), lab)
+        x = mix.sample(lab, key=jax.random.key(0))
         own = jax.vmap(mix.log_prob)(x, lab) > jax.vmap(mix.log_prob)(x, (lab + 1) % 4)
         return mass, jnp.mean(own)
 
@@ -112,7 +114,7 @@ def test_mixture_log_prob_normalised_and_samples_in_class():
 
 
 def _batch(key, n=32):
-    return checkerboard_mixture(2).draw(key, n)
+    return checkerboard_mixture(2).draw(n, key=key)
 
 
 def test_losses_reduce_to_conditional_in_their_limits(key):
@@ -130,8 +132,7 @@ def test_losses_reduce_to_conditional_in_their_limits(key):
     pairs = ((gft, cond), (mg, cond), (sc, cond0))
     # One program for every value and gradient (eager calls cost a compile per primitive).
     both = jax.jit(
-        lambda p_: [(jax.value_and_grad(o)(p_), jax.value_and_grad(r)(p_)) for o, r in pairs],
-        compiler_options=FAST_COMPILE,
+        lambda p_: [(jax.value_and_grad(o)(p_), jax.value_and_grad(r)(p_)) for o, r in pairs]
     )
     tol = tolerance(np.float32, 10.0)
     for (v_other, g_other), (v_ref, g_ref) in both(p):
@@ -153,14 +154,14 @@ def test_stop_gradients_where_the_formulas_put_them(key):
         kn, kd, kb = jax.random.split(k, 3)
         from jaxpapers.scale import drop_labels, noise_batch
 
-        n = noise_batch(x0, kn, SCH)
-        lab_ = drop_labels(lab, 0.1, kd, 4)
+        n = noise_batch(x0, key=kn, schedule=SCH)
+        lab_ = drop_labels(lab, 0.1, 4, key=kd)
         beta = jnp.where(lab_ == 4, 1.0, jax.random.uniform(kb, n.t.shape, minval=0.2))
         e_null = net(p, n.x_t, n.t, jnp.full_like(lab_, 4), jnp.ones_like(beta))
         pred = beta[:, None] * net(p_, n.x_t, n.t, lab_, beta) + (1 - beta[:, None]) * e_null
         return jnp.mean(jnp.sum((pred - n.eps) ** 2, -1))
 
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # one program for every gradient
+    @jax.jit  # one program for every gradient
     def grads(p, q, x0):
         g_ema = jax.grad(lambda e: mg_loss(net, p, e, x0, lab, key=k, schedule=SCH, w=3.0))(q)
         g_pair = jax.grad(
@@ -196,10 +197,9 @@ def test_cfg_at_w1_is_the_conditional_model_and_nfe_is_exact(key):
     cfg = sample_cfg(net, p, lab, key=key, num_steps=6, w=1.0)
     # The one-pass sampler is the core's diffrax DDIM on the conditional network (same key).
     eps = lambda x, t: net(p, x, jnp.full(lab.shape, t), lab, jnp.ones(lab.shape))
-    core = jax.jit(
-        lambda k: sample_ddim(CountingDenoiser(eps), SCH, (5, 2), key=k, num_steps=6),
-        compiler_options=FAST_COMPILE,
-    )(key)
+    core = jax.jit(lambda k: sample_ddim(CountingDenoiser(eps), SCH, (5, 2), key=k, num_steps=6))(
+        key
+    )
     np.testing.assert_allclose(one.x, core.x, **tolerance(np.float32, 10.0))
     assert int(core.nfe) == 6
     np.testing.assert_allclose(cfg.x, one.x, **tolerance(np.float32, 10.0))
@@ -253,7 +253,7 @@ def test_x0_range_clips_every_sampler_and_leaves_a_wide_box_unchanged(key):
     assert float(jnp.abs(one.x - jnp.clip(plain.x, -r, r)).max()) > 1e-4
     # SCALE's self samples use the method's x0_range.
     method = Method("scale", w=1.5, self_steps=3, self_batch=8, x0_range=r)
-    x, labels = self_samples(net, method, (p, p), checkerboard_mixture(2), key, 1.5)
+    x, labels = self_samples(net, method, (p, p), checkerboard_mixture(2), key=key, w=1.5)
     assert x.shape == (8, 2) and labels.shape == (8,)
     assert float(jnp.abs(x).max()) <= r * (1 + 1e-6)
 
@@ -265,10 +265,9 @@ def test_fit_vmap_over_seeds_matches_single_runs_and_scale_runs():
     method = Method("scale", w=1.5, refresh=5, self_steps=3, self_batch=16)
     run = lambda p, k: fit(net, method, p, mix, key=k, steps=10, batch=16)
     # Both in one program (one compile): the vmapped run and the single run of seed 1.
-    res, single = jax.jit(
-        lambda ps, keys: (jax.vmap(run)(ps, keys), run(_p(ps, 1), keys[1])),
-        compiler_options=FAST_COMPILE,
-    )(ps, keys)
+    res, single = jax.jit(lambda ps, keys: (jax.vmap(run)(ps, keys), run(_p(ps, 1), keys[1])))(
+        ps, keys
+    )
     np.testing.assert_allclose(res.losses[1], single.losses, rtol=1e-4, atol=1e-5)
     assert bool(jnp.all(res.finite)) and res.losses.shape == (2, 10)
 
@@ -284,15 +283,47 @@ def test_fit_many_matches_fit_of_each_method():
         lambda p: (
             fit_many(net, methods, p, mix, **kw),
             [fit(net, m, p, mix, **kw) for m in methods],
-        ),
-        compiler_options=FAST_COMPILE,
+        )
     )(p0)
-    assert many.losses.shape == (3, 6) and many.finite.tolist() == [True] * 3
+    assert many.losses.shape == (3, 6) and bool(many.finite)
     for i, s in enumerate(single):  # equal up to float32 round-off (other batching)
         np.testing.assert_allclose(many.losses[i], s.losses, rtol=1e-5, atol=1e-6)
         assert_trees_close(jax.tree.map(lambda a, i=i: a[i], many.params), s.params)
     with pytest.raises(ValueError, match="kinds"):
         fit_many(net, (Method("scale"),), p0, mix, **kw)
+
+
+def test_key_schedule_is_the_block_schedule():
+    """The per-step keys ``fit`` hands to ``core.fit.fit``: ``key`` split into one key per block
+    of ``refresh`` steps, each block key into its buffer key and its steps' keys (the schedule
+    of the block-wise loop the rows were measured with)."""
+    from jaxpapers.scale._train import _key_schedule
+
+    key, steps, block = jax.random.key(7), 12, 4
+    buffer_keys, step_keys = _key_schedule(key, steps, block)
+    data = jax.random.key_data
+    for b, kb in enumerate(jax.random.split(key, steps // block)):
+        kbuf, ksteps = jax.random.split(kb)
+        np.testing.assert_array_equal(data(buffer_keys[b]), data(kbuf))
+        np.testing.assert_array_equal(
+            data(step_keys[b * block : (b + 1) * block]), data(jax.random.split(ksteps, block))
+        )
+
+
+def test_fit_freezes_on_a_non_finite_loss_and_dpo_returns_a_fit_result(key):
+    net, ps = _net()
+    p0 = _p(ps)
+    x = jnp.zeros((8, 2)).at[3, 0].set(jnp.nan)  # batches drawing row 3 have a NaN loss
+    data = ArrayData(x, jnp.arange(8) % 4)
+    res = fit(net, Method("conditional"), p0, data, key=key, steps=20, batch=4)
+    assert not bool(res.finite) and not bool(jnp.all(jnp.isfinite(res.losses)))
+    assert all(
+        bool(jnp.all(jnp.isfinite(a))) for a in jax.tree.leaves((res.params, res.ema_params))
+    )
+    x0, lab = _batch(key, 8)
+    out = dpo_fit(net, p0, PreferencePairs(x0, x0[::-1], lab), key=key, steps=3, batch=4)
+    assert out.losses.shape == (3,) and bool(out.finite)
+    assert jax.tree.structure(out.params) == jax.tree.structure(p0)
 
 
 # ------------------------------------------------------------------ DPO, AR, metrics
@@ -322,7 +353,7 @@ def test_ar_limits_cca_at_reference_and_sampler_nfe(key):
     tok = tm.quantise(x)
     k = jax.random.key(2)
 
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # one compile for the lot
+    @jax.jit  # one compile for the lot
     def run(p, q, tok, lab, key):
         ref = ar_conditional_loss(tm, p, tok, lab, key=k, p_uncond=0.0)
         sc = ar_scale_loss(tm, (p, q), tok, lab, tok, lab, w=1.0, self_weight=0.0)
@@ -346,14 +377,14 @@ def test_frechet_matches_scipy_and_mixture_metrics_on_exact_samples(rng, key):
     ref = np.sum((a.mean(0) - b.mean(0)) ** 2) + np.trace(
         s1 + s2 - 2 * scipy.linalg.sqrtm(s1 @ s2).real
     )
-    fd = jax.jit(frechet_distance, compiler_options=FAST_COMPILE)
+    fd = jax.jit(frechet_distance)
     np.testing.assert_allclose(fd(jnp.asarray(a), jnp.asarray(b)), ref, rtol=1e-3)
     lab = jnp.arange(512) % 4
 
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)  # one program for both scores
+    @jax.jit  # one program for both scores
     def scores(mix, key):
-        x, y = mix.sample(key, lab), mix.sample(jax.random.key(5), lab)
-        wrong = mix.sample(key, (lab + 1) % 4)
+        x, y = mix.sample(lab, key=key), mix.sample(lab, key=jax.random.key(5))
+        wrong = mix.sample((lab + 1) % 4, key=key)
         return mixture_metrics(mix, x, lab, y), mixture_metrics(mix, wrong, lab, y)
 
     m, wrong = scores(checkerboard_mixture(2), key)
@@ -403,10 +434,10 @@ def test_bad_inputs_raise_value_errors_naming_the_argument(key):
 def test_conditioned_unet_uses_its_label_and_stays_jittable(key):
     make = lambda: UNet(1, (8, 16), emb=16, num_classes=10, scalar_cond=True, rngs=nnx.Rngs(0))
     graphdef, params = nnx.split(nnx.eval_shape(make), nnx.Param)[0], None
-    params = jax.jit(lambda: nnx.split(make(), nnx.Param)[1], compiler_options=FAST_COMPILE)()
+    params = jax.jit(lambda: nnx.split(make(), nnx.Param)[1])()
     x = jax.random.normal(key, (2, 8, 8, 1))
 
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    @jax.jit
     def run(p):
         m = nnx.merge(graphdef, p)
         t = jnp.full((2,), 0.5)
@@ -425,20 +456,6 @@ def test_quick_mode_runs_the_2d_bed_and_every_study_runs_at_smoke():
     assert quick == {"sanity_limits", *(f"mixture2d_{k}" for k in bed_2d)}
     assert all("smoke" in e.sizes and "full" in e.sizes for e in exps)
     assert {"digits_accuracy", "digits_frechet", "ar_cca"} <= {e.id for e in exps}
-
-
-def test_ahead_compiles_from_abstract_shapes(key):
-    from jaxpapers.scale.experiments._mixture import Ahead
-
-    x = jax.random.normal(key, (3, 2))
-    f = jax.jit(lambda a: {"y": 2.0 * a, "s": a.sum(0)})
-    ahead = Ahead()
-    program = ahead.compile(f, jax.ShapeDtypeStruct(x.shape, x.dtype))
-    jax.tree.map(np.testing.assert_array_equal, program.result()(x), f(x))
-    # run: compiled and run on a thread of its own from a traced function.
-    ran = ahead.run(f.trace(x), x)
-    jax.tree.map(np.testing.assert_array_equal, ran.result(), f(x))
-    ahead.close()
 
 
 def test_dpo_verdict_is_judged_on_what_the_pairs_were_not_ranked_by():

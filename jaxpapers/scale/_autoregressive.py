@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optax
 from flax import nnx
 from jaxtyping import Array, ArrayLike, Float, Int, PyTree
 
@@ -40,10 +41,11 @@ from jaxpapers.core.checks import (
     check_range,
     check_shape,
 )
+from jaxpapers.core.fit import FitResult
 from jaxpapers.core.nn.decoder import DecoderLM, token_log_probs
 from jaxpapers.scale._losses import drop_labels
-from jaxpapers.scale._network import check_seeds
-from jaxpapers.scale._train import DataSource, FitResult, train_loop
+from jaxpapers.scale._network import check_seeds, init_over_seeds
+from jaxpapers.scale._train import DataSource, refreshing_fit
 
 AR_KINDS = ("conditional", "cca", "scale")
 
@@ -84,7 +86,7 @@ class TokenModel(eqx.Module):
         u = (x - self.low) / (self.high - self.low)
         return jnp.clip(jnp.floor(u * self.bins), 0, self.bins - 1).astype(jnp.int32)
 
-    def dequantise(self, tokens: Int[Array, "b l"], key: Array) -> Float[Array, "b l"]:
+    def dequantise(self, tokens: Int[Array, "b l"], *, key: Array) -> Float[Array, "b l"]:
         """A uniform point inside each token's bin."""
         u = (tokens + jax.random.uniform(key, tokens.shape)) / self.bins
         return self.low + (self.high - self.low) * u
@@ -127,10 +129,7 @@ def token_model(
             rngs=nnx.Rngs(seed),
         )
 
-    graphdef = nnx.split(nnx.eval_shape(lambda: make(jax.random.key(0))), nnx.Param)[0]
-    params = jax.jit(jax.vmap(lambda s: nnx.split(make(jax.random.key(s)), nnx.Param)[1]))(
-        jnp.asarray(seeds)
-    )
+    graphdef, params = init_over_seeds(make, jnp.asarray(seeds))
     return TokenModel(graphdef, bins, num_classes, length, low, high), params
 
 
@@ -153,7 +152,7 @@ def sequence_log_prob(
 def ar_conditional_loss(model, params, tokens, labels, *, key, p_uncond=0.1):
     """Mean next-token NLL with label dropout."""
     check_key("key", key)
-    lab = drop_labels(labels, p_uncond, key, model.num_classes)
+    lab = drop_labels(labels, p_uncond, model.num_classes, key=key)
     return -jnp.mean(sequence_log_prob(model, params, tokens, lab))
 
 
@@ -276,26 +275,19 @@ class ARMethod(eqx.Module):
 
 @functools.partial(jax.jit, static_argnames=("model", "method", "steps", "batch"))
 def _ar_fit(model, method, params, ref_params, data, key, lr, steps, batch):
+    make_buffer = None
     if method.kind == "scale":
         params = (params, params)
 
         def make_buffer(p, k, first):
             kl, ks = jax.random.split(k)
-            labels = data.draw(kl, method.self_batch)[1]
+            labels = data.draw(method.self_batch, key=kl)[1]
             p = jax.lax.stop_gradient(p)
             return _ar_sample(model, p, labels, jnp.float32(method.w), ks, "likelihood")[0], labels
 
-        block = method.refresh
-    else:
-
-        def make_buffer(p, k, first):
-            return (jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
-
-        block = 1
-
-    def loss_fn(p, ema, buf, k, step):
+    def loss_fn(p, _ema, buf, k, step):
         kd, kl = jax.random.split(k)
-        x, labels = data.draw(kd, batch)
+        x, labels = data.draw(batch, key=kd)
         tokens = model.quantise(x)
         if method.kind == "conditional":
             return ar_conditional_loss(model, p, tokens, labels, key=kl, p_uncond=method.p_uncond)
@@ -307,17 +299,16 @@ def _ar_fit(model, method, params, ref_params, data, key, lr, steps, batch):
             model, p, tokens, labels, buf[0], buf[1], w=method.w, self_weight=method.self_weight
         )
 
-    out = train_loop(
+    res = refreshing_fit(
         loss_fn,
-        make_buffer,
         params,
+        optax.adam(lr),
         key=key,
-        lr=lr,
-        n_blocks=steps // block,
-        block=block,
-        ema_decay=0.0,
+        steps=steps,
+        block=method.refresh if method.kind == "scale" else 1,
+        make_buffer=make_buffer,
     )
-    return FitResult(*out)
+    return res._replace(state=None)
 
 
 def ar_fit(
@@ -335,7 +326,13 @@ def ar_fit(
     """Train the token model with ``method`` (CCA fine-tunes ``params`` against ``ref_params``,
     default: ``params`` themselves). For SCALE the result's ``params`` are ``(theta, psi)``; its
     self-generated tokens are ``self_batch`` ancestral samples of the likelihood model, drawn from
-    the stop-gradient parameters every ``refresh`` steps. Jitted inside."""
+    the stop-gradient parameters every ``refresh`` steps. Jitted inside; the loop is
+    :func:`jaxpapers.core.fit.fit` (Adam; a non-finite step freezes the run).
+
+    Returns:
+      :class:`jaxpapers.core.fit.FitResult` (``params``, ``opt_state``, ``losses [steps]``,
+      ``finite``).
+    """
     check_key("key", key)
     if not isinstance(steps, int) or steps < 1 or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"steps={steps!r}, batch={batch!r}; expected integers >= 1")

@@ -25,6 +25,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from jaxpapers.core.checks import check_key, check_ndim, check_positive, check_shape
 from jaxpapers.core.diffusion import VPSchedule
+from jaxpapers.core.fit import FitResult, fit
 from jaxpapers.scale._losses import noise_batch
 from jaxpapers.scale._network import DEFAULT_SCHEDULE, GUIDED, Denoiser
 
@@ -68,7 +69,7 @@ def dpo_loss(
     check_key("key", key)
     check_positive("beta", beta)
     both = jnp.concatenate([pairs.win, pairs.lose])
-    n = noise_batch(both, key, schedule)
+    n = noise_batch(both, key=key, schedule=schedule)
     b = pairs.labels.shape[0]
     # The same time and noise for both members of a pair.
     t = jnp.concatenate([n.t[:b], n.t[:b]])
@@ -88,27 +89,15 @@ def dpo_loss(
 
 @functools.partial(jax.jit, static_argnames=("net", "steps", "batch", "schedule"))
 def _dpo_fit(net, params, pairs, key, lr, beta, steps, batch, schedule):
-    opt = optax.adam(lr)
     ref = params
 
-    def step(carry, k):
-        p, s = carry
+    def loss(p, _batch, k):
         ki, kl = jax.random.split(k)
         idx = jax.random.randint(ki, (batch,), 0, pairs.labels.shape[0])
         sub = jax.tree.map(lambda a: a[idx], pairs)
-        val, g = jax.value_and_grad(
-            lambda q: dpo_loss(net, q, ref, sub, key=kl, schedule=schedule, beta=beta)
-        )(p)
-        upd, s_new = opt.update(g, s, p)
-        ok = jnp.isfinite(val)
-        p_new = optax.apply_updates(p, upd)
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-        return (keep(p_new, p), keep(s_new, s)), val
+        return dpo_loss(net, p, ref, sub, key=kl, schedule=schedule, beta=beta)
 
-    (params, _), losses = jax.lax.scan(
-        step, (params, opt.init(params)), jax.random.split(key, steps)
-    )
-    return params, losses
+    return fit(loss, params, optax.adam(lr), steps=steps, key=key)
 
 
 def dpo_fit(
@@ -122,13 +111,15 @@ def dpo_fit(
     beta: float = 1.0,
     lr: float = 2e-4,
     schedule: VPSchedule = DEFAULT_SCHEDULE,
-) -> tuple[PyTree, Float[Array, " steps"]]:
+) -> FitResult:
     """Fine-tune ``params`` with Diffusion-DPO on ``pairs`` (reference: the initial ``params``).
 
-    Steps whose loss is not finite are skipped (parameters unchanged).
+    Adam steps on ``batch`` pairs drawn with replacement, in :func:`jaxpapers.core.fit.fit` (a
+    non-finite loss, gradient or update freezes the run and clears ``finite``).
 
     Returns:
-      ``(params, losses [steps])``.
+      :class:`jaxpapers.core.fit.FitResult` (``params``, ``opt_state``, ``losses [steps]``,
+      ``finite``).
     """
     check_key("key", key)
     if not isinstance(steps, int) or steps < 1 or not isinstance(batch, int) or batch < 1:

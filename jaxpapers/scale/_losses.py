@@ -48,7 +48,7 @@ class Noised(NamedTuple):
     eps: Array
 
 
-def noise_batch(x0: Float[Array, "b ..."], key: Array, schedule: VPSchedule) -> Noised:
+def noise_batch(x0: Float[Array, "b ..."], *, key: Array, schedule: VPSchedule) -> Noised:
     r"""Draw :math:`t \sim U[t_{\min}, 1]`, :math:`\epsilon \sim \mathcal N(0, I)` and return
     :math:`x_t = \alpha_t x_0 + \sigma_t \epsilon`."""
     check_key("key", key)
@@ -60,7 +60,7 @@ def noise_batch(x0: Float[Array, "b ..."], key: Array, schedule: VPSchedule) -> 
     return Noised(a * x0 + s * eps, t, eps)
 
 
-def drop_labels(labels: Int[Array, " b"], p: ArrayLike, key: Array, null: int) -> Array:
+def drop_labels(labels: Int[Array, " b"], p: ArrayLike, null: int, *, key: Array) -> Array:
     """Replace each label by the null label ``null`` with probability ``p``."""
     check_key("key", key)
     return jnp.where(jax.random.uniform(key, labels.shape) < p, null, labels)
@@ -112,8 +112,8 @@ def conditional_loss(
     """Conditional denoising loss with label dropout (the model that CFG guides)."""
     check_key("key", key)
     kn, kd, _ = _keys(key)
-    n = noise_batch(x0, kn, schedule)
-    lab = drop_labels(labels, p_uncond, kd, net.num_classes)
+    n = noise_batch(x0, key=kn, schedule=schedule)
+    lab = drop_labels(labels, p_uncond, net.num_classes, key=kd)
     return _mse(net(params, n.x_t, n.t, lab, jnp.full(n.t.shape, GUIDED, x0.dtype)), n.eps)
 
 
@@ -134,9 +134,9 @@ def gft_loss(
     :math:`w = 1/\beta`."""
     check_key("key", key)
     kn, kd, kb = _keys(key)
-    n = noise_batch(x0, kn, schedule)
+    n = noise_batch(x0, key=kn, schedule=schedule)
     null = net.num_classes
-    lab = drop_labels(labels, p_uncond, kd, null)
+    lab = drop_labels(labels, p_uncond, null, key=kd)
     beta = gft_beta(kb, lab, null, beta_min, x0.dtype)
     e_beta = net(params, n.x_t, n.t, lab, beta)
     e_null = net(params, n.x_t, n.t, jnp.full_like(lab, null), jnp.ones_like(beta))
@@ -161,9 +161,9 @@ def mg_loss(
     check_key("key", key)
     check_positive("w", w)
     kn, kd, _ = _keys(key)
-    n = noise_batch(x0, kn, schedule)
+    n = noise_batch(x0, key=kn, schedule=schedule)
     null = net.num_classes
-    lab = drop_labels(labels, p_uncond, kd, null)
+    lab = drop_labels(labels, p_uncond, null, key=kd)
     one = jnp.full(n.t.shape, GUIDED, x0.dtype)
     e_c = net(ema_params, n.x_t, n.t, lab, one)
     e_u = net(ema_params, n.x_t, n.t, jnp.full_like(lab, null), one)
@@ -217,11 +217,11 @@ def scale_loss(
     check_positive("w", w)
     kr, _, ks = _keys(key)
     theta, psi = params
-    n = noise_batch(x0, kr, schedule)
+    n = noise_batch(x0, key=kr, schedule=schedule)
     ones = jnp.ones(n.t.shape, x0.dtype)
     e_g = net(theta, n.x_t, n.t, labels, GUIDED * ones)
     e_s = net(psi, n.x_t, n.t, labels, GUIDED * ones)
     real = _mse(e_g / w + (1.0 - 1.0 / w) * jax.lax.stop_gradient(e_s), n.eps)
-    m = noise_batch(jax.lax.stop_gradient(self_x0), ks, schedule)
+    m = noise_batch(jax.lax.stop_gradient(self_x0), key=ks, schedule=schedule)
     e_self = net(psi, m.x_t, m.t, self_labels, jnp.full(m.t.shape, GUIDED, x0.dtype))
     return real + self_weight * _mse(e_self, m.eps)

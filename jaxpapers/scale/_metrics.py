@@ -36,8 +36,8 @@ def _sq_dists(a: Array, b: Array) -> Array:
 
 def _kth_smallest(d: Array, k: int) -> Array:
     """``jnp.sort(d, axis=1)[:, k]`` (NaN read as ``+inf``) by ``k`` rounds of removing one
-    minimum: a selection, so the values are exact, and about 10x faster than XLA's CPU sort of
-    ``[512, 512]`` rows (measured: 0.43 against 4.0 CPU-s for 108 such matrices)."""
+    minimum: a selection, so the values are exact, and much cheaper than XLA's CPU sort of
+    ``[512, 512]`` rows for a small ``k`` (``results/P04/NOTES.md``)."""
     d = jnp.where(jnp.isnan(d), jnp.inf, d)
     cols = jnp.arange(d.shape[1])
     for _ in range(k):
@@ -62,7 +62,7 @@ def mixture_metrics(
         >>> from jaxpapers.scale import checkerboard_mixture, mixture_metrics
         >>> mix = checkerboard_mixture(2)
         >>> lab = jnp.arange(400) % 4
-        >>> x, ref = mix.sample(jax.random.key(0), lab), mix.sample(jax.random.key(1), lab)
+        >>> x, ref = mix.sample(lab, key=jax.random.key(0)), mix.sample(lab, key=jax.random.key(1))
         >>> m = jax.jit(mixture_metrics)(mix, x, lab, ref)  # one program, not op by op
         >>> bool(m.precision > 0.95), bool(m.recall > 0.9)
         (True, True)

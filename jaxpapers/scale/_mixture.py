@@ -39,7 +39,7 @@ class ClassMixture(eqx.Module):
     Examples:
         >>> import jax, jax.numpy as jnp
         >>> m = ClassMixture(jnp.array([[-1.0, 0.0], [1.0, 0.0]]), jnp.array([0, 1]), 0.04)
-        >>> x = m.sample(jax.random.key(0), jnp.array([0, 0, 1]))
+        >>> x = m.sample(jnp.array([0, 0, 1]), key=jax.random.key(0))
         >>> x.shape, bool(x[2, 0] > 0)
         ((3, 2), True)
     """
@@ -122,7 +122,7 @@ class ClassMixture(eqx.Module):
         e_u = self.eps(x, t, jnp.asarray(self.num_classes), schedule)
         return e_u + w * (e_c - e_u)
 
-    def sample(self, key: Array, labels: Int[Array, " n"]) -> Float[Array, "n d"]:
+    def sample(self, labels: Int[Array, " n"], *, key: Array) -> Float[Array, "n d"]:
         """Exact samples of :math:`p(x \\mid c)` for each label."""
         kc, kn = jax.random.split(key)
         logits = jnp.where(
@@ -132,15 +132,15 @@ class ClassMixture(eqx.Module):
         z = jax.random.normal(kn, (labels.shape[0], self.dim), self.means.dtype)
         return self.means[comp] + jnp.sqrt(self.var) * z
 
-    def sample_labels(self, key: Array, n: int) -> Int[Array, " n"]:
+    def sample_labels(self, n: int, *, key: Array) -> Int[Array, " n"]:
         """``n`` labels from the class marginal."""
         return jax.random.categorical(key, self.class_log_prior(), shape=(n,)).astype(jnp.int32)
 
-    def draw(self, key: Array, n: int) -> tuple[Float[Array, "n d"], Int[Array, " n"]]:
+    def draw(self, n: int, *, key: Array) -> tuple[Float[Array, "n d"], Int[Array, " n"]]:
         """``n`` labelled exact samples ``(x, labels)`` (the training-data interface)."""
         kl, kx = jax.random.split(key)
-        labels = self.sample_labels(kl, n)
-        return self.sample(kx, labels), labels
+        labels = self.sample_labels(n, key=kl)
+        return self.sample(labels, key=kx), labels
 
 
 def checkerboard_mixture(

@@ -18,9 +18,11 @@ contrast samples, its fixed point would be reached through :math:`g_{n+1} = w\,d
 which oscillates for ``w >= 2``; the likelihood model fits the data independently of the
 guidance, so the loop has no such feedback.
 
-The loop is a scan over blocks of ``refresh`` steps (the buffer is refreshed at the start of each
-block), so the refresh is not turned into a ``select`` under ``vmap``. A non-finite loss freezes
-the parameters from that step on and clears ``finite``.
+Every loop here is :func:`jaxpapers.core.fit.fit` (one jitted ``lax.scan`` of Adam steps that
+freezes on a non-finite loss, gradient or update and clears ``finite``); the EMA and SCALE's buffer
+are its carried ``state``, updated after each step. Per-step keys: ``key`` is split into one key
+per block of ``refresh`` steps (one step for the other methods), and each block key into the key of
+the block's buffer and the keys of its steps.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
 from jaxpapers.core.checks import check_key, check_positive
 from jaxpapers.core.diffusion import VPSchedule
+from jaxpapers.core.fit import fit as core_fit
+from jaxpapers.core.pytrees import ema_update
 from jaxpapers.scale._losses import (
     _keys,
     conditional_loss,
@@ -55,9 +59,10 @@ KINDS = ("conditional", "gft", "mg", "scale")
 
 
 class DataSource(Protocol):
-    """Anything with ``draw(key, n) -> (x0 [n, ...], labels [n])`` (a pytree, passed traced)."""
+    """Anything with ``draw(n, *, key) -> (x0 [n, ...], labels [n])`` (a pytree, passed
+    traced)."""
 
-    def draw(self, key: Array, n: int) -> tuple[Array, Array]: ...
+    def draw(self, n: int, *, key: Array) -> tuple[Array, Array]: ...
 
 
 class ArrayData(eqx.Module):
@@ -66,14 +71,14 @@ class ArrayData(eqx.Module):
     Examples:
         >>> import jax, jax.numpy as jnp
         >>> d = ArrayData(jnp.zeros((10, 2)), jnp.arange(10) % 3)
-        >>> [a.shape for a in d.draw(jax.random.key(0), 4)]
+        >>> [a.shape for a in d.draw(4, key=jax.random.key(0))]
         [(4, 2), (4,)]
     """
 
     x: Float[Array, "n ..."]
     labels: Int[Array, " n"]
 
-    def draw(self, key: Array, n: int) -> tuple[Array, Array]:
+    def draw(self, n: int, *, key: Array) -> tuple[Array, Array]:
         idx = jax.random.randint(key, (n,), 0, self.labels.shape[0])
         return self.x[idx], self.labels[idx]
 
@@ -131,19 +136,22 @@ class Method(eqx.Module):
 
 
 class FitResult(NamedTuple):
-    """Output of :func:`fit`.
+    """Output of :func:`fit` and :func:`fit_many` (:class:`jaxpapers.core.fit.FitResult`'s fields
+    and the EMA).
 
     Attributes:
-      params: final parameters.
-      ema_params: EMA of the parameters.
+      params: final parameters (the last finite ones if the run froze).
+      opt_state: the Adam state after the last applied step.
       losses: ``[steps]`` training loss of every step.
-      finite: False when a non-finite loss stopped the updates.
+      finite: False when a non-finite loss, gradient or update froze the run.
+      ema_params: EMA of the parameters (decay ``Method.ema``).
     """
 
     params: PyTree
-    ema_params: PyTree
+    opt_state: PyTree
     losses: Float[Array, " steps"]
     finite: Bool[Array, ""]
+    ema_params: PyTree
 
 
 def _ramped_w(method: Method, step: Array) -> Array:
@@ -152,7 +160,7 @@ def _ramped_w(method: Method, step: Array) -> Array:
 
 def _loss(net, method, params, ema, data, buf, key, step, schedule, batch):
     kd, kl = jax.random.split(key)
-    x0, labels = data.draw(kd, batch)
+    x0, labels = data.draw(batch, key=kd)
     w = _ramped_w(method, step)
     if method.kind == "conditional":
         return conditional_loss(
@@ -192,6 +200,7 @@ def self_samples(
     method: Method,
     params: PyTree,
     data: DataSource,
+    *,
     key: Array,
     w: ArrayLike,
     schedule: VPSchedule = DEFAULT_SCHEDULE,
@@ -200,7 +209,7 @@ def self_samples(
     likelihood model of ``stop_gradient(params)`` at scale ``w``, labels from the data."""
     check_key("key", key)
     kl, ks = jax.random.split(key)
-    labels = data.draw(kl, method.self_batch)[1]
+    labels = data.draw(method.self_batch, key=kl)[1]
     params = jax.lax.stop_gradient(params)
     out = _likelihood_model(
         net, params, labels, w, ks, method.self_steps, schedule, method.x0_range
@@ -210,82 +219,111 @@ def self_samples(
 
 
 def _block_keys(key: Array, block: int) -> tuple[Array, Array]:
-    """The buffer key and the ``[block]`` step keys of one block of :func:`train_loop`."""
+    """The buffer key and the ``[block]`` step keys of one block of refresh steps."""
     kbuf, ksteps = jax.random.split(key)
     return kbuf, jax.random.split(ksteps, block)
 
 
-def _guarded_step(opt, ema_decay, value_fn, params, opt_state, ema, ok):
-    """One Adam step on ``value_fn(params)`` with the EMA update; once a loss is non-finite
-    (``ok`` False) the parameters and optimiser state stay frozen. Returns the new
-    ``(params, opt_state, ema, ok)`` and the loss."""
-    val, grads = jax.value_and_grad(value_fn)(params)
-    upd, new_state = opt.update(grads, opt_state, params)
-    ok = ok & jnp.isfinite(val)
-    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)
-    params = keep(optax.apply_updates(params, upd), params)
-    opt_state = keep(new_state, opt_state)
-    ema = jax.tree.map(lambda e, p: ema_decay * e + (1 - ema_decay) * p, ema, params)
-    return (params, opt_state, ema, ok), val
+def _key_schedule(key: Array, steps: int, block: int) -> tuple[Array, Array]:
+    """``(buffer_keys [steps // block], step_keys [steps])``: ``key`` is split into one key per
+    block of ``block`` steps, and each block key into its buffer key and its steps' keys."""
+    buffer_keys, step_keys = jax.vmap(lambda k: _block_keys(k, block))(
+        jax.random.split(key, steps // block)
+    )
+    return buffer_keys, step_keys.reshape(steps)
 
 
-def train_loop(loss_fn, make_buffer, params, *, key, lr, n_blocks, block, ema_decay):
-    """The shared Adam loop: ``n_blocks`` blocks of ``block`` steps; each block starts with
-    ``buf = make_buffer(params, key, first_step)`` and every step minimises
-    ``loss_fn(params, ema, buf, key, step)``. Returns ``(params, ema, losses, finite)``; a
-    non-finite loss freezes the parameters from that step on."""
-    opt = optax.adam(lr)
+class _Carried(NamedTuple):
+    """What the training loop carries besides the parameters: the EMA of the parameters (or
+    ``None``) and SCALE's self-generated buffer (or ``None``)."""
 
-    def step_fn(carry, inp):
-        params, opt_state, ema, ok = carry
-        k, step, buf = inp
-        value_fn = lambda p: loss_fn(p, ema, buf, k, step)
-        return _guarded_step(opt, ema_decay, value_fn, params, opt_state, ema, ok)
+    ema: PyTree
+    buffer: PyTree
 
-    def block_fn(carry, inp):
-        kb, first = inp
-        kbuf, step_keys = _block_keys(kb, block)
-        buf = make_buffer(carry[0], kbuf, first)
-        bufs = jax.tree.map(lambda a: jnp.broadcast_to(a, (block, *a.shape)), buf)
-        xs = (step_keys, first + jnp.arange(block), bufs)
-        return jax.lax.scan(step_fn, carry, xs)
 
-    carry = (params, opt.init(params), params, jnp.asarray(True))
-    inputs = (jax.random.split(key, n_blocks), jnp.arange(n_blocks) * block)
-    (params, _, ema, ok), losses = jax.lax.scan(block_fn, carry, inputs)
-    return params, ema, losses.reshape(-1), ok
+def refreshing_fit(
+    loss_fn,
+    params,
+    optimizer,
+    *,
+    key,
+    steps,
+    block,
+    ema_decay=None,
+    make_buffer=None,
+    has_aux=False,
+):
+    """:func:`jaxpapers.core.fit.fit` with an EMA of the parameters and a buffer refreshed every
+    ``block`` steps.
+
+    Step ``t`` minimises ``loss_fn(params, ema, buffer, key_t, t)``. The buffer is
+    ``make_buffer(params, buffer_key, t)`` from the parameters before step ``t`` for every ``t``
+    that is a multiple of ``block`` (``None``: no buffer). The keys follow :func:`_key_schedule`.
+    The refresh is a ``lax.cond`` on the step count, which is not batched, so it stays a
+    conditional (not a ``select`` computing both branches) when the loop is ``vmap``-ped over
+    seeds.
+    """
+    buffer_keys, step_keys = _key_schedule(key, steps, block)
+    carried = _Carried(
+        ema=None if ema_decay is None else params,
+        buffer=None if make_buffer is None else make_buffer(params, buffer_keys[0], jnp.int32(0)),
+    )
+
+    def loss(p, t, k, c):
+        return loss_fn(p, c.ema, c.buffer, k, t)
+
+    def after_step(c, p, t, k):
+        ema = None if ema_decay is None else ema_update(c.ema, p, ema_decay)
+        buffer = c.buffer
+        if make_buffer is not None and block < steps:
+            nxt = t + 1
+            buffer = jax.lax.cond(
+                (nxt % block == 0) & (nxt < steps),
+                lambda: make_buffer(
+                    p, buffer_keys[jnp.minimum(nxt // block, steps // block - 1)], nxt
+                ),
+                lambda: c.buffer,
+            )
+        return _Carried(ema, buffer)
+
+    return core_fit(
+        loss,
+        params,
+        optimizer,
+        steps=steps,
+        key=step_keys,
+        batches=jnp.arange(steps),
+        has_aux=has_aux,
+        state=carried,
+        after_step=after_step,
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("net", "method", "steps", "batch", "schedule"))
 def _fit(net, method, params, data, key, lr, steps, batch, schedule):
+    make_buffer = None
     if method.kind == "scale":
         params = (params, params)  # guided and self network start from the same weights
 
         def make_buffer(p, k, first):
-            return self_samples(net, method, p, data, k, _ramped_w(method, first), schedule)
-
-        block = method.refresh
-    else:
-
-        def make_buffer(p, k, first):
-            return (jnp.zeros(()), jnp.zeros((), jnp.int32))
-
-        block = 1
+            return self_samples(
+                net, method, p, data, key=k, w=_ramped_w(method, first), schedule=schedule
+            )
 
     def loss_fn(p, ema, buf, k, step):
         return _loss(net, method, p, ema, data, buf, k, step, schedule, batch)
 
-    out = train_loop(
+    res = refreshing_fit(
         loss_fn,
-        make_buffer,
         params,
+        optax.adam(lr),
         key=key,
-        lr=lr,
-        n_blocks=steps // block,
-        block=block,
+        steps=steps,
+        block=method.refresh if method.kind == "scale" else 1,
         ema_decay=method.ema,
+        make_buffer=make_buffer,
     )
-    return FitResult(*out)
+    return FitResult(res.params, res.opt_state, res.losses, res.finite, res.state.ema)
 
 
 def fit(
@@ -349,23 +387,21 @@ def _check_fit_args(steps, batch, lr) -> None:
 BASELINE_KINDS = ("conditional", "gft", "mg")
 
 
-def _fit_many_step(net, methods, data, schedule, batch, opt):
-    """One Adam step of every method in ``methods`` on the same batch, noise and label-dropout
-    draw (:func:`fit_many`); the carry and the outputs carry a leading method axis."""
+def _fit_many_loss(net, methods, data, schedule, batch):
+    """The loss of one step of every method in ``methods`` on the same batch, noise and
+    label-dropout draw (:func:`fit_many`): ``loss(params, ema, buffer, key, t) -> (sum,
+    [methods])`` with parameters and EMA stacked on a leading method axis (no buffer). The
+    sum's gradient is each method's own gradient (a method's loss depends only on its slice)."""
     null = net.num_classes
-    decay = methods[0].ema
 
-    def step_fn(carry, inp):
-        params, opt_state, ema, ok = carry
-        kb, step = inp
-        # The keys of a one-step block of ``train_loop``, then ``_loss``'s and the losses' splits.
-        kd, kl = jax.random.split(_block_keys(kb, 1)[1][0])
-        x0, labels = data.draw(kd, batch)
+    def loss(params, ema, _buffer, key, step):
+        kd, kl = jax.random.split(key)
+        x0, labels = data.draw(batch, key=kd)
         kn, kdrop, kbeta = _keys(kl)
-        n = noise_batch(x0, kn, schedule)
+        n = noise_batch(x0, key=kn, schedule=schedule)
         one = jnp.full(n.t.shape, GUIDED, x0.dtype)
         nulls = jnp.full_like(labels, null)
-        labs = [drop_labels(labels, m.p_uncond, kdrop, null) for m in methods]
+        labs = [drop_labels(labels, m.p_uncond, null, key=kdrop) for m in methods]
         scalars = [
             gft_beta(kbeta, lab, null, m.beta_min, x0.dtype) if m.kind == "gft" else one
             for m, lab in zip(methods, labs, strict=True)
@@ -381,8 +417,11 @@ def _fit_many_step(net, methods, data, schedule, batch, opt):
         zeros = jnp.zeros_like(x0)
         mixed, shift = [zeros] * len(methods), [zeros] * len(methods)
         if jobs:
+            frozen = jax.lax.stop_gradient(params)
             job_params = jax.tree.map(
-                lambda p, e: jnp.stack([(p, e)[src][i] for src, i, _ in jobs]), params, ema
+                lambda p, e: jnp.stack([(p, e)[src][i] for src, i, _ in jobs]),
+                frozen,
+                ema,
             )
             job_labels = jnp.stack([lab for _, _, lab in jobs])
             out = jax.vmap(lambda p, lab: net(p, n.x_t, n.t, lab, one))(job_params, job_labels)
@@ -394,30 +433,35 @@ def _fit_many_step(net, methods, data, schedule, batch, opt):
                     shift[i] = mg_shift(out[j], out[j + 1], labs[i], null, _ramped_w(m, step))
                     j += 2
 
-        def update(p, s, e, ok, lab, scalar, aux, sh):
+        def one_method(q, lab, scalar, aux, sh):
             # GFT's mixture and MG's shifted target; beta = 1 with aux = 0 and a zero shift
             # (the conditional model, MG's prediction) leave the plain squared error exactly.
             target = n.eps + jax.lax.stop_gradient(sh)
-            value_fn = lambda q: mixture_mse(net(q, n.x_t, n.t, lab, scalar), aux, scalar, target)
-            return _guarded_step(opt, decay, value_fn, p, s, e, ok)
+            return mixture_mse(net(q, n.x_t, n.t, lab, scalar), aux, scalar, target)
 
         stack = lambda xs: jnp.stack(xs)
-        return jax.vmap(update)(
-            params, opt_state, ema, ok, stack(labs), stack(scalars), stack(mixed), stack(shift)
+        losses = jax.vmap(one_method)(
+            params, stack(labs), stack(scalars), stack(mixed), stack(shift)
         )
+        return jnp.sum(losses), losses
 
-    return step_fn
+    return loss
 
 
 @functools.partial(jax.jit, static_argnames=("net", "methods", "steps", "batch", "schedule"))
 def _fit_many(net, methods, params, data, key, lr, steps, batch, schedule):
-    opt = optax.adam(lr)
     stacked = jax.tree.map(lambda a: jnp.broadcast_to(a, (len(methods), *a.shape)), params)
-    carry = (stacked, jax.vmap(opt.init)(stacked), stacked, jnp.ones(len(methods), bool))
-    step_fn = _fit_many_step(net, methods, data, schedule, batch, opt)
-    inputs = (jax.random.split(key, steps), jnp.arange(steps))
-    (params, _, ema, ok), losses = jax.lax.scan(step_fn, carry, inputs)
-    return FitResult(params, ema, losses.T, ok)
+    res = refreshing_fit(
+        _fit_many_loss(net, methods, data, schedule, batch),
+        stacked,
+        optax.adam(lr),
+        key=key,
+        steps=steps,
+        block=1,
+        ema_decay=methods[0].ema,
+        has_aux=True,
+    )
+    return FitResult(res.params, res.opt_state, res.aux.T, res.finite, res.state.ema)
 
 
 def fit_many(
@@ -451,8 +495,9 @@ def fit_many(
       data, key, steps, batch, lr, schedule: as for :func:`fit`.
 
     Returns:
-      :class:`FitResult` whose leaves carry a leading method axis (``losses [methods, steps]``,
-      ``finite [methods]``).
+      :class:`FitResult` whose parameters carry a leading method axis, with ``losses
+      [methods, steps]``; ``finite`` is one flag for the loop: a non-finite step of any method
+      freezes all of them.
 
     Examples:
         >>> import jax, jax.numpy as jnp
@@ -461,8 +506,8 @@ def fit_many(
         >>> p0 = jax.tree.map(lambda a: a[0], ps)
         >>> res = fit_many(net, (Method("conditional"), Method("gft"), Method("mg", w=2.0)), p0,
         ...                checkerboard_mixture(2), key=jax.random.key(0), steps=10, batch=16)
-        >>> res.losses.shape, res.finite.tolist()
-        ((3, 10), [True, True, True])
+        >>> res.losses.shape, bool(res.finite)
+        ((3, 10), True)
     """
     check_key("key", key)
     methods = tuple(methods)

@@ -9,7 +9,7 @@ uniformly inside their bins and scored with the exact class-conditional density.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,51 +23,65 @@ from jaxpapers.scale import (
     mixture_metrics,
     token_model,
 )
-from jaxpapers.scale.experiments._mixture import study_jit
+from jaxpapers.scale.experiments._config import Config
 
 W_GRID = (1.0, 1.5, 2.0, 3.0)
 
 
-def ar_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
-    """Per-seed metrics of conditional, CFG-on-logits, CCA and SCALE token models (JSON-ready)."""
+class ARStudy(NamedTuple):
+    """What :func:`ar_study` measures (per-seed lists, ready for ``result.json``).
+
+    Attributes:
+      rows: ``{row: {"log_lik", "precision", "recall": [per seed]}}``.
+      cfg_w: the CFG scale chosen per seed on the validation draw.
+      steps: the training steps of each model.
+    """
+
+    rows: dict[str, dict[str, list[float]]]
+    cfg_w: list[float]
+    steps: dict[str, int]
+
+
+def ar_study(config: Config, seeds: list[int]) -> ARStudy:
+    """Per-seed metrics of conditional, CFG-on-logits, CCA and SCALE token models."""
     mix = checkerboard_mixture(2)
     seeds_arr = jnp.asarray(seeds)
     model, init = token_model(
-        mix.num_classes, seeds=seeds_arr, d_model=sizes.ar_width, num_layers=1
+        mix.num_classes, seeds=seeds_arr, d_model=config.ar_width, num_layers=1
     )
     keys = jax.vmap(lambda s: jax.random.key(3000 + s))(seeds_arr)
-    total = sizes.ar_steps + sizes.ar_finetune
+    total = config.ar_steps + config.ar_finetune
 
     def train_all(init, keys):
         def train(method, params, steps, ref=None):
             return jax.vmap(
                 lambda p, k, r: (
                     ar_fit(
-                        model, method, p, mix, key=k, steps=steps, batch=sizes.batch, ref_params=r
+                        model, method, p, mix, key=k, steps=steps, batch=config.batch, ref_params=r
                     ).params
                 )
             )(params, keys, params if ref is None else ref)
 
-        cond = train(ARMethod("conditional"), init, sizes.ar_steps)
-        cca = train(ARMethod("cca", beta=sizes.cca_beta, lam=1.0), cond, sizes.ar_finetune, cond)
+        cond = train(ARMethod("conditional"), init, config.ar_steps)
+        cca = train(ARMethod("cca", beta=config.cca_beta, lam=1.0), cond, config.ar_finetune, cond)
         scale = train(
-            ARMethod("scale", w=sizes.scale_w, refresh=sizes.refresh, self_batch=sizes.self_batch),
+            ARMethod(
+                "scale", w=config.scale_w, refresh=config.refresh, self_batch=config.self_batch
+            ),
             init,
             total,
         )[0]
         return cond, cca, scale
 
-    # Training keeps full optimisation: with FAST_COMPILE the quick token-model study cost more
-    # (measured on a near-idle machine: 146.8 CPU-s against 68.7 with a fully optimised training).
-    cond, cca, scale = study_jit(train_all, sizes)(init, keys)
-    n = sizes.n_eval
+    cond, cca, scale = jax.jit(train_all)(init, keys)
+    n = config.n_eval
     labels = jnp.arange(n, dtype=jnp.int32) % mix.num_classes
     nw, ns = len(W_GRID), len(seeds)
 
     def evaluate(cond, cca, scale):
         """Every sampler once, vmapped over one flat (job x seed) axis."""
-        ref = mix.sample(jax.random.key(7), labels)
-        val_ref = mix.sample(jax.random.key(8), labels)
+        ref = mix.sample(labels, key=jax.random.key(7))
+        val_ref = mix.sample(labels, key=jax.random.key(8))
         k_test, k_val = jax.random.key(41), jax.random.key(42)
 
         def score(mode, params, ws, keys, refs):  # params [jobs, seeds, ...]; the rest [jobs]
@@ -77,7 +91,7 @@ def ar_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
 
             def one(p, w, key, reference):
                 out = ar_sample(model, p, labels, key=key, mode=mode, w=w)
-                x = model.dequantise(out.tokens, jax.random.fold_in(key, 1))
+                x = model.dequantise(out.tokens, key=jax.random.fold_in(key, 1))
                 m = mixture_metrics(mix, x, labels, reference)
                 return {"log_lik": m.log_lik, "precision": m.precision, "recall": m.recall}
 
@@ -110,9 +124,9 @@ def ar_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
         }
         return rows, best
 
-    rows, best = study_jit(evaluate, sizes, light=True)(cond, cca, scale)
-    return {
-        "rows": {r: {k: np.asarray(v).tolist() for k, v in s.items()} for r, s in rows.items()},
-        "cfg_w": np.asarray(jnp.asarray(W_GRID)[best]).tolist(),
-        "steps": {"conditional": sizes.ar_steps, "CCA": total, "SCALE": total},
-    }
+    rows, best = jax.jit(evaluate)(cond, cca, scale)
+    return ARStudy(
+        rows={r: {k: np.asarray(v).tolist() for k, v in s.items()} for r, s in rows.items()},
+        cfg_w=np.asarray(jnp.asarray(W_GRID)[best]).tolist(),
+        steps={"conditional": config.ar_steps, "CCA": total, "SCALE": total},
+    )

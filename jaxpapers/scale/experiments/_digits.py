@@ -5,7 +5,7 @@ The classifier (MLP 64-128-128-10, Adam) is trained on the test split of a seede
 the generative models see only the training split, so the classifier is held out from them. Its
 accuracy on real held-out digits is reported in the extras. The Frechet distance compares the
 classifier's last hidden features of generated samples with those of the held-out real digits.
-The four methods train in the mixture beds' training program (``_mixture.train_methods``:
+The four methods train in the mixture beds' training programs (``_mixture.train_methods``:
 conditional, GFT and MG in one ``fit_many`` loop, SCALE in its own). Every sampler here, the
 evaluation's and SCALE's self samples alike, clips its predicted x0 to the data range at every
 step (``X0_RANGE``).
@@ -13,7 +13,7 @@ step (``X0_RANGE``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +22,7 @@ import optax
 from flax import nnx
 
 from jaxpapers.core.data.digits import NUM_CLASSES, load_digits, split
+from jaxpapers.core.fit import fit
 from jaxpapers.core.nn.mlp import MLP
 from jaxpapers.scale import (
     ArrayData,
@@ -30,14 +31,14 @@ from jaxpapers.scale import (
     sample_cfg,
     sample_one_pass,
 )
-from jaxpapers.scale.experiments._mixture import study_jit, study_methods, train_methods
+from jaxpapers.scale.experiments._config import Config
+from jaxpapers.scale.experiments._mixture import study_methods, train_methods
 
 W_GRID = (1.0, 2.0, 3.0)
 #: The classifier's hidden width, also the Frechet features' dimension: each Frechet distance
-#: takes two eigendecompositions of a width x width covariance, at any sample count, and XLA's
-#: CPU ``eigh`` of a batch of 24 256 x 256 matrices took 18 CPU-s, of 24 128 x 128 ones 0.7
-#: (measured under load; the evaluation program of 200 samples, 24 distances, ran 19.1 CPU-s
-#: at width 256 and 0.4 at 128; the classifier's accuracy on real digits 0.960 vs 0.956).
+#: takes two eigendecompositions of a width x width covariance, at any sample count, so the
+#: width sets the evaluation's cost (``results/P04/NOTES.md``: 256 cost ~50x more than 128 for
+#: the same classifier accuracy on real digits).
 CLASSIFIER_WIDTH = 128
 #: Every digits sampler (evaluation, and SCALE's self samples) clips its predicted x0 to the data
 #: range [-1, 1] at every step (static thresholding, ``clip_x0``).
@@ -49,7 +50,6 @@ def _classifier(x: np.ndarray, y: np.ndarray, steps: int):
     features=False)`` on ``[n, 64]`` inputs (weights stay arguments: no constant folding)."""
     model = MLP([64, CLASSIFIER_WIDTH, CLASSIFIER_WIDTH, NUM_CLASSES], rngs=nnx.Rngs(0))
     graphdef, params = nnx.split(model, nnx.Param)
-    opt = optax.adam(1e-3)
     xs, ys = jnp.asarray(x), jnp.asarray(y)
 
     def forward(p, inp, features=False):
@@ -59,42 +59,45 @@ def _classifier(x: np.ndarray, y: np.ndarray, steps: int):
             h = m.act(layer(h))
         return h if features else m.layers[-1](h)
 
-    @jax.jit
-    def train(p):
-        def step(carry, k):
-            p, s = carry
-            idx = jax.random.randint(k, (128,), 0, xs.shape[0])
-            noisy = xs[idx] + 0.1 * jax.random.normal(k, xs[idx].shape)
-            loss = lambda q: optax.softmax_cross_entropy_with_integer_labels(
-                forward(q, noisy), ys[idx]
-            ).mean()
-            g = jax.grad(loss)(p)
-            u, s = opt.update(g, s, p)
-            return (optax.apply_updates(p, u), s), None
+    def loss(p, _batch, k):
+        idx = jax.random.randint(k, (128,), 0, xs.shape[0])
+        noisy = xs[idx] + 0.1 * jax.random.normal(k, xs[idx].shape)
+        return optax.softmax_cross_entropy_with_integer_labels(forward(p, noisy), ys[idx]).mean()
 
-        keys = jax.random.split(jax.random.key(5), steps)
-        return jax.lax.scan(step, (p, opt.init(p)), keys)[0][0]
-
-    return train(params), forward
+    return fit(loss, params, optax.adam(1e-3), steps=steps, key=jax.random.key(5)).params, forward
 
 
-def digits_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
-    """Train all methods on digits; accuracy and Frechet distance per seed (JSON-ready)."""
+class DigitsStudy(NamedTuple):
+    """What :func:`digits_study` measures (per-seed lists, ready for ``result.json``).
+
+    Attributes:
+      rows: ``{row: {"accuracy": [per seed], "frechet": [per seed]}}``.
+      classifier_accuracy_on_generator_training_digits: the held-out classifier's accuracy on
+        the generators' training digits.
+      grids: 40 samples (labels ``i % 10``) of the first seed, ``[40, 8, 8]``, per row.
+    """
+
+    rows: dict[str, dict[str, list[float]]]
+    classifier_accuracy_on_generator_training_digits: float
+    grids: dict[str, list]
+
+
+def digits_study(config: Config, seeds: list[int]) -> DigitsStudy:
+    """Train all methods on digits; accuracy and Frechet distance per seed."""
     d = load_digits(8, (-1.0, 1.0))
     train_set, held_out = split(d, test_fraction=0.25, seed=0)
     x_tr = jnp.asarray(train_set.images.reshape(-1, 64))
     x_te, y_te = jnp.asarray(held_out.images.reshape(-1, 64)), held_out.labels
-    cls_params, classify = _classifier(x_te, y_te, sizes.classifier_steps)
+    cls_params, classify = _classifier(x_te, y_te, config.classifier_steps)
     data = ArrayData(x_tr, jnp.asarray(train_set.labels))
     seeds_arr = jnp.asarray(seeds)
     net, init = mlp_denoiser(
-        64, NUM_CLASSES, seeds=seeds_arr, hidden=sizes.digits_hidden, depth=sizes.depth
+        64, NUM_CLASSES, seeds=seeds_arr, hidden=config.digits_hidden, depth=config.depth
     )
     keys = jax.vmap(lambda s: jax.random.key(2000 + s))(seeds_arr)
-    steps, n = sizes.sample_steps, sizes.digits_eval
+    steps, n = config.sample_steps, config.digits_eval
     labels = jnp.arange(n, dtype=jnp.int32) % NUM_CLASSES
-    methods = study_methods(sizes, sizes.digits_steps, sizes.self_batch, 1.0, X0_RANGE)
-    train = train_methods(net, methods, data, sizes.digits_steps, sizes.batch)
+    methods = study_methods(config, config.digits_steps, config.self_batch, 1.0, X0_RANGE)
     key = jax.random.key(31)
     ws = jnp.asarray(W_GRID)
 
@@ -147,12 +150,12 @@ def digits_study(sizes: Any, seeds: list[int]) -> dict[str, Any]:
         real_acc = jnp.mean(jnp.argmax(classify(cls_params, x_tr), -1) == data.labels)
         return rows, {k: v[0, :40] for k, v in shown.items()}, real_acc
 
-    trained = study_jit(train, sizes)(init, keys)
-    evaluate = study_jit(evaluate, sizes, light=True)
-    rows, shown, real_acc = evaluate(trained, cls_params, x_te, x_tr)
-    grids = {k: np.asarray(v).reshape(40, 8, 8).tolist() for k, v in shown.items()}
-    return {
-        "rows": {r: {k: np.asarray(v).tolist() for k, v in s.items()} for r, s in rows.items()},
-        "classifier_accuracy_on_generator_training_digits": float(real_acc),
-        "grids": grids,
-    }
+    trained = train_methods(
+        net, methods, data, init, keys, steps=config.digits_steps, batch=config.batch
+    )
+    rows, shown, real_acc = jax.jit(evaluate)(trained, cls_params, x_te, x_tr)
+    return DigitsStudy(
+        rows={r: {k: np.asarray(v).tolist() for k, v in s.items()} for r, s in rows.items()},
+        classifier_accuracy_on_generator_training_digits=float(real_acc),
+        grids={k: np.asarray(v).reshape(40, 8, 8).tolist() for k, v in shown.items()},
+    )

@@ -7,37 +7,27 @@ guidance scale of CFG and GFT (chosen at sampling time) is picked per seed on a 
 validation draw from ``W_GRID``; MG and SCALE train one fixed scale each. SCALE's Diffusion-DPO
 fine-tuning (pairs ranked by the true class log-likelihood) runs on the 2-D bed.
 
-The study is three jitted programs, plus two more on the 2-D bed: training, as two programs run at
-once on two threads (every method vmapped over seeds; conditional, GFT and MG in one shared loop,
-``fit_many``, SCALE in its own; compiled with full optimisation, since it is where the compute
-is), on the 2-D bed SCALE's Diffusion-DPO
-(its pair draws and fine-tuning loop: inside the evaluation program it added ~14 CPU-s of
-compile, alone it costs ~8; measured under load), evaluation (every sampler over the scale grid
-and both draws, scoring; little compute, but compiling it with ``FAST_COMPILE`` slowed its run
-more than it saved, so only smoke sizes do, ``Sizes.fast_compile_light``) and, on the 2-D bed,
-the ``sanity_limits`` loss limits and guided-target errors of the trained conditional model (a
-few forward passes: always ``FAST_COMPILE``; measured under load, 5.2 CPU-s of compile alone
-against ~16 CPU-s added to the evaluation program's full-optimisation compile). The last three
-compile on a worker thread while the training programs compile and run, SCALE's training runs on
-a thread of its own (:class:`Ahead`). No op-by-op dispatch. Each sampler
-appears once in the evaluation program, vmapped over one flat (job x seed) axis: every inlined
-copy of a DDIM sampler, and every vmap level around one, costs tracing and compile time of its
-own (measured on a loaded machine: a vmapped sampler ~3 CPU-s of compile, each of the four
-training loops 6-11 CPU-s). :func:`study_methods` and :func:`train_methods` (the four methods
-and their training, one program) serve the digits bed too.
+The study is a few jitted programs, called in turn without waiting for their results (JAX
+dispatches each asynchronously, so a program compiles while the previous ones run): training, as
+two programs (every method vmapped over seeds; conditional, GFT and MG in one shared loop,
+:func:`~jaxpapers.scale.fit_many`, SCALE in its own); on the 2-D bed SCALE's Diffusion-DPO (its
+pair draws and fine-tuning loop); evaluation (every sampler over the scale grid and both draws,
+scoring); and, on the 2-D bed, the ``sanity_limits`` loss limits and guided-target errors of the
+trained conditional model (a few forward passes). Each sampler appears once in the evaluation
+program, vmapped over one flat (job x seed) axis: every inlined copy of a DDIM sampler, and every
+vmap level around one, costs tracing and compile time of its own. :func:`study_methods` and
+:func:`train_methods` serve the digits bed too.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core.metrics import sliced_wasserstein
-from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.scale import (
     Method,
     checkerboard_mixture,
@@ -50,6 +40,7 @@ from jaxpapers.scale import (
     sample_cfg,
     sample_one_pass,
 )
+from jaxpapers.scale.experiments._config import Config
 from jaxpapers.scale.experiments._sanity import sanity_numbers
 
 W_GRID = (1.0, 1.5, 2.0, 3.0)  # W_GRID[0] = 1 is also the sanity check's CFG(w=1) draw
@@ -59,54 +50,8 @@ N_SHOWN = 256  # samples per row kept for the 2-D bed's scatter plot (first seed
 Array = jax.Array
 
 
-def study_jit(fn: Any, sizes: Any, *, light: bool = False) -> Any:
-    """``jax.jit(fn)``, with the fast-compile XLA options where ``sizes.fast_compile`` says so
-    (small CPU runs, where the compile costs more than the compute it would speed up) and, for a
-    ``light`` program (evaluation: samplers, scoring, DPO), where
-    ``sizes.fast_compile_light`` does. Measured on the 2-D mixture's training loops: FAST_COMPILE
-    halves their compile time and doubles their run time, so heavy programs keep full
-    optimisation."""
-    fast = sizes.fast_compile or (light and sizes.fast_compile_light)
-    return jax.jit(fn, compiler_options=FAST_COMPILE if fast else None)
-
-
-class Ahead:
-    """Compiles programs on a worker thread, and runs one more program on a thread of its own,
-    while the main thread compiles and runs the baselines' training.
-
-    A study compiles its later programs (DPO, evaluation, sanity) here, from the abstract shapes
-    of the training programs' outputs (``Traced.out_info``), while the main thread compiles and
-    runs the training: XLA:CPU compiles one program on about one core, so two compiles on two
-    threads use both. SCALE's training runs beside the baselines' on :meth:`run`'s thread: one
-    training program alone keeps about 1.5 of the 2 cores busy. Tracing must not wait on a
-    running program, so every array a traced function closes over is computed before the
-    training starts. (Written when every program holding a DDIM sampler carried diffrax's
-    ``StepTo`` host callback and so ran synchronously on the calling thread; the core's samplers
-    have had none since, and the threads still pay for the overlap of compiles and runs.)
-    """
-
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="p04-compile")
-        self._runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="p04-run")
-
-    def compile(self, jitted: Any, *args: Any) -> Future:
-        """A future of ``jitted.trace(*args).lower().compile()`` (``args``: arrays or
-        ``jax.ShapeDtypeStruct`` trees); jobs run in submission order."""
-        return self._pool.submit(lambda: jitted.trace(*args).lower().compile())
-
-    def run(self, traced: Any, *args: Any) -> Future:
-        """A future of ``traced.lower().compile()(*args)``, compiled and run on a thread of its
-        own (``traced``: a ``jax.jit(...).trace(...)``; ``args``: concrete arrays)."""
-        return self._runner.submit(lambda: traced.lower().compile()(*args))
-
-    def close(self) -> None:
-        """End the worker threads (after their queued jobs)."""
-        self._pool.shutdown()
-        self._runner.shutdown()
-
-
 def study_methods(
-    sizes: Any, steps: int, self_batch: int, clip: float, x0_range: float | None = None
+    config: Config, steps: int, self_batch: int, clip: float, x0_range: float | None = None
 ) -> dict[str, Method]:
     """The four methods of a study trained for ``steps`` Adam steps: conditional (for CFG), GFT,
     MG and SCALE (its self samples drawn with the evaluation sampler, its ``x0_range`` included,
@@ -114,13 +59,13 @@ def study_methods(
     return {
         "conditional": Method("conditional"),
         "gft": Method("gft"),
-        "mg": Method("mg", w=sizes.mg_w, warmup=steps // 2),
+        "mg": Method("mg", w=config.mg_w, warmup=steps // 2),
         "scale": Method(
             "scale",
-            w=sizes.scale_w,
+            w=config.scale_w,
             warmup=steps // 2,
-            refresh=sizes.refresh,
-            self_steps=sizes.sample_steps,
+            refresh=config.refresh,
+            self_steps=config.sample_steps,
             self_batch=self_batch,
             clip=clip,
             x0_range=x0_range,
@@ -128,35 +73,71 @@ def study_methods(
     }
 
 
-def train_parts(net: Any, methods: dict[str, Method], data: Any, steps: int, batch: int) -> Any:
-    """``(baselines, scale)``: two functions of ``(init, keys)``, vmapped over seeds, training
-    :func:`study_methods`' methods. ``baselines`` returns ``{"conditional", "gft", "mg": params
-    [seeds, ...]}`` from one loop (``fit_many``: the same batches at the same key, one compiled
-    network pass for the three); ``scale`` returns SCALE's guided parameters from its own loop.
-    The two are independent, so they can run as two programs at once (the 2-D bed does)."""
-    names = ("conditional", "gft", "mg")
+BASELINES = ("conditional", "gft", "mg")
+
+
+def train_methods(
+    net: Any,
+    methods: dict[str, Method],
+    data: Any,
+    init: Any,
+    keys: Array,
+    *,
+    steps: int,
+    batch: int,
+) -> dict[str, Any]:
+    """``{name: params [seeds, ...]}`` of :func:`study_methods`' methods trained from ``init``
+    (``[seeds, ...]``) at ``keys`` (``[seeds]``), vmapped over seeds, as two programs: the
+    baselines in one loop (``fit_many``: the same batches at the same key, one compiled network
+    pass for the three) and SCALE's guided network in its own."""
 
     def baselines(init, keys):
         res = jax.vmap(
             lambda p, k: fit_many(
-                net, tuple(methods[n] for n in names), p, data, key=k, steps=steps, batch=batch
+                net, tuple(methods[n] for n in BASELINES), p, data, key=k, steps=steps, batch=batch
             )
         )(init, keys)  # leaves [seeds, methods, ...]
-        return {n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(names)}
+        return {
+            n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(BASELINES)
+        }
 
     def scale(init, keys):
         return jax.vmap(
             lambda p, k: fit(net, methods["scale"], p, data, key=k, steps=steps, batch=batch)
         )(init, keys).params[0]
 
-    return baselines, scale
+    return {**jax.jit(baselines)(init, keys), "scale": jax.jit(scale)(init, keys)}
 
 
-def train_methods(net: Any, methods: dict[str, Method], data: Any, steps: int, batch: int) -> Any:
-    """``train(init, keys) -> {name: params [seeds, ...]}``: both of :func:`train_parts` in one
-    function (one program)."""
-    baselines, scale = train_parts(net, methods, data, steps, batch)
-    return lambda init, keys: {**baselines(init, keys), "scale": scale(init, keys)}
+class MixtureStudy(NamedTuple):
+    """What :func:`mixture_study` measures (per-seed lists, ready for ``result.json``).
+
+    Attributes:
+      rows: ``{row: {metric: [per seed]}}`` (metrics ``log_lik``, ``precision``, ``recall``,
+        ``sw``).
+      w: the guidance scale chosen per seed for CFG, GFT and CFG at SCALE's NFE.
+      nfe: network passes per sample of each row.
+      exact_samples: the metrics of exact samples.
+      trained_w: the scales trained into MG and SCALE.
+      sanity: the ``sanity_limits`` numbers (``_sanity``), or ``None``.
+      samples: the first seed's first test samples of every row (2-D bed), or ``None``.
+    """
+
+    rows: dict[str, dict[str, list[float]]]
+    w: dict[str, list[float]]
+    nfe: dict[str, int]
+    exact_samples: dict[str, float]
+    trained_w: dict[str, float]
+    sanity: dict[str, list[float]] | None = None
+    samples: dict[str, Any] | None = None
+
+    def extras(self, *, samples: bool = False) -> dict[str, Any]:
+        """The fields as ``result.json`` extras (``None`` ones left out; ``samples`` only when
+        asked for: one experiment keeps them)."""
+        out = {k: v for k, v in self._asdict().items() if v is not None}
+        if not samples:
+            out.pop("samples", None)
+        return out
 
 
 def _score(mix, x, labels, ref, key) -> dict[str, Array]:
@@ -174,37 +155,30 @@ def _pick_w(test: dict[str, Array], val: Array) -> tuple[dict[str, Array], Array
 
 
 def mixture_study(
-    sizes: Any,
+    config: Config,
     dim: int,
     seeds: list[int],
     *,
     with_dpo: bool,
     with_sanity: bool = False,
-) -> dict[str, Any]:
-    """Train all methods on the ``dim``-D checkerboard mixture; return per-seed metrics.
-
-    The DPO, evaluation and sanity programs compile on a worker thread (:class:`Ahead`) while
-    the training program runs.
-
-    Returns:
-      ``{"rows": {row: {metric: [per seed]}}, "w": {...}, "nfe": {...}}`` (JSON-ready), plus
-      ``"sanity"`` (see ``_sanity``) when ``with_sanity``.
-    """
+) -> MixtureStudy:
+    """Train all methods on the ``dim``-D checkerboard mixture; return per-seed metrics (with
+    the ``sanity_limits`` numbers when ``with_sanity``, SCALE+DPO's row when ``with_dpo``)."""
     mix = checkerboard_mixture(dim)
     seeds_arr = jnp.asarray(seeds)
     net, init = mlp_denoiser(
-        dim, mix.num_classes, seeds=seeds_arr, hidden=sizes.hidden, depth=sizes.depth
+        dim, mix.num_classes, seeds=seeds_arr, hidden=config.hidden, depth=config.depth
     )
     train_keys = jax.vmap(lambda s: jax.random.key(1000 + s))(seeds_arr)
-    n, steps = sizes.n_eval, sizes.sample_steps
+    n, steps = config.n_eval, config.sample_steps
     labels = jnp.arange(n, dtype=jnp.int32) % mix.num_classes
     ws = jnp.asarray(W_GRID)
     clip = float(jnp.max(jnp.abs(mix.means))) + 3.0 * float(jnp.sqrt(mix.var))
-    methods = study_methods(sizes, sizes.steps, sizes.self_batch, clip)
+    methods = study_methods(config, config.steps, config.self_batch, clip)
 
     def evaluate(trained, tuned_dpo):
-        ref = mix.sample(jax.random.key(7), labels)
-        val_ref = mix.sample(jax.random.key(8), labels)
+        ref = mix.sample(labels, key=jax.random.key(7))
+        val_ref = mix.sample(labels, key=jax.random.key(8))
         k_test, k_val, k_sw = jax.random.key(11), jax.random.key(12), jax.random.key(13)
         nw, ns = len(W_GRID), len(seeds)
 
@@ -256,7 +230,7 @@ def mixture_study(
             )
         if with_dpo:
             rows["SCALE+DPO"] = at(3 + 2 * nw)
-        exact = _score(mix, mix.sample(jax.random.key(99), labels), labels, ref, k_sw)
+        exact = _score(mix, mix.sample(labels, key=jax.random.key(99)), labels, ref, k_sw)
         # CFG at w = 1 (grid entry 0, test key) against the conditional one-pass sampler.
         cfg1 = jnp.max(jnp.abs(xs_cfg[0] - xs_one[0]), axis=(1, 2))
         # The first seed's first test samples of every row (at its chosen scale), for the plot.
@@ -268,36 +242,15 @@ def mixture_study(
         shown = {k: v[:N_SHOWN] for k, v in shown.items()}
         return rows, chosen_w, exact, cfg1, shown
 
-    ahead = Ahead()
-    # Two training programs, run at once on two threads: one program alone keeps ~1.5 of the 2
-    # cores busy (measured: CPU timeline of the quick run).
-    train_baselines, train_scale = train_parts(net, methods, mix, sizes.steps, sizes.batch)
-    training = study_jit(train_baselines, sizes).trace(init, train_keys)
-    scale_training = study_jit(train_scale, sizes).trace(init, train_keys)
-    scale_run = ahead.run(scale_training, init, train_keys)
-    # The trained parameters' abstract shapes.
-    shapes = {**training.out_info, "scale": scale_training.out_info}
-    # DPO (its sampler draws and its fine-tuning loop) is a program of its own: inside the
-    # evaluation program it added more compile time than it costs alone.
-    dpo = lambda p: _dpo(net, mix, p, sizes)
-    if with_dpo:
-        dpo_program = ahead.compile(study_jit(dpo, sizes, light=True), shapes["scale"])
-    tuned_shape = shapes["scale"] if with_dpo else None  # DPO keeps the parameters' shapes
-    eval_program = ahead.compile(study_jit(evaluate, sizes, light=True), shapes, tuned_shape)
+    trained = train_methods(
+        net, methods, mix, init, train_keys, steps=config.steps, batch=config.batch
+    )
+    tuned = jax.jit(lambda p: _dpo(net, mix, p, config))(trained["scale"]) if with_dpo else None
+    rows, chosen_w, exact, cfg1, shown = jax.jit(evaluate)(trained, tuned)
+    sanity = None
     if with_sanity:
-        # The loss limits and the guided-target errors: a few forward passes, so their own
-        # program compiled with FAST_COMPILE at every size (inside the evaluation program they
-        # cost ~16 CPU-s of full-optimisation compile; alone: 11.8 full, 5.2 fast).
-        limits = jax.jit(
-            lambda p: sanity_numbers(net, mix, p, sizes, seeds_arr), compiler_options=FAST_COMPILE
-        )
-        limits_program = ahead.compile(limits, shapes["conditional"])
-    trained = {**training.lower().compile()(init, train_keys), "scale": scale_run.result()}
-    tuned = dpo_program.result()(trained["scale"]) if with_dpo else None
-    rows, chosen_w, exact, cfg1, shown = eval_program.result()(trained, tuned)
-    if with_sanity:
-        sanity = {"cfg": cfg1, **limits_program.result()(trained["conditional"])}
-    ahead.close()
+        limits = jax.jit(lambda p: sanity_numbers(net, mix, p, config, seeds_arr))
+        sanity = {"cfg": cfg1, **limits(trained["conditional"])}
     nfe = {
         "CFG": 2 * steps,
         "CFG at SCALE's NFE": 2 * max(steps // 2, 1),
@@ -305,38 +258,38 @@ def mixture_study(
         "MG": steps,
         "SCALE": steps,
     }
-    out = {
-        "rows": {r: {k: np.asarray(v).tolist() for k, v in s.items()} for r, s in rows.items()},
-        "w": {r: np.asarray(v).tolist() for r, v in chosen_w.items()},
-        "nfe": nfe,
-        "exact_samples": {k: float(v) for k, v in exact.items()},
-        "trained_w": {"MG": sizes.mg_w, "SCALE": sizes.scale_w},
-    }
-    if with_sanity:
-        out["sanity"] = {k: np.asarray(v).tolist() for k, v in sanity.items()}
+    lists = lambda d: {k: np.asarray(v).tolist() for k, v in d.items()}
+    samples = None
     if dim == 2:
-        out["samples"] = {
+        samples = {
             "seed": seeds[0],
             "labels": np.asarray(labels[:N_SHOWN]).tolist(),
             "x": {r: np.round(np.asarray(v), 3).tolist() for r, v in shown.items()},
         }
-    return out
+    return MixtureStudy(
+        rows={r: lists(s) for r, s in rows.items()},
+        w=lists(chosen_w),
+        nfe=nfe,
+        exact_samples={k: float(v) for k, v in exact.items()},
+        trained_w={"MG": config.mg_w, "SCALE": config.scale_w},
+        sanity=None if sanity is None else lists(sanity),
+        samples=samples,
+    )
 
 
-def _dpo(net, mix, params, sizes):
+def _dpo(net, mix, params, config):
     """Diffusion-DPO on pairs of SCALE's own samples ranked by the true log p(x | c)."""
-    n = sizes.dpo_pairs
+    n = config.dpo_pairs
     labels = jnp.arange(n, dtype=jnp.int32) % mix.num_classes
 
     def one_seed(p, seed):
         ka, kb, kf = jax.random.split(jax.random.fold_in(jax.random.key(21), seed), 3)
-        draw = lambda k: sample_one_pass(net, p, labels, key=k, num_steps=sizes.sample_steps).x
+        draw = lambda k: sample_one_pass(net, p, labels, key=k, num_steps=config.sample_steps).x
         xa, xb = jax.vmap(draw)(jnp.stack([ka, kb]))  # one sampler copy for both draws
         reward = lambda x: jax.vmap(mix.log_prob)(x, labels)
         pairs = rank_pairs(xa, xb, labels, reward(xa), reward(xb))
-        out, _ = dpo_fit(
-            net, p, pairs, key=kf, steps=sizes.dpo_steps, batch=sizes.batch, beta=sizes.dpo_beta
-        )
-        return out
+        return dpo_fit(
+            net, p, pairs, key=kf, steps=config.dpo_steps, batch=config.batch, beta=config.dpo_beta
+        ).params
 
     return jax.vmap(one_seed)(params, jnp.arange(jax.tree.leaves(params)[0].shape[0]))

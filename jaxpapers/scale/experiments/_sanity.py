@@ -11,10 +11,10 @@ Rows (per seed):
   prediction: CFG should be closer to the guided target it approximates.
 
 The conditional model is the one the 2-D mixture study trains for CFG (same seeds); the study
-computes these numbers right after its evaluation, in a small program of their own compiled with
-``FAST_COMPILE`` (:func:`sanity_numbers`; the sampler row compares the study's CFG draw at
-``w = 1`` with its one-pass draw of the conditional model, both at the test key on ``n_eval``
-labels), so the sanity check costs no training and no sampler compile of its own.
+computes these numbers right after its evaluation, in a small program of their own
+(:func:`sanity_numbers`; the sampler row compares the study's CFG draw at ``w = 1`` with its
+one-pass draw of the conditional model, both at the test key on ``n_eval`` labels), so the sanity
+check costs no training and no sampler compile of its own.
 """
 
 from __future__ import annotations
@@ -32,19 +32,20 @@ from jaxpapers.scale import (
     noise_batch,
     scale_loss,
 )
+from jaxpapers.scale.experiments._config import Config
 
 SCH = VPSchedule()
 GUIDE_W = 3.0
 
 
-def sanity_numbers(net: Any, mix: Any, params: Any, sizes: Any, seeds: jax.Array) -> dict:
+def sanity_numbers(net: Any, mix: Any, params: Any, config: Config, seeds: jax.Array) -> dict:
     """The loss-limit and guided-target rows for the seed-stacked conditional ``params``
     (traceable; ``[seeds]`` each). The sampler row (CFG at ``w = 1`` against the one-pass
     sampler) comes from the study's own evaluation draws, which include both at the same key."""
 
     def limits(p, k):
         kd, kl = jax.random.split(k)
-        x0, lab = mix.draw(kd, sizes.batch)
+        x0, lab = mix.draw(config.batch, key=kd)
         cond = conditional_loss(net, p, x0, lab, key=kl, schedule=SCH)
         cond0 = conditional_loss(net, p, x0, lab, key=kl, schedule=SCH, p_uncond=0.0)
         gft = gft_loss(net, p, x0, lab, key=kl, schedule=SCH, beta_min=1.0)
@@ -58,8 +59,8 @@ def sanity_numbers(net: Any, mix: Any, params: Any, sizes: Any, seeds: jax.Array
 
     def guided_error(p, k):
         kd, kn = jax.random.split(k)
-        x0, lab = mix.draw(kd, 1024)
-        n = noise_batch(x0, kn, SCH)
+        x0, lab = mix.draw(1024, key=kd)
+        n = noise_batch(x0, key=kn, schedule=SCH)
         t = 0.05 + 0.9 * n.t  # away from the ends, where eps is nearly trivial
         a, s = SCH.alpha(t)[:, None], SCH.sigma(t)[:, None]
         x_t = a * x0 + s * n.eps

@@ -1,0 +1,50 @@
+"""The configuration of one run size of the P04 experiments (``SIZES`` in ``__init__``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """Every size-dependent setting of P04.
+
+    Attributes:
+      steps: Adam steps per mixture model (every method).
+      batch: real-data batch (also the DPO batch).
+      hidden, depth: the mixture MLP denoiser's width and hidden layers (``depth`` also digits').
+      n_eval: labelled samples scored per seed on the mixtures.
+      sample_steps: DDIM steps at evaluation (SCALE's NFE) and of SCALE's self samples.
+      refresh: SCALE: optimiser steps between refreshes of its self-generated buffer.
+      self_batch: SCALE: self samples per refresh (also the token model's).
+      mg_w, scale_w: the guidance scales trained into MG and SCALE.
+      dpo_pairs, dpo_steps, dpo_beta: Diffusion-DPO on SCALE: pairs, Adam steps, beta.
+      digits_steps, digits_hidden, digits_eval: the digits bed's training steps, MLP width and
+        samples scored per seed.
+      classifier_steps: Adam steps of the digits bed's held-out classifier.
+      ar_steps, ar_finetune, ar_width: the token model's pre-training steps, CCA's fine-tuning
+        steps, and its width.
+      cca_beta: CCA's beta.
+    """
+
+    steps: int
+    batch: int
+    hidden: int
+    depth: int
+    n_eval: int
+    sample_steps: int
+    refresh: int
+    self_batch: int
+    mg_w: float
+    scale_w: float
+    dpo_pairs: int
+    dpo_steps: int
+    dpo_beta: float
+    digits_steps: int
+    digits_hidden: int
+    digits_eval: int
+    classifier_steps: int
+    ar_steps: int
+    ar_finetune: int
+    ar_width: int
+    cca_beta: float
