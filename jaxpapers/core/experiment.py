@@ -38,7 +38,6 @@ Schema of ``result.json`` (stable; other tools read it)::
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import importlib
 import json
@@ -192,30 +191,6 @@ class Experiment:
         return tuple(r for r, sizes in self.row_sizes.items() if size not in sizes)
 
 
-def sized(run: Callable[[Context, Any], Outcome], sizes: Callable[[Context], Any]):
-    """An experiment body ``ctx -> run(ctx, sizes(ctx))`` for runs that take a size record.
-
-    ``sizes`` picks the record of the run's size (usually ``ctx.pick(smoke=..., quick=...,
-    full=...)`` over a table of keyword-field NamedTuples).
-    """
-
-    @functools.wraps(run)
-    def wrapped(ctx: Context) -> Outcome:
-        return run(ctx, sizes(ctx))
-
-    return wrapped
-
-
-_REGISTRY: dict[str, dict[str, Experiment]] = {}
-
-
-def register(experiment: Experiment) -> Experiment:
-    """Add an experiment to the registry (idempotent for the same id)."""
-    get_paper(experiment.paper)
-    _REGISTRY.setdefault(experiment.paper, {})[experiment.id] = experiment
-    return experiment
-
-
 def _experiments_module(paper: Paper) -> Any:
     if not paper.implemented:
         raise ValueError(f"paper {paper.id} ({paper.import_name}) is not implemented yet")
@@ -232,24 +207,20 @@ def experiments_for(paper: Paper | str) -> list[Experiment]:
     paper = get_paper(paper) if isinstance(paper, str) else paper
     module = _experiments_module(paper)
     declared = getattr(module, "EXPERIMENTS", None)
-    if declared is None:  # MIGRATION SHIM: registered experiments take ctx only
-        exps = [
-            dataclasses.replace(e, run=lambda ctx, config, f=e.run: f(ctx))
-            for e in _REGISTRY.get(paper.id, {}).values()
-        ]
-    else:
-        if isinstance(declared, Experiment) or not all(isinstance(e, Experiment) for e in declared):
-            raise ValueError(
-                f"{paper.import_name}.experiments.EXPERIMENTS must be a sequence of Experiment"
-            )
-        exps = [
-            e if e.paper == paper.id else dataclasses.replace(e, paper=paper.id) for e in declared
-        ]
-        seen: set[str] = set()
-        for e in exps:
-            if e.id in seen:
-                raise ValueError(f"{paper.import_name}.experiments.EXPERIMENTS: id {e.id!r} twice")
-            seen.add(e.id)
+    if (
+        declared is None
+        or isinstance(declared, Experiment)
+        or not all(isinstance(e, Experiment) for e in declared)
+    ):
+        raise ValueError(
+            f"{paper.import_name}.experiments.EXPERIMENTS must be a sequence of Experiment"
+        )
+    exps = [e if e.paper == paper.id else dataclasses.replace(e, paper=paper.id) for e in declared]
+    seen: set[str] = set()
+    for e in exps:
+        if e.id in seen:
+            raise ValueError(f"{paper.import_name}.experiments.EXPERIMENTS: id {e.id!r} twice")
+        seen.add(e.id)
     ids = {e.id for e in exps}
     for e in exps:
         unknown = [r for r in e.requires if r not in ids]
@@ -443,13 +414,7 @@ class Context:
         """Where :meth:`cached` keeps values: one folder for all experiments of the paper."""
         return self.workdir.parent / "_cache"
 
-    # MIGRATION SHIMS (removed once every paper declares EXPERIMENTS)
-    def pick(self, *, smoke: Any, quick: Any, full: Any) -> Any:
-        return {"smoke": smoke, "quick": quick, "full": full}[self.size]
-
-    quick_compile = None
-
-    def cached(self, name: str, compute: Callable[[], Any], shared: bool = False) -> Any:
+    def cached(self, name: str, compute: Callable[[], Any]) -> Any:
         """Return ``compute()``, computed once per run of the paper and kept on disk.
 
         The value is stored under a key made of ``name``, the run size, the full
@@ -774,11 +739,9 @@ __all__ = [
     "paper_config",
     "paper_seeds",
     "progress",
-    "register",
     "render_markdown",
     "render_text",
     "run_paper",
-    "sized",
     "summarise",
     "write_json_atomic",
 ]

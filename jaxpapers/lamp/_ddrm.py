@@ -21,6 +21,7 @@ The re-noising is affine in :math:`\tilde c`, and :math:`x_{t'} = \alpha_{t'} V 
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
@@ -51,7 +52,7 @@ class DDRM(PosteriorBackbone):
     sigma_y: Float[Array, ""] = scalar_field()
     eta: Float[Array, ""] = scalar_field(default=0.85)
     eta_b: Float[Array, ""] = scalar_field(default=1.0)
-    key: PRNGKeyArray | None = None
+    key: PRNGKeyArray | None = eqx.field(default=None, kw_only=True)
 
     def _spectral(self, schedule: VPSchedule, t_next: Array) -> tuple[Array, Array, Array]:
         """(range mask, data weight w, range noise std) per singular direction."""

@@ -18,6 +18,7 @@ i.e. :func:`renoise` with noise standard deviation :math:`\sigma_{t'}\sqrt\zeta`
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
@@ -48,7 +49,7 @@ class DiffPIR(PosteriorBackbone):
     sigma_y: Float[Array, ""] = scalar_field()
     lam: Float[Array, ""] = scalar_field(default=1.0)
     zeta: Float[Array, ""] = scalar_field(default=0.3)
-    key: PRNGKeyArray | None = None
+    key: PRNGKeyArray | None = eqx.field(default=None, kw_only=True)
 
     def estimate(self, term, x, t, t_next, y, nfe):
         x0, _, nfe = term.denoise(x, t, y, nfe)

@@ -13,6 +13,7 @@ evaluation.
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
@@ -44,7 +45,7 @@ class DPS(PosteriorBackbone):
     sigma_y: Float[Array, ""] = scalar_field()
     zeta: Float[Array, ""] = scalar_field(default=1.0)
     eta: Float[Array, ""] = scalar_field(default=1.0)
-    key: PRNGKeyArray | None = None
+    key: PRNGKeyArray | None = eqx.field(default=None, kw_only=True)
 
     def estimate(self, term, x, t, t_next, y, nfe):
         def x0_of(z):

@@ -149,7 +149,7 @@ class DDIM(AbstractDiffusionSolver):
     """
 
     eta: Float[Array, ""] = eqx.field(converter=_scalar, default=0.0)
-    key: PRNGKeyArray | None = None
+    key: PRNGKeyArray | None = eqx.field(default=None, kw_only=True)
 
     def transition(self, terms, x, t, t_next, args, memory, key, nfe):
         # Signature and types: AbstractDiffusionSolver.transition.
@@ -226,7 +226,7 @@ class DPMSolverPP2M(AbstractDiffusionSolver):
 
     strength: Float[Array, ""] = eqx.field(converter=_scalar, default=1.0)
     eta: Float[Array, ""] = eqx.field(converter=_scalar, default=0.0)
-    key: PRNGKeyArray | None = None
+    key: PRNGKeyArray | None = eqx.field(default=None, kw_only=True)
 
     def order(self, terms: DenoiserTerm) -> int | None:
         return 2
