@@ -1,4 +1,4 @@
-"""Helpers shared by tests: per-dtype tolerances, fast compiles, tree stacking."""
+"""Helpers shared by tests: per-dtype tolerances, tree stacking."""
 
 from __future__ import annotations
 
@@ -6,21 +6,14 @@ import chex
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpapers.core.pytrees import FAST_COMPILE, stack_trees, unstack_tree
+from jaxpapers.core.pytrees import stack_trees, unstack_tree
 
 __all__ = [
-    "BIT_EXACT_COMPILE",
-    "FAST_COMPILE",
     "assert_trees_close",
     "stack_trees",
     "tolerance",
     "unstack_tree",
 ]
-
-#: Compiler options for tests that compare two programs bit for bit: the suite runs with XLA's
-#: fusion emitters off (conftest), under which XLA may evaluate the same expression in a different
-#: order in two programs that differ by an exactly-zero term; this turns them back on for one jit.
-BIT_EXACT_COMPILE = {**FAST_COMPILE, "xla_cpu_use_fusion_emitters": True}
 
 #: (rtol, atol) for comparing a computation in ``dtype`` against a float64 reference of unit
 #: scale: a few hundred ulps for float32 reductions in another order, tighter for float64.

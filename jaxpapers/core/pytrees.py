@@ -1,4 +1,5 @@
-"""Small pytree and compilation helpers shared by experiments, benchmarks and tests.
+"""Small pytree helpers shared by papers, benchmarks and tests (how programs compile is the
+runner's business: :mod:`jaxpapers.core.compilation`).
 
 Examples:
     >>> import jax.numpy as jnp
@@ -15,20 +16,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-#: XLA options that cut compile time several-fold for smoke runs and tests, where compiles
-#: dominate (pass as ``jax.jit(f).lower(...).compile(FAST_COMPILE)`` or
-#: ``jax.jit(f, compiler_options=FAST_COMPILE)``). Never use them for timed runs.
-FAST_COMPILE: dict[str, Any] = {
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-}
-
-#: XLA options for short timed runs (quick mode on a CPU) where compiling is a large share: LLVM
-#: at optimisation level 1 instead of 2. Measured on P02's ZO programs and Adam steps (ViT,
-#: MiniLM top layer) and P13's training steps: 10-16% fewer compile CPU-s, runs no slower, and
-#: every loss and parameter bit-identical to the default (no fast-math either way).
-QUICK_COMPILE: dict[str, Any] = {"xla_backend_optimization_level": 1}
 
 
 def count_params(tree: Any) -> int:
