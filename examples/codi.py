@@ -33,10 +33,9 @@ from jaxpapers.codi import (
 )
 from jaxpapers.core.data.scenes import SceneConfig, make_scenes, patch_labels
 from jaxpapers.core.nn.vit import ViTConfig
-from jaxpapers.core.pytrees import FAST_COMPILE
 
 scene_cfg = SceneConfig(size=16, num_objects=2, num_classes=3, min_radius=3.0, max_radius=5.0)
-scenes = make_scenes(scene_cfg, 96, key=jax.random.key(0))
+scenes = make_scenes(96, config=scene_cfg, key=jax.random.key(0))
 dense = patch_labels(scenes.classes, 4, scene_cfg.classes).reshape(96, -1)  # [96, 16]
 
 cfg = SSLConfig(
@@ -51,34 +50,27 @@ cfg = SSLConfig(
     teacher_temp_end=0.04,
     lr=3e-4,
 )
-graphdef, state = init_state(cfg, key=jax.random.key(1))
+state = init_state(config=cfg, key=jax.random.key(1))
 test_labels = dense.reshape(-1)[1024:]  # the last 32 images
 floor = float(jnp.max(jnp.bincount(test_labels, length=scene_cfg.classes + 1)) / test_labels.size)
 
 
-def probe_accuracy(teacher):
+def probe_accuracy(state):
     """Per-patch linear probe on the frozen teacher's patch tokens (first 64 images: train)."""
-    tok = teacher_tokens(graphdef, teacher, scenes.image)
+    tok = teacher_tokens(state, scenes.image)
     x, d = tok.patches.reshape(-1, 32), dense.reshape(-1)
     probe = linear_probe(x[:1024], d[:1024], x[1024:], scene_cfg.classes + 1, steps=100)
     return float(jnp.mean(probe.predictions == d[1024:])), tok
 
 
-acc_init, _ = probe_accuracy(state.teacher)
-# A 20-step run costs its compile: FAST_COMPILE compiles it several times faster (leave it out,
-# as for timing, when scaling up).
-train = jax.jit(
-    lambda st, images, k: pretrain(
-        graphdef, st, images, key=k, cfg=cfg, steps=20, batch=16, lam=0.1
-    ),  # lam=0.1: CODI; codi=False: iBOT
-    compiler_options=FAST_COMPILE,
-)
-run = train(state, scenes.image, jax.random.key(2))
+acc_init, _ = probe_accuracy(state)
+# lam=0.1: CODI; codi=False: iBOT. One jitted program (core.fit.fit inside).
+run = pretrain(state, scenes.image, key=jax.random.key(2), config=cfg, steps=20, batch=16, lam=0.1)
 print(
-    f"self-distillation loss {float(run.stats.loss[0]):.2f} -> {float(run.stats.loss[-1]):.2f} "
+    f"self-distillation loss {float(run.losses[0]):.2f} -> {float(run.losses[-1]):.2f} "
     f"(a cross-entropy to a moving target: see the docstring), finite {bool(run.finite)}"
 )
-acc, tok = probe_accuracy(run.state.teacher)
+acc, tok = probe_accuracy(run.state)
 print(
     f"dense probe accuracy: untrained network {acc_init:.3f} -> after 20 CODI steps {acc:.3f} "
     f"(most frequent label alone: {floor:.3f})"

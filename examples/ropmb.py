@@ -45,12 +45,14 @@ bank = MemoryBank(num_classes=classes, k=2, momentum=0.9)
 def evaluate(features, labels, masks, key):
     """Fill the bank (init + one EMA update), build PRDC, score every method's pseudo-masks."""
     k_bank, k_gnn = jax.random.split(key)
-    seeds = seed_masks(class_activation_maps(features, weights, labels), labels, config)
+    seeds = seed_masks(class_activation_maps(features, weights, labels), labels, config=config)
     state = bank.update(bank.init(features, seeds, key=k_bank), features, seeds)
     prdc = PRDC(classes + 1, key=k_gnn)
     out = {}
     for method in METHODS:
-        scores = refined_scores(method, features, weights, labels, config, bank=state, prdc=prdc)
+        scores = refined_scores(
+            method, features, weights, labels, config=config, bank=state, prdc=prdc
+        )
         pred = pseudo_masks(scores, labels, size)
         out[method] = (mean_iou(pred, masks, classes + 1), boundary_f1(pred, masks))
     return out

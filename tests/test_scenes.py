@@ -1,12 +1,9 @@
 """Scene generator: masks match the drawn pixels, shapes match a NumPy reference, jit/vmap."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import FAST_COMPILE
 
 from jaxpapers.core.data.scenes import (
     BACKGROUNDS,
@@ -26,11 +23,11 @@ def test_masks_match_drawn_pixels():
     cfg = SceneConfig(size=16, num_objects=3, min_objects=3, texture=0.0)
     key = jax.random.key(3)
 
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    @jax.jit
     def draw(bg):
-        layout = sample_layout(cfg, key=key)
-        back = render_background(cfg, bg, key=jax.random.split(key)[0])
-        return layout, render(cfg, layout, background=bg, key=key), back
+        layout = sample_layout(config=cfg, key=key)
+        back = render_background(bg, config=cfg, key=jax.random.split(key)[0])
+        return layout, render(layout, config=cfg, background=bg, key=key), back
 
     for bg in range(len(BACKGROUNDS)):
         layout, scene, back = draw(bg)
@@ -52,7 +49,7 @@ def test_masks_match_drawn_pixels():
 
 def test_shapes_against_numpy_reference():
     cfg = SceneConfig(size=20, num_objects=1)
-    layout = sample_layout(cfg, key=jax.random.key(0))
+    layout = sample_layout(config=cfg, key=jax.random.key(0))
     cy, cx = (float(v) for v in layout.centres[0])
     r = float(layout.radii[0])
     yy, xx = np.meshgrid(np.arange(20) + 0.5, np.arange(20) + 0.5, indexing="ij")
@@ -62,8 +59,7 @@ def test_shapes_against_numpy_reference():
         5: abs(yy - cy) + abs(xx - cx) < r,
     }
     masks = jax.jit(
-        jax.vmap(lambda c: object_mask(cfg, layout._replace(classes=c[None]), 0)),
-        compiler_options=FAST_COMPILE,
+        jax.vmap(lambda c: object_mask(layout._replace(classes=c[None]), 0, config=cfg))
     )(jnp.arange(6))
     for c, want in ref.items():
         got = masks[c]
@@ -81,9 +77,11 @@ def test_glyph_scene_and_patch_labels():
         min_radius=4.0,
         max_radius=4.0,
     )
-    layout = sample_layout(cfg, key=jax.random.key(1), classes=jnp.array([7]))
+    layout = sample_layout(config=cfg, key=jax.random.key(1), classes=jnp.array([7]))
     assert int(layout.classes[0]) == 7 and int(layout.glyph[0]) == 1
-    scene = jax.jit(lambda lay: render(cfg, lay, background=0, key=jax.random.key(2)))(layout)
+    scene = jax.jit(lambda lay: render(lay, config=cfg, background=0, key=jax.random.key(2)))(
+        layout
+    )
     assert int(jnp.sum(scene.instances)) == 64  # the full 8x8 glyph box
     lab = patch_labels(scene.classes, 4, cfg.classes)
     frac = np.asarray(patch_fractions(scene.classes, 4, 11))
@@ -96,23 +94,19 @@ def test_batches_jit_vmap_and_sequences():
     cfg = SceneConfig(size=16, num_objects=2, texture=0.4, noise=0.01)
     bg = jnp.array([0, 1, 2, 3])
     key = jax.random.key(0)
-    batch = jax.jit(
-        lambda k, b: make_scenes(cfg, 4, key=k, background=b), compiler_options=FAST_COMPILE
-    )(key, bg)
+    batch = jax.jit(lambda k, b: make_scenes(4, config=cfg, key=k, background=b))(key, bg)
     np.testing.assert_array_equal(batch.background, bg)
     # scene 2 of the batch equals the single scene drawn from the same keys
     kl, kr, _ = jax.random.split(key, 3)
 
     def single():
-        lay = sample_layout(cfg, key=jax.random.split(kl, 4)[2])
-        return render(cfg, lay, background=2, key=jax.random.split(kr, 4)[2])
+        lay = sample_layout(config=cfg, key=jax.random.split(kl, 4)[2])
+        return render(lay, config=cfg, background=2, key=jax.random.split(kr, 4)[2])
 
-    one = jax.jit(single, compiler_options=FAST_COMPILE)()
+    one = jax.jit(single)()
     np.testing.assert_allclose(batch.image[2], one.image, atol=1e-6)
     np.testing.assert_array_equal(batch.instances[2], one.instances)
-    seq = jax.jit(
-        lambda k: make_sequence(cfg, 4, key=k, background=1), compiler_options=FAST_COMPILE
-    )(jax.random.key(5))
+    seq = jax.jit(lambda k: make_sequence(4, config=cfg, key=k, background=1))(jax.random.key(5))
     assert seq.image.shape == (4, 16, 16, 3)
     area = (seq.instances > 0).sum(axis=(1, 2))
     assert int(area.min()) > 0
@@ -127,8 +121,23 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="glyph_labels"):
         SceneConfig(glyphs=jnp.zeros((3, 4, 4)), glyph_labels=jnp.zeros((2,), jnp.int32))
     with pytest.raises(ValueError, match="background"):
-        make_scenes(SceneConfig(), 2, key=jax.random.key(0), background=7)
+        make_scenes(2, config=SceneConfig(), key=jax.random.key(0), background=7)
     with pytest.raises(ValueError, match="patch"):
         patch_labels(jnp.zeros((10, 10), jnp.int32), 4, 3)
     with pytest.raises(ValueError, match="classes"):
-        make_scenes(SceneConfig(), 2, key=jax.random.key(0), classes=jnp.zeros((2, 5), jnp.int32))
+        make_scenes(
+            2, config=SceneConfig(), key=jax.random.key(0), classes=jnp.zeros((2, 5), jnp.int32)
+        )
+
+
+def test_eager_make_scenes_equals_the_traced_one_and_takes_a_glyph_bank():
+    """Called eagerly make_scenes is one compiled program (``eqx.filter_jit``: a glyph bank's
+    arrays traced); it draws the same scenes as inside a caller's jit."""
+    glyphs = jnp.zeros((2, 4, 4)).at[0, :, :2].set(1.0).at[1].set(1.0)
+    cfg = SceneConfig(size=16, num_objects=2, glyphs=glyphs, glyph_labels=jnp.array([3, 7]))
+    key = jax.random.key(4)
+    eager = make_scenes(3, config=cfg, key=key)
+    traced = jax.jit(lambda k: make_scenes(3, config=cfg, key=k))(key)
+    for a, b in zip(eager, traced, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert set(np.unique(np.asarray(eager.classes))) <= {0, 4, 8}

@@ -48,40 +48,27 @@ majority-class prediction (background is 76-77% of the patches and the most freq
 class 22-30% of the images, so dense accuracy near 0.79 and k-NN near 0.25 show no learning by
 themselves).
 
-**History of the quick run.** Before the references were added the quick run (dim 64, depth 2,
-150 steps of batch 32, EMA momentum from 0.99, teacher temperature 0.04 -> 0.07, AdamW 1e-3;
-154 CPU-s) reported iBOT dense 0.7911 vs CODI 0.7913 and k-NN 0.25, all inside the seed spread;
-measured afterwards, the untrained network gives the same dense accuracy (0.795 and 0.792 on
-seeds 0 and 1; raw 8x8 pixel patches 0.786) and k-NN at chance (0.21-0.24): nothing was learned.
-The diagnosis (one seed): the distillation loss rose from 3.8 to 7.4, above
-:math:`\log K = 4.16`, and the teacher targets stayed nearly uniform (per-image entropy 3.6):
-with a 0.99 EMA over 150 steps the teacher stays about half at its random initialisation while
-AdamW at 1e-3 moves the student far from it, and the warm-up of :math:`\tau_t` to 0.07 flattens
-the targets further. With EMA momentum from 0.95, a constant :math:`\tau_t = 0.04` and AdamW at
-3e-4 the loss falls (3.8 -> 3.3) and the targets sharpen without collapse (per-image entropy 0.9,
-entropy of the batch mean 2.4), but the probes still do not move (dense 0.794, k-NN 0.23).
+**The quick bed.** The quick run pretrains with a faster EMA teacher (momentum from 0.95 instead
+of DINO's 0.996), a constant teacher temperature 0.04 and AdamW at 3e-4: with a few hundred steps
+a slow teacher stays near its random initialisation and a warm-up to 0.07 flattens the targets, so
+the distillation loss would rise above :math:`\log K` while the targets stay nearly uniform. The
+``pretraining_learns`` experiment checks that pretraining improves the frozen features over the
+untrained network; ``codi_vs_ibot``, ``lambda_sweep`` and ``low_attention_patches`` declare it as
+their precondition, so while it does not hold (as at quick size: ``results/P01``) they read
+"inconclusive (precondition not met)" and say nothing about CODI. A likely reason (a hypothesis):
+the labels are decided by object shape (an 8x8 patch of a 16-32 pixel object shows flat colour,
+texture or an edge; colours are random per object), and a hundred steps of self-distillation on
+512 images teach the ViT some augmentation-invariant clustering but not shape, while the random
+network's features keep more of the raw patch content that the linear probe can use. At
+``--full`` (5000 steps of batch 256 on 8192 images, dim 192, depth 6, DINO's schedules)
+pretraining is expected to beat the untrained network, which is the precondition for the
+CODI-vs-iBOT comparison to mean anything. How the quick recipe was chosen, and what each earlier
+recipe measured: ``results/P01/NOTES.md``.
 
-**What the quick run measures now** (that recipe at dim 32, depth 2, K = 32, 100 steps of batch 32
-on 512 images, 3 seeds; ``results/P01``, 109 CPU-s, over the 90 CPU-s budget: compiles dominate: the
-150-step run below cost 112 CPU-s): no collapse (teacher [CLS] target entropy 1.6-2.5 per image and
-2.9-3.2 for the mean over images, of :math:`\log K = 3.47`; [CLS] feature std 0.31-0.55), and no
-measurable gain over the untrained network (``pretraining_learns`` inconclusive, every mean below
-the untrained one: dense 0.8012 vs 0.8025, mIoU 0.243 vs 0.253, k-NN 0.270 vs 0.293; majority class
-0.772 dense, 0.215 k-NN). The same recipe with 150 steps made the features worse beyond the spread
-(dense 0.7965 vs 0.8025, mIoU 0.229 vs 0.253: "does not hold"). CODI equals iBOT within the spread
-(dense 0.8014 vs 0.8012, k-NN 0.263 vs 0.270), so the ``codi_vs_ibot``, ``lambda_sweep`` and
-``low_attention_patches`` comparisons say nothing about CODI at this size: they declare
-``pretraining_learns`` as their precondition and read "inconclusive (precondition not met)" while
-it does not hold. With 5 seeds and paired tests it does not hold (iBOT's mIoU below the untrained
-network's on 5 of 5 seeds; ``results/P01/NOTES.md``).
-Likely diagnosis (a hypothesis, not measured further): the labels are decided by object shape (an
-8x8 patch of a 16-32 pixel object shows flat colour, texture or an edge; colours are random per
-object), and 100-150 steps of self-distillation on 512 images teach the ViT some
-augmentation-invariant clustering but not shape, while the random network's features keep more of
-the raw patch content that the linear probe can use. At ``--full`` (5000 steps of batch 256 on 8192
-images, dim 192, depth 6, DINO's schedules) pretraining is expected to beat the untrained network on
-k-NN and mIoU, which is the precondition for the CODI-vs-iBOT comparison to mean anything; that run
-has not been made on this 2-core machine.
+**API.** :func:`init_state` builds an :class:`SSLState` (the network structure, student and
+teacher parameters, centres, step), :func:`pretrain` runs ``steps`` steps through
+:func:`jaxpapers.core.fit.fit` and returns a :class:`PretrainResult`; ``state.model(params)`` is
+the :class:`SSLNet` with those parameters and :func:`teacher_tokens` the teacher's frozen tokens.
 
 Examples:
     >>> import jax.numpy as jnp
@@ -111,7 +98,6 @@ from jaxpapers.codi._analysis import (
 from jaxpapers.codi._distill import (
     codi_targets,
     distillation_loss,
-    ema_update,
     teacher_momentum,
     teacher_targets,
     teacher_temperature,
@@ -129,10 +115,11 @@ from jaxpapers.codi._pretrain import (
     pretrain,
     random_masks,
     ssl_loss,
+    ssl_optimizer,
     teacher_tokens,
     train_step,
 )
-from jaxpapers.codi._probe import ProbeResult, knn_classify, linear_probe, mean_iou
+from jaxpapers.codi._probe import ProbeResult, knn_classify, linear_probe
 
 __all__ = [
     "PretrainResult",
@@ -148,15 +135,14 @@ __all__ = [
     "cls_attention_mass",
     "codi_targets",
     "distillation_loss",
-    "ema_update",
     "init_state",
     "knn_classify",
     "linear_probe",
-    "mean_iou",
     "pretrain",
     "random_masks",
     "readout_gradients",
     "ssl_loss",
+    "ssl_optimizer",
     "teacher_momentum",
     "teacher_targets",
     "teacher_temperature",

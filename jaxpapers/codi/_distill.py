@@ -1,10 +1,11 @@
-"""Self-distillation pieces of DINO/iBOT and the CODI target: targets, loss, centring, EMA.
+"""Self-distillation pieces of DINO/iBOT and the CODI target: targets, loss, centring, schedules.
 
 Teacher targets are ``t = softmax((z_t - c) / tau_t)`` with a running centre ``c``; the student is
 trained with the cross-entropy ``H(t, s) = -sum_k t_k log softmax(z_s / tau_s)_k``, whose gradient
 w.r.t. the student logits is ``(softmax(z_s / tau_s) - t) / tau_s``. CODI replaces every teacher
 patch target by ``(1 - lambda) t_patch + lambda t_cls`` (the teacher's [CLS] distribution of the
-same view); ``lambda = 0`` leaves the patch target untouched bit for bit.
+same view); ``lambda = 0`` leaves the patch target untouched bit for bit. The EMA teacher uses
+:func:`jaxpapers.core.pytrees.ema_update`.
 """
 
 from __future__ import annotations
@@ -103,12 +104,6 @@ def update_center(
     return momentum * center + (1.0 - momentum) * jax.lax.stop_gradient(mean)
 
 
-def ema_update(teacher, student, momentum: float | jax.Array):
-    """Teacher parameters ``m * teacher + (1 - m) * student`` leaf by leaf (pytrees)."""
-    check_range("momentum", momentum, 0.0, 1.0)
-    return jax.tree.map(lambda t, s: momentum * t + (1.0 - momentum) * s, teacher, student)
-
-
 def teacher_temperature(
     step: jax.Array, warmup_steps: int, start: float = 0.04, end: float = 0.07
 ) -> jax.Array:
@@ -129,7 +124,6 @@ def teacher_momentum(step: jax.Array, total_steps: int, base: float = 0.996) -> 
 __all__ = [
     "codi_targets",
     "distillation_loss",
-    "ema_update",
     "teacher_momentum",
     "teacher_targets",
     "teacher_temperature",

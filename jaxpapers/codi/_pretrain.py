@@ -10,8 +10,24 @@ One step on a batch of images:
    mixes ``t_patch <- (1 - lambda) t_patch + lambda t_cls`` (same view);
 4. loss = [CLS] distillation across views ``(H(t_cls^u, s_cls^v) + H(t_cls^v, s_cls^u)) / 2`` plus
    the masked-patch loss ``sum_{masked} H(t_patch, s_patch) / #masked`` averaged over views;
-5. Adam step on the student, centre update (momentum 0.9), EMA teacher with a cosine momentum
+5. AdamW step on the student, centre update (momentum 0.9), EMA teacher with a cosine momentum
    schedule, teacher temperature warm-up.
+
+:func:`pretrain` runs these steps through :func:`jaxpapers.core.fit.fit` (the student's
+parameters are fit's parameters; teacher, centres and step counter are its carried state).
+
+Examples:
+    >>> import jax
+    >>> from jaxpapers.codi import SSLConfig, init_state, pretrain, teacher_tokens
+    >>> from jaxpapers.core.nn.vit import ViTConfig
+    >>> config = SSLConfig(vit=ViTConfig(image_size=8, channels=3, patch=4, dim=16, depth=1,
+    ...                    heads=2, mlp=16), out_dim=8, hidden=16, bottleneck=8, total_steps=2)
+    >>> state = init_state(config=config, key=jax.random.key(0))
+    >>> images = jax.random.uniform(jax.random.key(1), (8, 8, 8, 3))
+    >>> res = pretrain(state, images, key=jax.random.key(2), config=config, steps=2, batch=4,
+    ...                lam=0.1)
+    >>> res.losses.shape, bool(res.finite), teacher_tokens(res.state, images).patches.shape
+    ((2,), True, (8, 4, 16))
 """
 
 from __future__ import annotations
@@ -30,14 +46,15 @@ from jaxpapers.codi._distill import (
     check_lambda,
     codi_targets,
     distillation_loss,
-    ema_update,
     teacher_momentum,
     teacher_targets,
     teacher_temperature,
     update_center,
 )
 from jaxpapers.core.checks import check_key, check_ndim, check_shape
+from jaxpapers.core.fit import fit
 from jaxpapers.core.nn.vit import ViT, ViTConfig, ViTTokens
+from jaxpapers.core.pytrees import ema_update
 
 
 class SSLConfig(eqx.Module):
@@ -120,9 +137,11 @@ class ProjectionHead(nnx.Module):
 class SSLNet(nnx.Module):
     """Backbone ViT (with mask token) and projection head."""
 
-    def __init__(self, cfg: SSLConfig, *, rngs: nnx.Rngs):
-        self.vit = ViT(cfg.vit._replace(mask_token=True), rngs=rngs)
-        self.head = ProjectionHead(cfg.vit.dim, cfg.hidden, cfg.bottleneck, cfg.out_dim, rngs=rngs)
+    def __init__(self, *, config: SSLConfig, rngs: nnx.Rngs):
+        self.vit = ViT(config.vit._replace(mask_token=True), rngs=rngs)
+        self.head = ProjectionHead(
+            config.vit.dim, config.hidden, config.bottleneck, config.out_dim, rngs=rngs
+        )
 
     def __call__(
         self, x: jax.Array, mask: jax.Array | None = None
@@ -133,14 +152,29 @@ class SSLNet(nnx.Module):
 
 
 class SSLState(NamedTuple):
-    """Student and teacher parameters, centres, optimiser state and step counter."""
+    """Everything a self-distillation run carries besides the optimiser state.
 
+    A pytree: ``graphdef`` holds no arrays (it is static under ``jit`` and ``vmap``), so states of
+    several seeds stack leaf by leaf and a stacked state is ``vmap``-ed like one.
+
+    Attributes:
+      graphdef: the structure of :class:`SSLNet`; :meth:`model` merges it with parameters.
+      student: the student's parameters (``nnx.State``), the ones the optimiser moves.
+      teacher: the EMA teacher's parameters.
+      center_cls, center_patch: ``[K]`` running centres of the teacher's logits.
+      step: number of applied steps (drives the temperature and momentum schedules).
+    """
+
+    graphdef: nnx.GraphDef
     student: Any
     teacher: Any
     center_cls: Float[Array, " k"]
     center_patch: Float[Array, " k"]
-    opt_state: Any
     step: jax.Array
+
+    def model(self, params: Any) -> SSLNet:
+        """The :class:`SSLNet` with ``params`` (e.g. ``state.model(state.teacher)``)."""
+        return nnx.merge(self.graphdef, params)
 
 
 class StepStats(NamedTuple):
@@ -151,20 +185,20 @@ class StepStats(NamedTuple):
     patch_loss: jax.Array
 
 
-def _optimizer(cfg: SSLConfig) -> optax.GradientTransformation:
+def ssl_optimizer(config: SSLConfig) -> optax.GradientTransformation:
+    """The student's optimiser: global-norm clipping at 3, then AdamW (``config.lr``,
+    ``config.weight_decay``)."""
     return optax.chain(
-        optax.clip_by_global_norm(3.0), optax.adamw(cfg.lr, weight_decay=cfg.weight_decay)
+        optax.clip_by_global_norm(3.0), optax.adamw(config.lr, weight_decay=config.weight_decay)
     )
 
 
-def init_state(cfg: SSLConfig, *, key: jax.Array) -> tuple[nnx.GraphDef, SSLState]:
-    """Graph definition and initial state (teacher = student, zero centres)."""
+def init_state(*, config: SSLConfig, key: jax.Array) -> SSLState:
+    """The initial state: student and teacher equal, zero centres, step 0."""
     check_key("key", key)
-    graphdef, params = nnx.split(SSLNet(cfg, rngs=nnx.Rngs(key)))
-    zeros = jnp.zeros((cfg.out_dim,))
-    return graphdef, SSLState(
-        params, params, zeros, zeros, _optimizer(cfg).init(params), jnp.zeros((), jnp.int32)
-    )
+    graphdef, params = nnx.split(SSLNet(config=config, rngs=nnx.Rngs(key)))
+    zeros = jnp.zeros((config.out_dim,))
+    return SSLState(graphdef, params, params, zeros, zeros, jnp.zeros((), jnp.int32))
 
 
 def augment(images: Float[Array, "b h w c"], *, key: jax.Array) -> Float[Array, "b h w c"]:
@@ -187,26 +221,44 @@ def augment(images: Float[Array, "b h w c"], *, key: jax.Array) -> Float[Array, 
     return jax.vmap(one)(images, jax.random.split(key, images.shape[0]))
 
 
-def random_masks(cfg: SSLConfig, batch: int, *, key: jax.Array) -> jax.Array:
+def random_masks(batch: int, *, config: SSLConfig, key: jax.Array) -> jax.Array:
     """``[batch, N]`` bool masks, each image with a ratio uniform in ``[mask_min, mask_max]``."""
     check_key("key", key)
     kr, ku = jax.random.split(key)
-    ratio = jax.random.uniform(kr, (batch, 1), minval=cfg.mask_min, maxval=cfg.mask_max)
-    return jax.random.uniform(ku, (batch, cfg.num_patches)) < ratio
+    ratio = jax.random.uniform(kr, (batch, 1), minval=config.mask_min, maxval=config.mask_max)
+    return jax.random.uniform(ku, (batch, config.num_patches)) < ratio
+
+
+def _views(images: jax.Array, key: jax.Array) -> jax.Array:
+    """The two augmented views ``[2, B, H, W, C]`` of a step with key ``key``."""
+    kv, _ = jax.random.split(key)
+    return jnp.stack([augment(images, key=k) for k in jax.random.split(kv)])
+
+
+def _masks(batch: int, key: jax.Array, config: SSLConfig) -> jax.Array:
+    """The two views' patch masks ``[2, B, N]`` of a step with key ``key``."""
+    _, km = jax.random.split(key)
+    return jnp.stack([random_masks(batch, config=config, key=k) for k in jax.random.split(km)])
+
+
+def _teacher_logits(state: SSLState, views: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The teacher's [CLS] and patch logits ``[2, B, K]``, ``[2, B, N, K]`` on both views."""
+    net_t = state.model(state.teacher)
+    t_cls, t_patch, _ = jax.vmap(lambda x: net_t(x))(views)
+    return jax.lax.stop_gradient((t_cls, t_patch))
 
 
 def ssl_loss(
     student: Any,
-    teacher: Any,
-    graphdef: nnx.GraphDef,
     state: SSLState,
     views: jax.Array,
     masks: jax.Array,
     *,
-    cfg: SSLConfig,
+    config: SSLConfig,
     lam: jax.Array | None,
 ) -> tuple[jax.Array, tuple[StepStats, jax.Array, jax.Array]]:
-    """The iBOT (``lam=None``) or CODI loss of the student on two views ``[2, B, H, W, C]``.
+    """The iBOT (``lam=None``) or CODI loss of the ``student`` parameters on two views
+    ``[2, B, H, W, C]`` with masks ``[2, B, N]``; teacher, centres and step come from ``state``.
 
     Returns ``(loss, (stats, teacher_cls_logits, teacher_patch_logits))``.
     """
@@ -214,18 +266,17 @@ def ssl_loss(
     check_shape("masks", masks, (2, views.shape[1], None))
     if lam is not None:
         check_lambda(lam)
-    net_s, net_t = nnx.merge(graphdef, student), nnx.merge(graphdef, teacher)
     tau_t = teacher_temperature(
-        state.step, cfg.temp_warmup, cfg.teacher_temp_start, cfg.teacher_temp_end
+        state.step, config.temp_warmup, config.teacher_temp_start, config.teacher_temp_end
     )
-    t_cls, t_patch, _ = jax.vmap(lambda x: net_t(x))(views)
-    t_cls, t_patch = jax.lax.stop_gradient((t_cls, t_patch))
+    t_cls, t_patch = _teacher_logits(state, views)
+    net_s = state.model(student)
     s_cls, s_patch, _ = jax.vmap(lambda x, m: net_s(x, m))(views, masks)
     tc = teacher_targets(t_cls, state.center_cls, tau_t)  # [2, B, K]
     tp = teacher_targets(t_patch, state.center_patch, tau_t)  # [2, B, N, K]
     if lam is not None:
         tp = jax.vmap(codi_targets, in_axes=(0, 0, None))(tp, tc, lam)
-    tau_s = cfg.student_temp
+    tau_s = config.student_temp
     cls_loss = 0.5 * (
         distillation_loss(s_cls[1], tc[0], tau_s) + distillation_loss(s_cls[0], tc[1], tau_s)
     )
@@ -238,92 +289,127 @@ def ssl_loss(
     return loss, (StepStats(loss, cls_loss, patch_loss), t_cls, t_patch)
 
 
+def _advance(
+    state: SSLState, student: Any, t_cls: jax.Array, t_patch: jax.Array, config: SSLConfig
+) -> SSLState:
+    """The state after an optimiser step that gave ``student``: EMA teacher (cosine momentum
+    schedule), centres moved towards the step's teacher logits, step + 1."""
+    m = teacher_momentum(state.step, config.total_steps, config.momentum_base)
+    return SSLState(
+        state.graphdef,
+        student,
+        ema_update(state.teacher, student, m),
+        update_center(state.center_cls, t_cls, config.center_momentum),
+        update_center(state.center_patch, t_patch, config.center_momentum),
+        state.step + 1,
+    )
+
+
 def train_step(
-    graphdef: nnx.GraphDef,
     state: SSLState,
+    opt_state: optax.OptState,
     images: Float[Array, "b h w c"],
     *,
     key: jax.Array,
-    cfg: SSLConfig,
+    config: SSLConfig,
     lam: float | jax.Array | None,
-) -> tuple[SSLState, StepStats]:
-    """One self-distillation step (pure; jit/vmap it). ``lam=None`` is iBOT, a value is CODI."""
+) -> tuple[SSLState, optax.OptState, StepStats]:
+    """One self-distillation step (pure; jit/vmap it). ``lam=None`` is iBOT, a value is CODI.
+
+    ``opt_state`` is the state of :func:`ssl_optimizer` (``ssl_optimizer(config).init(
+    state.student)`` to start); returns the new state, optimiser state and the step's losses.
+    """
     check_key("key", key)
-    kv, km = jax.random.split(key)
-    b = images.shape[0]
-    views = jnp.stack([augment(images, key=k) for k in jax.random.split(kv)])
-    masks = jnp.stack([random_masks(cfg, b, key=k) for k in jax.random.split(km)])
+    views, masks = _views(images, key), _masks(images.shape[0], key, config)
     grads, (stats, t_cls, t_patch) = jax.grad(ssl_loss, has_aux=True)(
-        state.student, state.teacher, graphdef, state, views, masks, cfg=cfg, lam=lam
+        state.student, state, views, masks, config=config, lam=lam
     )
-    opt = _optimizer(cfg)
-    updates, opt_state = opt.update(grads, state.opt_state, state.student)
+    updates, opt_state = ssl_optimizer(config).update(grads, opt_state, state.student)
     student = optax.apply_updates(state.student, updates)
-    m = teacher_momentum(state.step, cfg.total_steps, cfg.momentum_base)
-    new = SSLState(
-        student,
-        ema_update(state.teacher, student, m),
-        update_center(state.center_cls, t_cls, cfg.center_momentum),
-        update_center(state.center_patch, t_patch, cfg.center_momentum),
-        opt_state,
-        state.step + 1,
-    )
-    return new, stats
+    return _advance(state, student, t_cls, t_patch, config), opt_state, stats
 
 
 class PretrainResult(NamedTuple):
-    """Final state, per-step stats ``[steps]`` and whether every loss stayed finite."""
+    """Output of :func:`pretrain` (the names of :class:`jaxpapers.core.fit.FitResult`).
+
+    Attributes:
+      state: the final :class:`SSLState` (student, teacher, centres, step); the student's
+        parameters are what ``FitResult.params`` would hold.
+      opt_state: the optimiser's state after the last applied step.
+      losses: ``[steps]`` total loss of every step.
+      finite: whether every step was applied (no non-finite loss, gradient or update).
+      stats: ``[steps]`` :class:`StepStats` of every step (the loss and its two parts).
+    """
 
     state: SSLState
-    stats: StepStats
+    opt_state: Any
+    losses: jax.Array
     finite: jax.Array
+    stats: StepStats
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "cfg", "steps", "batch", "codi"))
+@functools.partial(jax.jit, static_argnames=("config", "steps", "batch", "codi"))
 def pretrain(
-    graphdef: nnx.GraphDef,
     state: SSLState,
     images: Float[Array, "n h w c"],
     *,
     key: jax.Array,
-    cfg: SSLConfig,
+    config: SSLConfig,
     steps: int,
     batch: int,
     lam: float | jax.Array = 0.0,
     codi: bool = True,
 ) -> PretrainResult:
     """``steps`` self-distillation steps on random minibatches of ``images`` (jitted; vmappable
-    over ``state``, ``key`` and ``lam``).
+    over ``state``, ``key`` and ``lam``), through :func:`jaxpapers.core.fit.fit`.
 
-    Once a loss is non-finite the remaining steps leave the state unchanged (``finite`` is then
-    False). ``codi=False`` runs the iBOT targets (``lam`` ignored); ``codi=True`` with ``lam = 0``
-    gives the same numbers bit for bit.
+    The optimiser (:func:`ssl_optimizer`) starts afresh. Step ``t`` uses the ``t``-th key of
+    ``jax.random.split(key, steps)``, split again into the minibatch's key and the step's key
+    (views and masks). Once a loss, gradient or update is non-finite the remaining steps leave the
+    state unchanged (``finite`` is then False). ``codi=False`` runs the iBOT targets (``lam``
+    ignored); ``codi=True`` with ``lam = 0`` gives the same numbers bit for bit.
     """
     check_key("key", key)
     check_lambda(lam)
-    n = images.shape[0]
-
-    def body(carry, k):
-        st, ok = carry
-        kb, ks = jax.random.split(k)
-        idx = jax.random.randint(kb, (batch,), 0, n)
-        new, stats = train_step(
-            graphdef, st, images[idx], key=ks, cfg=cfg, lam=lam if codi else None
-        )
-        ok = ok & jnp.isfinite(stats.loss)
-        st = jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, st)
-        return (st, ok), stats
-
-    (state, ok), stats = jax.lax.scan(body, (state, jnp.array(True)), jax.random.split(key, steps))
-    return PretrainResult(state, stats, ok)
-
-
-def teacher_tokens(
-    graphdef: nnx.GraphDef, params: Any, images: Float[Array, "b h w c"]
-) -> ViTTokens:
-    """Backbone tokens and last attention of the network with ``params`` (e.g. the teacher)."""
     check_ndim("images", images, 4)
-    return nnx.merge(graphdef, params).vit.tokens(images)
+    n = images.shape[0]
+    mix = lam if codi else None
+
+    def batch_fn(t: jax.Array, k: jax.Array) -> jax.Array:
+        kb, _ = jax.random.split(k)
+        return images[jax.random.randint(kb, (batch,), 0, n)]
+
+    def loss_fn(student, x, k, st):
+        _, ks = jax.random.split(k)
+        views, masks = _views(x, ks), _masks(batch, ks, config)
+        loss, (stats, _, _) = ssl_loss(student, st, views, masks, config=config, lam=mix)
+        return loss, stats
+
+    def after_step(st, student, t, k):
+        # The centres move towards this step's teacher logits: the same views, the same teacher
+        # as in the loss (fit hands the loss's outputs to no one but the caller).
+        _, ks = jax.random.split(k)
+        t_cls, t_patch = _teacher_logits(st, _views(batch_fn(t, k), ks))
+        return _advance(st, student, t_cls, t_patch, config)
+
+    res = fit(
+        loss_fn,
+        state.student,
+        ssl_optimizer(config),
+        steps=steps,
+        key=key,
+        batch_fn=batch_fn,
+        has_aux=True,
+        state=state,
+        after_step=after_step,
+    )
+    return PretrainResult(res.state, res.opt_state, res.losses, res.finite, res.aux)
+
+
+def teacher_tokens(state: SSLState, images: Float[Array, "b h w c"]) -> ViTTokens:
+    """Backbone tokens and last attention of ``state``'s teacher on ``images``."""
+    check_ndim("images", images, 4)
+    return state.model(state.teacher).vit.tokens(images)
 
 
 __all__ = [
@@ -338,6 +424,7 @@ __all__ = [
     "pretrain",
     "random_masks",
     "ssl_loss",
+    "ssl_optimizer",
     "teacher_tokens",
     "train_step",
 ]

@@ -1,4 +1,7 @@
-"""Frozen-feature evaluation: a linear probe (dense labels), mIoU, and weighted k-NN (images)."""
+"""Frozen-feature evaluation: a linear probe (dense labels) and weighted k-NN (images).
+
+The probe's mIoU is :func:`jaxpapers.core.segmentation_metrics.mean_iou`.
+"""
 
 from __future__ import annotations
 
@@ -72,21 +75,6 @@ def linear_probe(
     return ProbeResult(pred.astype(jnp.int32), last)
 
 
-def mean_iou(
-    predictions: Int[Array, "*m"], labels: Int[Array, "*m"], num_classes: int
-) -> Float[Array, ""]:
-    """Mean over classes present in ``labels`` or ``predictions`` of ``|P & L| / |P | L|``."""
-    if predictions.shape != labels.shape:
-        raise ValueError(f"predictions {predictions.shape} and labels {labels.shape} must match")
-    check_labels("labels", labels, num_classes)
-    p = jax.nn.one_hot(predictions.reshape(-1), num_classes)
-    lab = jax.nn.one_hot(labels.reshape(-1), num_classes)
-    inter = jnp.sum(p * lab, 0)
-    union = jnp.sum(jnp.maximum(p, lab), 0)
-    present = union > 0
-    return jnp.sum(jnp.where(present, inter / jnp.maximum(union, 1.0), 0.0)) / jnp.sum(present)
-
-
 def knn_classify(
     train_features: Float[Array, "n d"],
     train_labels: Int[Array, " n"],
@@ -112,4 +100,4 @@ def knn_classify(
     return jnp.argmax(jnp.sum(votes, 1), -1).astype(jnp.int32)
 
 
-__all__ = ["ProbeResult", "knn_classify", "linear_probe", "mean_iou"]
+__all__ = ["ProbeResult", "knn_classify", "linear_probe"]

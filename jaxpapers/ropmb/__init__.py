@@ -39,26 +39,22 @@ global prototypes and is mixed with the attended one,
 labelled classes (:func:`pseudo_masks`). The plain-CAM baseline uses a constant background score.
 
 **What is measured** (``jaxpapers reproduce P12``) on 32x32 scenes with two to four shape classes
-per image drawn from overlapping co-occurrence groups (:mod:`jaxpapers.core.data.multilabel`):
+per image drawn from overlapping co-occurrence groups (``jaxpapers.ropmb._multilabel``):
 ``pseudo_mask_miou`` (CAM, SIPE, bank without GNN, RO-PMB; seeds vmapped), ``boundary_f1`` and the
 sanity check ``one_hot_features`` (features one-hot per region and a PRDC trained on the
 resulting exact seeds: every prototype method recovers the mask exactly). Both comparisons
 require ``seeds_informative`` (per-label accuracy above 0.9, foreground seed precision above
-0.5): prototypes pooled under wrong seeds cannot show anything about the refinement. The results
-table states what held at quick size.
+0.5): prototypes pooled under wrong seeds cannot show anything about the refinement.
 
-**What we found at quick size** (5 seeds, numbers in ``results/P12``): the sanity check holds
-exactly; the precondition does not (label accuracy 0.76 +- 0.04, seed precision 0.38 +- 0.16),
-so the headline is inconclusive; judged alone, RO-PMB's mIoU is below plain CAM's on every seed
-(-0.050, paired one-sided bounds [-0.083, -0.018]). The quick classifier (one residual stage, 200
-Adam steps, CPU budget) is that weak, so every prototype method pools features under wrong
-seeds; the bank and the GNN average those errors instead of correcting them. The example
-masks of ``pseudo_mask_miou.png`` show the typical failure: the CAM of one labelled class covers
-much of a textured background (the classifier reads context), so the background seeds and the
-class's prototypes are swapped and every prototype method paints the background with that class.
-The PRDC loss falls (about 1.0 to 0.3), so the graph is trained, but what it learns is to explain
-the (noisy) seeds. We expect the comparison to become informative once the seeds are mostly
-right: ``--full`` trains a two-stage CNN at full feature resolution 20x longer on 16x more images.
+**Reading the results.** Every prototype method pools features under the classifier's CAM seeds,
+so the comparisons say something about the refinement only when the seeds mostly mark the right
+class: ``seeds_informative`` is their precondition. With a weak classifier (the quick size's one
+residual stage) the CAM of a labelled class can cover much of a textured background (the
+classifier reads context), the background seeds and the class's prototypes are swapped, and the
+bank and the GNN average such errors instead of correcting them; the example masks of
+``pseudo_mask_miou.png`` show it. ``--full`` trains a two-stage CNN at full feature resolution 20x
+longer on 16x more images. What held at each size is in ``results/P12`` (``NOTES.md`` keeps the
+history of the quick numbers).
 
 Examples:
     >>> import jax, jax.numpy as jnp
@@ -66,7 +62,7 @@ Examples:
     >>> feats = jax.nn.one_hot(jnp.array([[[0, 1], [2, 0]]]), 3)  # [1, 2, 2, 3]: bg, class 0, 1
     >>> w = jnp.eye(3)[:, 1:]  # feature 1 -> class 0, feature 2 -> class 1
     >>> labels = jnp.ones((1, 2))
-    >>> s = refined_scores("sipe", feats, w, labels, RefineConfig())
+    >>> s = refined_scores("sipe", feats, w, labels, config=RefineConfig())
     >>> pseudo_masks(s, labels, 2)[0]
     Array([[0, 1],
            [2, 0]], dtype=int32)
@@ -82,7 +78,7 @@ References:
     ICLR 2017, https://arxiv.org/abs/1609.02907.
 """
 
-from jaxpapers.ropmb._bank import BankState, MemoryBank, cluster_means, ema_update
+from jaxpapers.ropmb._bank import BankState, MemoryBank
 from jaxpapers.ropmb._prdc import (
     METHODS,
     PRDC,
@@ -99,7 +95,6 @@ from jaxpapers.ropmb._seeds import (
     class_activation_maps,
     labels_from_sets,
     masked_average_pool,
-    normalise,
     seed_masks,
 )
 
@@ -112,11 +107,8 @@ __all__ = [
     "Prototypes",
     "RefineConfig",
     "class_activation_maps",
-    "cluster_means",
-    "ema_update",
     "labels_from_sets",
     "masked_average_pool",
-    "normalise",
     "prdc_loss",
     "prototype_scores",
     "pseudo_masks",

@@ -5,7 +5,9 @@ every seed pixel of class ``n`` (background included, index 0) to the most simil
 that class's ``K`` prototypes, pools the assigned features (masked average pooling) into
 ``p_new`` and moves the prototypes that received pixels by an exponential moving average
 
-.. math::  p \leftarrow m\, p + (1 - m)\, p_{\mathrm{new}}.
+.. math::  p \leftarrow m\, p + (1 - m)\, p_{\mathrm{new}}
+
+(:func:`jaxpapers.core.pytrees.ema_update`).
 
 On a stationary input (the same batch every step) ``p_new`` is fixed and
 :math:`p_t - p_\star = m^t (p_0 - p_\star)`: the error decays as :math:`m^t`. With ``K > 1`` the
@@ -22,7 +24,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from jaxpapers.core.checks import check_range, check_shape
+from jaxpapers.core.checks import check_shape
+from jaxpapers.core.pytrees import ema_update
 from jaxpapers.ropmb._seeds import normalise
 
 _EPS = 1e-6
@@ -40,19 +43,6 @@ class BankState(NamedTuple):
     prototypes: Float[Array, "n k d"]
     filled: Bool[Array, "n k"]
     steps: Int[Array, ""]
-
-
-def ema_update(
-    old: Float[Array, "*s d"],
-    new: Float[Array, "*s d"],
-    valid: Bool[Array, " *s"],
-    momentum: float | Float[Array, ""],
-) -> Float[Array, "*s d"]:
-    """``m old + (1 - m) new`` where ``valid``; ``old`` elsewhere."""
-    check_shape("new", new, jnp.shape(old))
-    check_shape("valid", valid, jnp.shape(old)[:-1])
-    check_range("momentum", momentum, 0.0, 1.0)
-    return jnp.where(valid[..., None], momentum * old + (1.0 - momentum) * new, old)
 
 
 def _flatten(features: jax.Array, seeds: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -151,9 +141,13 @@ class MemoryBank(eqx.Module):
         valid = mass > 0
         # An unfilled slot cannot win the assignment unless its whole class is unfilled (then
         # slot 0 takes the class mean as is, without averaging with the empty value).
-        blended = ema_update(state.prototypes, new, valid & state.filled, self.momentum)
+        blended = jnp.where(
+            (valid & state.filled)[..., None],
+            ema_update(state.prototypes, new, self.momentum),
+            state.prototypes,
+        )
         protos = jnp.where((valid & ~state.filled)[..., None], new, blended)
         return BankState(protos, state.filled | valid, state.steps + 1)
 
 
-__all__ = ["BankState", "MemoryBank", "cluster_means", "ema_update"]
+__all__ = ["BankState", "MemoryBank", "cluster_means"]

@@ -110,6 +110,7 @@ def refine_prototypes(
     local: Float[Array, "b n d"],
     mass: Float[Array, "b n"],
     bank: BankState,
+    *,
     config: RefineConfig,
 ) -> Float[Array, "b n d"]:
     """Context-aware refinement: inject each class's attended global prototype into the image's
@@ -161,6 +162,7 @@ def refined_scores(
     features: Float[Array, "b h w d"],
     weights: Float[Array, "d c"],
     labels: Float[Array, "b c"],
+    *,
     config: RefineConfig,
     bank: BankState | None = None,
     prdc: PRDC | None = None,
@@ -178,14 +180,15 @@ def refined_scores(
     if method == "cam":
         bg = jnp.full((*cams.shape[:3], 1), config.cam_background, cams.dtype)
         return jnp.concatenate([bg, cams], axis=-1)
-    local = masked_average_pool(features, seed_masks(cams, labels, config))
+    local = masked_average_pool(features, seed_masks(cams, labels, config=config))
     if method == "sipe":
         return prototype_scores(features, local.prototypes)
     if bank is None or (method == "ropmb" and prdc is None):
         raise ValueError(f"method={method!r} needs a bank{' and a prdc' * (method == 'ropmb')}")
     if method == "ropmb":
         bank = prdc.enrich(bank)
-    return prototype_scores(features, refine_prototypes(local.prototypes, local.mass, bank, config))
+    refined = refine_prototypes(local.prototypes, local.mass, bank, config=config)
+    return prototype_scores(features, refined)
 
 
 def prdc_loss(
@@ -194,15 +197,16 @@ def prdc_loss(
     features: Float[Array, "b h w d"],
     weights: Float[Array, "d c"],
     labels: Float[Array, "b c"],
+    *,
     config: RefineConfig,
 ) -> Float[Array, ""]:
     """Weakly supervised training loss of the graph: cross-entropy of the pixel-to-prototype
     logits ``cos(A_ij, r_bn) / tau`` over *all* ``C + 1`` refined prototypes (classes absent from
     the image use the global part alone, so they must be told apart) at the seed pixels."""
     cams = class_activation_maps(features, weights, labels)
-    seeds = seed_masks(cams, labels, config)
+    seeds = seed_masks(cams, labels, config=config)
     local = masked_average_pool(features, seeds)
-    refined = refine_prototypes(local.prototypes, local.mass, prdc.enrich(bank), config)
+    refined = refine_prototypes(local.prototypes, local.mass, prdc.enrich(bank), config=config)
     logits = prototype_scores(features, refined) / config.temperature
     target = jnp.argmax(seeds, axis=-1)
     weight = jnp.sum(seeds, axis=-1)

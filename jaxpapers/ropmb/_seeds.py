@@ -120,7 +120,7 @@ def class_activation_maps(
 
 
 def seed_masks(
-    cams: Float[Array, "b h w c"], labels: Float[Array, "b c"], config: RefineConfig
+    cams: Float[Array, "b h w c"], labels: Float[Array, "b c"], *, config: RefineConfig
 ) -> Float[Array, "b h w n"]:
     """0/1 seeds ``[B, h, w, C + 1]`` (index 0 background): confident CAM peaks and clear
     background; uncertain pixels seed nothing."""

@@ -1,14 +1,13 @@
-"""Pretraining, frozen-feature evaluation and the sanity checks of the P01 experiments."""
+"""Runs of the P01 experiments: the shared pretraining and probes, the sanity checks, and the run
+functions that turn them into rows."""
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from jaxpapers.codi import (
     SSLConfig,
@@ -18,143 +17,194 @@ from jaxpapers.codi import (
     init_state,
     knn_classify,
     linear_probe,
-    mean_iou,
     pretrain,
     readout_gradients,
 )
 from jaxpapers.core.data.scenes import SceneConfig, make_scenes, patch_labels
-from jaxpapers.core.experiment import Context
+from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.core.nn.vit import ViTConfig
-from jaxpapers.core.pytrees import FAST_COMPILE
+from jaxpapers.core.segmentation_metrics import mean_iou
+
+if TYPE_CHECKING:
+    from jaxpapers.codi.experiments import Config
 
 SCENES = SceneConfig(size=32, num_objects=2, num_classes=4, texture=0.3, noise=0.03)
 BINS = 4
+#: lambda values pretrained at every size (0 = iBOT); CODI's headline row uses CODI_LAMBDA.
+LAMBDAS = (0.0, 0.1, 0.3)
+CODI_LAMBDA = 0.1
+IBOT, CODI = "iBOT", f"CODI (lambda={CODI_LAMBDA:g})"
+#: reference rows: the same probes on the untrained network, and the majority-class prediction.
+INIT, MAJORITY = "untrained ViT", "majority class"
+SANITY_ROWS = (
+    "max |CODI(lambda=0) - iBOT| parameters",
+    "read-out gradient: max relative error of the closed form",
+)
 
 
-def ssl_config(sizes: Any) -> SSLConfig:
+class Probes(NamedTuple):
+    """Probe results of one family of networks, one entry per seed.
+
+    Attributes:
+      dense: per-patch linear-probe accuracy on the test scenes.
+      miou: mIoU of those predictions (background included).
+      knn: [CLS] k-NN accuracy of the largest object's class.
+      bins: dense error in each [CLS]-attention-mass bin (lowest first); empty for the
+        majority-class reference.
+      final_loss: the pretraining loss of the last step; empty for the references.
+    """
+
+    dense: list[float]
+    miou: list[float]
+    knn: list[float]
+    bins: list[list[float]]
+    final_loss: list[float]
+
+
+class Pretrained(NamedTuple):
+    """Everything the CODI-vs-iBOT experiments read, from one vmapped pretraining.
+
+    Attributes:
+      by_lambda: the trained teachers' probes for each lambda of :data:`LAMBDAS`.
+      untrained: the same probes on the untrained network of each seed.
+      majority: the majority-class prediction (the same on every seed).
+      finite: whether every pretraining run kept a finite loss, in the order of ``runs``.
+      runs: the ``(lambda, seed)`` of every pretraining run.
+      diagnostics: collapse diagnostics of every run (see :func:`collapse_diagnostics`).
+    """
+
+    by_lambda: dict[float, Probes]
+    untrained: Probes
+    majority: Probes
+    finite: list[bool]
+    runs: list[tuple[float, int]]
+    diagnostics: dict[str, list[float]]
+
+
+class Sanity(NamedTuple):
+    """Per seed: max |CODI(0) - iBOT| over the parameters, max relative error of the read-out
+    gradient's closed form, and the log-log slope of its norm against the attention mass."""
+
+    diff: list[float]
+    relerr: list[float]
+    slope: list[float]
+
+
+def ssl_config(config: Config) -> SSLConfig:
     vit = ViTConfig(
         image_size=32,
         channels=3,
         patch=8,
-        dim=sizes.dim,
-        depth=sizes.depth,
+        dim=config.dim,
+        depth=config.depth,
         heads=4,
-        mlp=2 * sizes.dim,
+        mlp=2 * config.dim,
     )
     return SSLConfig(
         vit=vit,
-        out_dim=sizes.out_dim,
-        total_steps=sizes.steps,
-        temp_warmup=sizes.steps // 3,
-        teacher_temp_end=sizes.teacher_temp_end,
-        momentum_base=sizes.momentum_base,
-        lr=sizes.lr,
+        out_dim=config.out_dim,
+        total_steps=config.steps,
+        temp_warmup=config.steps // 3,
+        teacher_temp_end=config.teacher_temp_end,
+        momentum_base=config.momentum_base,
+        lr=config.lr,
     )
 
 
 def _scenes(n_train: int, n_test: int, seed: int):
     """Train and test scenes from one program: ``((images, patch labels, main class), ...)``."""
     n = n_train + n_test
-    # FAST_COMPILE here and for the feature extraction: one-shot programs whose compile, not
-    # their run, is the cost (the pretraining itself is compiled with the default options).
-    gen = jax.jit(lambda k: make_scenes(SCENES, n, key=k), compiler_options=FAST_COMPILE)
-    s = gen(jax.random.key(seed))
+    s = make_scenes(n, config=SCENES, key=jax.random.key(seed))
     data = (s.image, patch_labels(s.classes, 8, SCENES.classes).reshape(n, -1), s.main_class)
     return tuple(a[:n_train] for a in data), tuple(a[n_train:] for a in data)
 
 
-def pretrain_and_evaluate(ctx: Context, sizes: Any, lambdas: tuple[float, ...]) -> dict[str, Any]:
+def _stack(trees: list[Any]) -> Any:
+    return jax.tree.map(lambda *x: jnp.stack(x), *trees)
+
+
+def pretrain_and_probe(seeds: list[int], config: Config) -> Pretrained:
     """Pretrain every (lambda, seed) in one vmapped run; probe each teacher's frozen features."""
-    cfg = ssl_config(sizes)
-    runs = [(lam, s) for lam in lambdas for s in ctx.seed_list]
-    (x_tr, p_tr, y_tr), (x_te, p_te, y_te) = _scenes(sizes.train_n, sizes.test_n, 11)
-    graphdef = None
-    states = []
-    for _, s in runs:
-        graphdef, st = init_state(cfg, key=jax.random.key(s))
-        states.append(st)
-    stacked = jax.tree.map(lambda *x: jnp.stack(x), *states)
+    cfg = ssl_config(config)
+    runs = [(lam, s) for lam in LAMBDAS for s in seeds]
+    (x_tr, p_tr, y_tr), (x_te, p_te, y_te) = _scenes(config.train_n, config.test_n, 11)
+    stacked = _stack([init_state(config=cfg, key=jax.random.key(s)) for _, s in runs])
     lams = jnp.array([lam for lam, _ in runs])
     keys = jnp.stack([jax.random.key(1000 + s) for _, s in runs])
-    train = jax.vmap(
+    out = jax.vmap(
         lambda st, k, lam: pretrain(
-            graphdef, st, x_tr, key=k, cfg=cfg, steps=sizes.steps, batch=sizes.batch, lam=lam
+            st, x_tr, key=k, config=cfg, steps=config.steps, batch=config.batch, lam=lam
         )
-    )
-    if ctx.size == "smoke":
-        # a few steps at tiny shapes: the compile is the whole cost (the quick and full runs
-        # compile it with the default options)
-        train = jax.jit(train, compiler_options=FAST_COMPILE)
-    out = train(stacked, keys, lams)
-    # Head logits and backbone tokens of every network, one program (FAST_COMPILE: a one-shot
-    # program whose compile, not its run, is the cost).
-    feats = jax.jit(
-        jax.vmap(lambda p, x: nnx.merge(graphdef, p)(x), in_axes=(0, None)),
-        compiler_options=FAST_COMPILE,
-    )
+    )(stacked, keys, lams)
+    # Head logits and backbone tokens of every network, one program.
+    feats = jax.jit(jax.vmap(lambda p, x: stacked.model(p)(x), in_axes=(0, None)))
     classes = SCENES.classes + 1
-    res: dict[str, Any] = {"finite": np.asarray(out.finite).tolist(), "runs": runs}
 
-    def evaluate(tr, te, i: int) -> dict[str, Any]:
+    def evaluate(tr, te, i: int) -> tuple[float, float, float, list[float]]:
         d = tr.patches.shape[-1]
         probe = linear_probe(
             tr.patches[i].reshape(-1, d),
             p_tr.reshape(-1),
             te.patches[i].reshape(-1, d),
             classes,
-            steps=sizes.probe_steps,
+            steps=config.probe_steps,
         )
         pred = probe.predictions.reshape(p_te.shape)
         err = (pred != p_te).astype(jnp.float32)
         mass = cls_attention_mass(te.attention[i])
-        knn = knn_classify(tr.cls[i], y_tr, te.cls[i], SCENES.classes, k=sizes.knn_k)
-        return {
-            "dense": float(1 - err.mean()),
-            "miou": float(mean_iou(pred, p_te, classes)),
-            "knn": float(jnp.mean(knn == y_te)),
-            "bins": np.asarray(binned_error(mass.reshape(-1), err.reshape(-1), BINS)).tolist(),
-        }
+        knn = knn_classify(tr.cls[i], y_tr, te.cls[i], SCENES.classes, k=config.knn_k)
+        return (
+            float(1 - err.mean()),
+            float(mean_iou(pred, p_te, classes)),
+            float(jnp.mean(knn == y_te)),
+            np.asarray(binned_error(mass.reshape(-1), err.reshape(-1), BINS)).tolist(),
+        )
 
-    def append(key: str, row: dict[str, Any]) -> None:
-        for name, value in row.items():
-            res.setdefault(key, {}).setdefault(name, []).append(value)
+    def probes(rows: list[tuple], final_loss: list[float] | None = None) -> Probes:
+        dense, miou, knn, bins = (list(c) for c in zip(*rows, strict=True))
+        return Probes(dense, miou, knn, bins, final_loss or [])
 
     # Reference: the same probes on the untrained networks (the initial teacher of each seed; the
     # initial state does not depend on lambda, so the first len(seeds) runs are taken), extracted
     # in the same program as the trained teachers (rows len(runs) onwards).
-    n_seeds = len(ctx.seed_list)
+    n_seeds = len(seeds)
     teachers = jax.tree.map(
         lambda a, b: jnp.concatenate([a, b[:n_seeds]]), out.state.teacher, stacked.teacher
     )
     z_cls, z_patch, tok = feats(teachers, jnp.concatenate([x_tr, x_te]))
-    tr = jax.tree.map(lambda a: a[:, : sizes.train_n], tok)
-    te = jax.tree.map(lambda a: a[:, sizes.train_n :], tok)
-    for i, (lam, _) in enumerate(runs):
-        append(f"{lam:g}", {**evaluate(tr, te, i), "final_loss": float(out.stats.loss[i, -1])})
-    for i in range(n_seeds):
-        append("init", evaluate(tr, te, len(runs) + i))
+    tr = jax.tree.map(lambda a: a[:, : config.train_n], tok)
+    te = jax.tree.map(lambda a: a[:, config.train_n :], tok)
+    rows = [evaluate(tr, te, i) for i in range(len(runs))]
+    last = np.asarray(out.losses[:, -1]).tolist()
+    by_lambda = {
+        lam: probes(
+            [r for r, (la, _) in zip(rows, runs, strict=True) if la == lam],
+            [x for x, (la, _) in zip(last, runs, strict=True) if la == lam],
+        )
+        for lam in LAMBDAS
+    }
+    untrained = probes([evaluate(tr, te, len(runs) + i) for i in range(n_seeds)])
     # Reference: predict the most frequent training label everywhere (the background).
     major = jnp.full_like(p_te, jnp.argmax(jnp.bincount(p_tr.reshape(-1), length=classes)))
     major_img = jnp.argmax(jnp.bincount(y_tr, length=SCENES.classes))
-    for _ in range(n_seeds):
-        append(
-            "majority",
-            {
-                "dense": float(jnp.mean(major == p_te)),
-                "miou": float(mean_iou(major, p_te, classes)),
-                "knn": float(jnp.mean(y_te == major_img)),
-            },
-        )
+    row = (
+        float(jnp.mean(major == p_te)),
+        float(mean_iou(major, p_te, classes)),
+        float(jnp.mean(y_te == major_img)),
+    )
+    majority = Probes(*([row[j]] * n_seeds for j in range(3)), bins=[], final_loss=[])
     k = len(runs)
-    res["diagnostics"] = collapse_diagnostics(
-        z_cls[:k, sizes.train_n :],
-        z_patch[:k, sizes.train_n :],
+    diagnostics = collapse_diagnostics(
+        z_cls[:k, config.train_n :],
+        z_patch[:k, config.train_n :],
         te.cls[:k],
         out.state.center_cls,
         out.state.center_patch,
         cfg.teacher_temp_end,
     )
-    return res
+    return Pretrained(
+        by_lambda, untrained, majority, np.asarray(out.finite).tolist(), runs, diagnostics
+    )
 
 
 def collapse_diagnostics(
@@ -190,34 +240,24 @@ def collapse_diagnostics(
     return {name: v.tolist() for name, v in out.items()}
 
 
-def sanity(ctx: Context, sizes: Any) -> dict[str, Any]:
+def sanity_checks(seeds: list[int]) -> Sanity:
     """lambda = 0 equals iBOT after a few steps; the read-out gradient identity.
 
     Seeds are vmapped: the CODI(lambda = 0) and iBOT programs compile once each, and the read-out
-    gradients of every seed are one jitted program, all with ``FAST_COMPILE`` (tiny shapes: the
-    compile is the whole cost; the 1e-3 tolerance on the two programs' states is unaffected).
+    gradients of every seed are one jitted program.
     """
     # One block: the read-out identity concerns the last block only (depth 2 is tested in
     # tests/test_codi.py), and the compile, which is the whole cost here, shrinks.
     vit = ViTConfig(image_size=16, channels=3, patch=4, dim=16, depth=1, heads=2, mlp=32)
     cfg = SSLConfig(vit=vit, out_dim=8, hidden=16, bottleneck=8, total_steps=3, temp_warmup=1)
     x = jax.random.uniform(jax.random.key(0), (16, 16, 16, 3))
-    seeds = ctx.seed_list
-    graphdef = None
-    states = []
-    for s in seeds:
-        graphdef, st = init_state(cfg, key=jax.random.key(s))
-        states.append(st)
-    stacked = jax.tree.map(lambda *a: jnp.stack(a), *states)
+    stacked = _stack([init_state(config=cfg, key=jax.random.key(s)) for s in seeds])
     keys = jnp.stack([jax.random.key(50 + s) for s in seeds])
 
-    @functools.partial(jax.jit, static_argnums=0, compiler_options=FAST_COMPILE)
     def run(codi: bool, lam: float):
         return jax.vmap(
             lambda st, k: (
-                pretrain(
-                    graphdef, st, x, key=k, cfg=cfg, steps=3, batch=4, lam=lam, codi=codi
-                ).state
+                pretrain(st, x, key=k, config=cfg, steps=3, batch=4, lam=lam, codi=codi).state
             )
         )(stacked, keys)
 
@@ -229,7 +269,7 @@ def sanity(ctx: Context, sizes: Any) -> dict[str, Any]:
     )
 
     def readout(student, target):
-        net = nnx.merge(graphdef, student)
+        net = stacked.model(student)
 
         def loss(cls):
             return jax.vmap(lambda c: distillation_loss(net.head(c), target, 0.1))(cls)
@@ -238,11 +278,87 @@ def sanity(ctx: Context, sizes: Any) -> dict[str, Any]:
         err = jnp.max(jnp.abs(g.autodiff - g.predicted)) / jnp.max(jnp.abs(g.autodiff))
         return err, g.autodiff, g.mass
 
-    relerr, grads, mass = jax.jit(jax.vmap(readout), compiler_options=FAST_COMPILE)(
-        a.student, targets
-    )
+    relerr, grads, mass = jax.jit(jax.vmap(readout))(a.student, targets)
     slopes = []
     for gi, mi in zip(np.asarray(grads), np.asarray(mass), strict=True):
         norm = np.log(np.linalg.norm(gi, axis=-1).ravel())
         slopes.append(float(np.polyfit(np.log(mi.ravel()), norm, 1)[0]))
-    return {"diff": diff.tolist(), "relerr": np.asarray(relerr).tolist(), "slope": slopes}
+    return Sanity(diff.tolist(), np.asarray(relerr).tolist(), slopes)
+
+
+# --------------------------------------------------------------------------------------------
+# Run functions: rows of each experiment from the shared computations (``ctx.cached``).
+
+
+def _pretrained(ctx: Context, config: Config) -> Pretrained:
+    return ctx.cached("pretrain_and_probe", lambda: pretrain_and_probe(ctx.seed_list, config))
+
+
+def run_pretraining_learns(ctx: Context, config: Config) -> Outcome:
+    res = _pretrained(ctx, config)
+    base, init = res.by_lambda[0.0], res.untrained
+    values = {
+        f"{INIT} dense": init.dense,
+        f"{IBOT} dense": base.dense,
+        f"{INIT} mIoU": init.miou,
+        f"{IBOT} mIoU": base.miou,
+        f"{INIT} k-NN": init.knn,
+        f"{IBOT} k-NN": base.knn,
+    }
+    major = res.majority
+    return Outcome(values, {MAJORITY: {"dense": major.dense, "miou": major.miou, "knn": major.knn}})
+
+
+def run_codi_vs_ibot(ctx: Context, config: Config) -> Outcome:
+    res = _pretrained(ctx, config)
+    base, codi = res.by_lambda[0.0], res.by_lambda[CODI_LAMBDA]
+    init, major = res.untrained, res.majority
+    values = {
+        f"{MAJORITY} dense": major.dense,
+        f"{INIT} dense": init.dense,
+        f"{IBOT} dense": base.dense,
+        f"{CODI} dense": codi.dense,
+        f"{MAJORITY} k-NN": major.knn,
+        f"{INIT} k-NN": init.knn,
+        f"{IBOT} k-NN": base.knn,
+        f"{CODI} k-NN": codi.knn,
+    }
+    extras = {
+        "mIoU": {MAJORITY: major.miou, INIT: init.miou, IBOT: base.miou, CODI: codi.miou},
+        "final_loss": {IBOT: base.final_loss, CODI: codi.final_loss},
+        "all_losses_finite": all(res.finite),
+        "collapse_diagnostics (per run, runs in the order of 'runs')": res.diagnostics,
+        "runs (lambda, seed)": res.runs,
+    }
+    return Outcome(values, extras)
+
+
+def run_low_attention(ctx: Context, config: Config) -> Outcome:
+    res = _pretrained(ctx, config)
+    base, codi = res.by_lambda[0.0], res.by_lambda[CODI_LAMBDA]
+    gain = [
+        [b - c for b, c in zip(bb, cb, strict=True)]
+        for bb, cb in zip(base.bins, codi.bins, strict=True)
+    ]
+    values = {
+        "error reduction, lowest-attention bin": [g[0] for g in gain],
+        "error reduction, highest-attention bin": [g[-1] for g in gain],
+    }
+    return Outcome(values, {"binned_error": {IBOT: base.bins, CODI: codi.bins}})
+
+
+def run_lambda_sweep(ctx: Context, config: Config) -> Outcome:
+    res = _pretrained(ctx, config)
+    rows = {f"lambda={lam:g}": res.by_lambda[lam] for lam in LAMBDAS}
+    values = {name: p.dense for name, p in rows.items()}
+    extras = {
+        "knn": {name: p.knn for name, p in rows.items()},
+        "miou": {name: p.miou for name, p in rows.items()},
+    }
+    return Outcome(values, extras)
+
+
+def run_sanity(ctx: Context, config: Config) -> Outcome:
+    res = ctx.cached("sanity_checks", lambda: sanity_checks(ctx.seed_list))
+    values = {SANITY_ROWS[0]: res.diff, SANITY_ROWS[1]: res.relerr}
+    return Outcome(values, {"loglog_slope_grad_norm_vs_attention_mass": res.slope})

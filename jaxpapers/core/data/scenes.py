@@ -10,8 +10,8 @@ is split in two pure steps so that layouts can be edited (moved, recoloured) bef
 
 The background kind is an (optionally traced) integer argument, so a caller decides how the
 background relates to the labels: a fixed kind, a random kind, or a kind correlated with the
-object's class (a Waterbirds-like shortcut). :func:`make_scenes` batches both steps (vmapped,
-compiled once per config and size); :func:`make_sequence` moves the objects of one layout with
+object's class (a Waterbirds-like shortcut). :func:`make_scenes` batches both steps (vmapped, one
+compiled program per config and size); :func:`make_sequence` moves the objects of one layout with
 constant velocities (reflected at the borders) to give short videos; :func:`patch_labels` turns
 a class mask into per-patch labels.
 
@@ -20,13 +20,14 @@ Classes: with no glyph bank, class ``c`` is the shape ``SHAPES[c]``; with a glyp
 class masks 0 is the background and object class ``c`` is stored as ``c + 1``; instance masks hold
 0 for the background and ``k + 1`` for object ``k`` (later objects occlude earlier ones).
 
-Everything is jittable and vmappable; keys are explicit.
+Everything is jittable and vmappable; keys are explicit and keyword-only, and so is the scene
+family (``config=``, a :class:`SceneConfig`).
 
 Examples:
     >>> import jax
     >>> from jaxpapers.core.data.scenes import SceneConfig, make_scenes, patch_labels
     >>> cfg = SceneConfig(size=32, num_objects=2)
-    >>> s = make_scenes(cfg, 4, key=jax.random.key(0), background=1)
+    >>> s = make_scenes(4, config=cfg, key=jax.random.key(0), background=1)
     >>> s.image.shape, s.instances.shape, s.classes.shape, s.labels.shape
     ((4, 32, 32, 3), (4, 32, 32), (4, 32, 32), (4, 4))
     >>> patch_labels(s.classes, 8, cfg.classes).shape
@@ -35,9 +36,7 @@ Examples:
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -163,35 +162,35 @@ class Scene(NamedTuple):
 
 
 def sample_layout(
-    cfg: SceneConfig, *, key: jax.Array, classes: Int[Array, " k"] | None = None
+    *, config: SceneConfig, key: jax.Array, classes: Int[Array, " k"] | None = None
 ) -> Layout:
     """Draw one scene's layout; ``classes`` (``[num_objects]``) fixes the object classes.
 
     Centres are uniform so that each object lies fully inside the image.
     """
     check_key("key", key)
-    k = cfg.num_objects
+    k = config.num_objects
     kc, kr, kk, kcol, kp, kg, kph = jax.random.split(key, 7)
-    radii = jax.random.uniform(kr, (k,), minval=cfg.min_radius, maxval=cfg.max_radius)
+    radii = jax.random.uniform(kr, (k,), minval=config.min_radius, maxval=config.max_radius)
     lo = radii[:, None]
-    centres = lo + jax.random.uniform(kc, (k, 2)) * (cfg.size - 2 * lo)
-    if cfg.glyphs is not None:
-        glyph = jax.random.randint(kg, (k,), 0, cfg.glyphs.shape[0])
+    centres = lo + jax.random.uniform(kc, (k, 2)) * (config.size - 2 * lo)
+    if config.glyphs is not None:
+        glyph = jax.random.randint(kg, (k,), 0, config.glyphs.shape[0])
         if classes is not None:
             # Pick, for each slot, a random glyph of the requested digit.
-            match = cfg.glyph_labels[None, :] == jnp.asarray(classes)[:, None]
+            match = config.glyph_labels[None, :] == jnp.asarray(classes)[:, None]
             score = jnp.where(match, jax.random.uniform(kg, match.shape), -1.0)
             glyph = jnp.argmax(score, axis=1)
-        cls = cfg.glyph_labels[glyph].astype(jnp.int32)
+        cls = config.glyph_labels[glyph].astype(jnp.int32)
     else:
         glyph = jnp.zeros((k,), jnp.int32)
         cls = (
-            jax.random.randint(kk, (k,), 0, cfg.num_classes)
+            jax.random.randint(kk, (k,), 0, config.num_classes)
             if classes is None
             else jnp.asarray(classes, jnp.int32)
         )
-    colours = jax.random.uniform(kcol, (k, cfg.channels), minval=0.35, maxval=1.0)
-    present = (jnp.arange(k) < cfg.min_objects) | jax.random.bernoulli(kp, 0.5, (k,))
+    colours = jax.random.uniform(kcol, (k, config.channels), minval=0.35, maxval=1.0)
+    present = (jnp.arange(k) < config.min_objects) | jax.random.bernoulli(kp, 0.5, (k,))
     phase = jax.random.uniform(kph, (k,), maxval=2 * jnp.pi)
     return Layout(centres, radii, cls, colours, present, glyph, phase)
 
@@ -213,7 +212,7 @@ def _shape_mask(kind: jax.Array, dy: jax.Array, dx: jax.Array, r: jax.Array) -> 
 
 
 def object_mask(
-    cfg: SceneConfig, layout: Layout, index: int | Int[Array, ""]
+    layout: Layout, index: int | Int[Array, ""], *, config: SceneConfig
 ) -> Bool[Array, "h w"]:
     """Pixels covered by object ``index`` of ``layout`` (ignoring occlusion and presence).
 
@@ -223,22 +222,22 @@ def object_mask(
     if is_concrete(index):
         check_int("index", index)
         check_range("index", index, 0, jnp.shape(layout.radii)[0] - 1)
-    y = jnp.arange(cfg.size, dtype=jnp.float32)[:, None] + 0.5
-    x = jnp.arange(cfg.size, dtype=jnp.float32)[None, :] + 0.5
+    y = jnp.arange(config.size, dtype=jnp.float32)[:, None] + 0.5
+    x = jnp.arange(config.size, dtype=jnp.float32)[None, :] + 0.5
     cy, cx = layout.centres[index, 0], layout.centres[index, 1]
     r = layout.radii[index]
     dy, dx = y - cy, x - cx
-    if cfg.glyphs is None:
+    if config.glyphs is None:
         return _shape_mask(layout.classes[index], dy, dx, r)
-    g = cfg.glyphs.shape[1]
+    g = config.glyphs.shape[1]
     inside = (jnp.abs(dy) < r) & (jnp.abs(dx) < r)
     iy = jnp.clip(jnp.floor((dy + r) / (2 * r) * g), 0, g - 1).astype(jnp.int32)
     ix = jnp.clip(jnp.floor((dx + r) / (2 * r) * g), 0, g - 1).astype(jnp.int32)
-    return inside & (cfg.glyphs[layout.glyph[index]][iy, ix] > 0.5)
+    return inside & (config.glyphs[layout.glyph[index]][iy, ix] > 0.5)
 
 
 def render_background(
-    cfg: SceneConfig, kind: int | Int[Array, ""], *, key: jax.Array
+    kind: int | Int[Array, ""], *, config: SceneConfig, key: jax.Array
 ) -> Float[Array, "h w c"]:
     """A background image of kind ``BACKGROUNDS[kind]`` with values in ``[0, 0.6]``.
 
@@ -246,7 +245,7 @@ def render_background(
     two colours; ``checker``: 4-8 px checks of two colours; ``noise``: bilinear upsampled 4x4 noise.
     """
     check_key("key", key)
-    n, c = cfg.size, cfg.channels
+    n, c = config.size, config.channels
     k1, k2, k3, k4 = jax.random.split(key, 4)
     a = jax.random.uniform(k1, (c,), maxval=0.6)
     b = jax.random.uniform(k2, (c,), maxval=0.6)
@@ -269,17 +268,17 @@ def render_background(
 
 
 def render(
-    cfg: SceneConfig,
     layout: Layout,
     *,
+    config: SceneConfig,
     background: int | Int[Array, ""],
     key: jax.Array,
 ) -> Scene:
     """Draw ``layout`` over a background of kind ``background`` (see :data:`BACKGROUNDS`).
 
     Args:
-      cfg: the scene family.
       layout: from :func:`sample_layout` (one scene; vmap for batches).
+      config: the scene family.
       background: background kind, an int or a traced int32 scalar.
       key: draws the background's colours/pattern and the pixel noise.
 
@@ -290,23 +289,23 @@ def render(
     """
     check_key("key", key)
     kb, kn = jax.random.split(key)
-    image = render_background(cfg, background, key=kb)
-    instances = jnp.zeros((cfg.size, cfg.size), jnp.int32)
-    x = jnp.arange(cfg.size, dtype=jnp.float32)[None, :]
-    y = jnp.arange(cfg.size, dtype=jnp.float32)[:, None]
-    for k in range(cfg.num_objects):
-        mask = object_mask(cfg, layout, k) & layout.present[k]
+    image = render_background(background, config=config, key=kb)
+    instances = jnp.zeros((config.size, config.size), jnp.int32)
+    x = jnp.arange(config.size, dtype=jnp.float32)[None, :]
+    y = jnp.arange(config.size, dtype=jnp.float32)[:, None]
+    for k in range(config.num_objects):
+        mask = object_mask(layout, k, config=config) & layout.present[k]
         stripes = jnp.sin(0.9 * (x + y) + layout.phase[k])
-        shade = 1.0 - cfg.texture / 2 + cfg.texture / 2 * stripes
+        shade = 1.0 - config.texture / 2 + config.texture / 2 * stripes
         image = jnp.where(mask[..., None], layout.colours[k][None, None] * shade[..., None], image)
         instances = jnp.where(mask, k + 1, instances)
     obj_class = jnp.concatenate([jnp.zeros((1,), jnp.int32), layout.classes + 1])
     classes = obj_class[instances]
-    counts = jnp.sum(jax.nn.one_hot(classes, cfg.classes + 1, dtype=jnp.float32), axis=(0, 1))
+    counts = jnp.sum(jax.nn.one_hot(classes, config.classes + 1, dtype=jnp.float32), axis=(0, 1))
     labels = (counts[1:] > 0).astype(jnp.float32)
     main = jnp.argmax(counts[1:]).astype(jnp.int32)
-    if cfg.noise:
-        image = image + cfg.noise * jax.random.normal(kn, image.shape)
+    if config.noise:
+        image = image + config.noise * jax.random.normal(kn, image.shape)
     return Scene(
         image.astype(jnp.float32),
         instances,
@@ -318,18 +317,19 @@ def render(
 
 
 def make_scenes(
-    cfg: SceneConfig,
     n: int,
     *,
+    config: SceneConfig,
     key: jax.Array,
     background: int | Int[Array, " n"] | None = None,
     classes: Int[Array, "n k"] | None = None,
 ) -> Scene:
-    """``n`` independent scenes (a batched :class:`Scene`).
+    """``n`` independent scenes (a batched :class:`Scene`), one compiled program per config and
+    ``n`` when called eagerly (traced with the caller inside its ``jit``/``vmap``).
 
     Args:
-      cfg: the scene family.
       n: number of scenes.
+      config: the scene family.
       key: PRNG key.
       background: one kind for all, ``[n]`` kinds, or ``None`` for uniformly random kinds.
       classes: optional ``[n, num_objects]`` object classes (e.g. to balance or correlate them).
@@ -344,67 +344,48 @@ def make_scenes(
     if isinstance(background, int) and not 0 <= background < len(BACKGROUNDS):
         raise ValueError(f"background={background}; expected a kind in [0, {len(BACKGROUNDS)})")
     if classes is not None:
-        check_shape("classes", classes, (n, cfg.num_objects))
-    return compiled_if_eager(_make_scenes, key, n=n)(cfg, kl, kr, bg, classes)
+        check_shape("classes", classes, (n, config.num_objects))
+    return _make_scenes(config, kl, kr, bg, classes, n)
 
 
-#: Compile options of the generators when called eagerly: backend optimisation level 1 compiles a
-#: scene generator in about half the CPU time of the default level; drawing time is negligible.
-GENERATOR_COMPILE: dict[str, int] = {"xla_backend_optimization_level": 1}
-
-
-def compiled_if_eager(fn: Callable[..., Any], probe: Any, **static: Any) -> Callable[..., Any]:
-    """``fn(cfg, *args, **static)`` as one compiled program when ``probe`` is concrete (an eager
-    call); inside a caller's ``jit``/``vmap`` (``probe`` traced) ``fn`` is traced with the caller.
-
-    Called eagerly, a vmapped renderer would otherwise run op by op, about twice the CPU time of
-    compiling it. ``static`` values and the config's non-array fields are static; the config's
-    arrays (a glyph bank) and ``args`` are traced.
-    """
-    if not is_concrete(probe):
-        return functools.partial(fn, **static)
-    items = tuple(sorted(static.items()))
-
-    def call(cfg: SceneConfig, *args: Any) -> Any:
-        arrays, rest = eqx.partition(cfg, eqx.is_array)
-        return _compiled_call(fn, items, arrays, rest, args)
-
-    return call
-
-
-@functools.partial(jax.jit, static_argnums=(0, 1, 3), compiler_options=GENERATOR_COMPILE)
-def _compiled_call(fn, items, arrays, rest, args):
-    return fn(eqx.combine(arrays, rest), *args, **dict(items))
-
-
-def _make_scenes(cfg: SceneConfig, kl, kr, bg, classes, *, n: int) -> Scene:
+# ``eqx.filter_jit``: the config's arrays (a glyph bank) are traced, its other fields and ``n``
+# are static. Called eagerly the vmapped renderer is one program (op by op it would cost about
+# twice the CPU time of compiling it); inside a caller's jit it is traced with the caller.
+@eqx.filter_jit
+def _make_scenes(config: SceneConfig, kl, kr, bg, classes, n: int) -> Scene:
     lkeys = jax.random.split(kl, n)
     if classes is None:
-        layouts = jax.vmap(lambda k: sample_layout(cfg, key=k))(lkeys)
+        layouts = jax.vmap(lambda k: sample_layout(config=config, key=k))(lkeys)
     else:
-        layouts = jax.vmap(lambda k, c: sample_layout(cfg, key=k, classes=c))(lkeys, classes)
-    return jax.vmap(lambda lay, b, k: render(cfg, lay, background=b, key=k))(
+        layouts = jax.vmap(lambda k, c: sample_layout(config=config, key=k, classes=c))(
+            lkeys, classes
+        )
+    return jax.vmap(lambda lay, b, k: render(lay, config=config, background=b, key=k))(
         layouts, bg, jax.random.split(kr, n)
     )
 
 
 def move_layout(
-    cfg: SceneConfig, layout: Layout, velocity: Float[Array, "k 2"], t: float | Float[Array, ""]
+    layout: Layout,
+    velocity: Float[Array, "k 2"],
+    t: float | Float[Array, ""],
+    *,
+    config: SceneConfig,
 ) -> Layout:
     """The layout after ``t`` frames of constant ``velocity`` (pixels/frame), reflected at the
     borders."""
-    check_shape("velocity", velocity, (cfg.num_objects, 2))
+    check_shape("velocity", velocity, (config.num_objects, 2))
     lo = layout.radii[:, None]
-    span = jnp.maximum(cfg.size - 2 * lo, 1e-6)
+    span = jnp.maximum(config.size - 2 * lo, 1e-6)
     pos = layout.centres - lo + velocity * t
     folded = jnp.abs(jnp.mod(pos, 2 * span) - span)  # triangle wave: reflection at the borders
     return layout._replace(centres=lo + span - folded)
 
 
 def make_sequence(
-    cfg: SceneConfig,
     frames: int,
     *,
+    config: SceneConfig,
     key: jax.Array,
     background: int | Int[Array, ""] = 0,
     speed: float = 1.5,
@@ -418,13 +399,13 @@ def make_sequence(
     if not (isinstance(frames, int) and frames >= 1):
         raise ValueError(f"frames={frames!r}; expected a positive integer")
     kl, kv, kr = jax.random.split(key, 3)
-    layout = sample_layout(cfg, key=kl)
-    angle = jax.random.uniform(kv, (cfg.num_objects,), maxval=2 * jnp.pi)
+    layout = sample_layout(config=config, key=kl)
+    angle = jax.random.uniform(kv, (config.num_objects,), maxval=2 * jnp.pi)
     velocity = speed * jnp.stack([jnp.sin(angle), jnp.cos(angle)], -1)
 
     def frame(t: jax.Array) -> Scene:
-        moved = move_layout(cfg, layout, velocity, t)
-        return render(cfg, moved, background=background, key=kr)
+        moved = move_layout(layout, velocity, t, config=config)
+        return render(moved, config=config, background=background, key=kr)
 
     return jax.vmap(frame)(jnp.arange(frames, dtype=jnp.float32))
 
@@ -467,12 +448,10 @@ def patch_labels(
 
 __all__ = [
     "BACKGROUNDS",
-    "GENERATOR_COMPILE",
     "SHAPES",
     "Layout",
     "Scene",
     "SceneConfig",
-    "compiled_if_eager",
     "make_scenes",
     "make_sequence",
     "move_layout",

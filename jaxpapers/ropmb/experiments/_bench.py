@@ -1,4 +1,4 @@
-"""Compiled pseudo-mask generators for ``benchmarks/segmentation.py`` (P12 rows)."""
+"""Jitted pseudo-mask generators for ``benchmarks/segmentation.py`` (P12 rows)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from flax import nnx
 from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
 from jaxpapers.ropmb import PRDC, MemoryBank, pseudo_masks, refined_scores, seed_masks
 from jaxpapers.ropmb import class_activation_maps as cams
-from jaxpapers.ropmb.experiments import CONFIG
 from jaxpapers.ropmb.experiments._data import SCENES, make_splits
+from jaxpapers.ropmb.experiments._runs import REFINE
 
 
 def ropmb_pseudo_mask_pair(quick: bool) -> tuple[Callable[[], object], Callable[[], object], int]:
@@ -26,7 +26,7 @@ def ropmb_pseudo_mask_pair(quick: bool) -> tuple[Callable[[], object], Callable[
     net = nnx.merge(graphdef, params)
     out = net.forward(images)
     weights = params["head"]["kernel"][...]
-    seeds = seed_masks(cams(out.features, weights, labels), labels, CONFIG)
+    seeds = seed_masks(cams(out.features, weights, labels), labels, config=REFINE)
     bank = MemoryBank(SCENES.num_classes, k).init(out.features, seeds, key=jax.random.key(1))
     prdc = PRDC(out.features.shape[-1], key=jax.random.key(2))
 
@@ -34,10 +34,10 @@ def ropmb_pseudo_mask_pair(quick: bool) -> tuple[Callable[[], object], Callable[
         def f(p, x, y, st, g):
             o = nnx.merge(graphdef, p).forward(x)
             w = p["head"]["kernel"]
-            scores = refined_scores(method, o.features, w, y, CONFIG, bank=st, prdc=g)
+            scores = refined_scores(method, o.features, w, y, config=REFINE, bank=st, prdc=g)
             return pseudo_masks(scores, y, x.shape[1])
 
-        compiled = jax.jit(f).lower(params, images, labels, bank, prdc).compile()
-        return lambda: compiled(params, images, labels, bank, prdc)
+        jitted = jax.jit(f)
+        return lambda: jitted(params, images, labels, bank, prdc)
 
     return make("ropmb"), make("cam"), n

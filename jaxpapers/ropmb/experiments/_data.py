@@ -10,9 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpapers.core.data.multilabel import make_cooccurring_scenes
 from jaxpapers.core.data.scenes import SceneConfig
-from jaxpapers.core.pytrees import FAST_COMPILE
+from jaxpapers.ropmb._multilabel import make_cooccurring_scenes
 
 #: Groups of four classes; consecutive groups share two classes (a ring of contexts).
 GROUPS: tuple[tuple[int, ...], ...] = ((0, 1, 2, 3), (2, 3, 4, 5), (4, 5, 0, 1))
@@ -50,11 +49,11 @@ class Split(NamedTuple):
 
 def make_split(n: int, *, key: jax.Array) -> Split:
     """``n`` scenes (backgrounds of every kind)."""
-    s = make_cooccurring_scenes(SCENES, GROUPS, n, key=key, palette=PALETTE)
+    s = make_cooccurring_scenes(GROUPS, n, config=SCENES, key=key, palette=PALETTE)
     return Split(s.image, s.labels, s.classes.astype(jnp.int32))
 
 
-@functools.partial(jax.jit, static_argnums=0, compiler_options=FAST_COMPILE)
+@functools.partial(jax.jit, static_argnums=0)
 def make_splits(n: int, keys: jax.Array) -> Split:
     """One split of ``n`` scenes per key (leading axis: seeds), in one compiled call."""
     return jax.vmap(lambda k: make_split(n, key=k))(keys)

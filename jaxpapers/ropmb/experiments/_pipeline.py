@@ -12,7 +12,6 @@ import optax
 from flax import nnx
 
 from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
-from jaxpapers.core.pytrees import FAST_COMPILE
 from jaxpapers.core.segmentation_metrics import boundary_f1, mean_iou
 from jaxpapers.ropmb import (
     METHODS,
@@ -37,6 +36,7 @@ def init_models(cfg: CNNConfig, seeds: list[int]) -> tuple[nnx.GraphDef, object]
     return graphdef, jax.tree.map(lambda *x: jnp.stack(x), *states)
 
 
+@functools.partial(jax.jit, static_argnames=("graphdef", "steps", "batch", "lr"))
 def train_classifiers(
     graphdef, params, images, labels, keys, *, steps: int, batch: int, lr: float = 1e-2
 ):
@@ -78,6 +78,7 @@ class Features(NamedTuple):
     weights: jax.Array
 
 
+@functools.partial(jax.jit, static_argnames=("graphdef",))
 def extract(graphdef, params, images) -> Features:
     """Feature maps and logits of each seed's CNN on its own ``images [S, N, H, W, 3]``."""
 
@@ -88,21 +89,6 @@ def extract(graphdef, params, images) -> Features:
 
     feats, logits = jax.lax.map(one, (params, images))
     return Features(feats, logits, params["head"]["kernel"])
-
-
-@functools.lru_cache(maxsize=2)
-def compiled(fast: bool) -> tuple:
-    """Jitted ``(train_classifiers, extract)``; ``fast`` compiles with XLA's fast-compile options
-    (for smoke runs, where compiling dominates; never for timed or long runs)."""
-    opts = FAST_COMPILE if fast else None
-    return (
-        jax.jit(
-            train_classifiers,
-            static_argnames=("graphdef", "steps", "batch", "lr"),
-            compiler_options=opts,
-        ),
-        jax.jit(extract, static_argnames=("graphdef",), compiler_options=opts),
-    )
 
 
 class Evaluation(NamedTuple):
@@ -137,7 +123,8 @@ def _prototype_stage(
     """One seed: fill the bank over the training split, train PRDC, evaluate every method."""
     feats, weights = train.features, train.weights
     n = feats.shape[0] // bank_batch * bank_batch
-    seeds = seed_masks(class_activation_maps(feats, weights, train_labels), train_labels, config)
+    cams = class_activation_maps(feats, weights, train_labels)
+    seeds = seed_masks(cams, train_labels, config=config)
     kb, kp, kt = jax.random.split(key, 3)
     state = bank.init(feats[:bank_batch], seeds[:bank_batch], key=kb)
     shape = (n // bank_batch, bank_batch)
@@ -162,7 +149,7 @@ def _prototype_stage(
         g, s = carry
         idx = jax.random.randint(kk, (prdc_batch,), 0, feats.shape[0])
         val, grad = jax.value_and_grad(prdc_loss)(
-            g, state, feats[idx], weights, train_labels[idx], config
+            g, state, feats[idx], weights, train_labels[idx], config=config
         )
         u, s = opt.update(grad, s, g)
         return (optax.apply_updates(g, u), s), val
@@ -173,7 +160,7 @@ def _prototype_stage(
     miou, bf1, examples = [], [], []
     for method in METHODS:
         scores = refined_scores(
-            method, test.features, test.weights, test_labels, config, bank=state, prdc=prdc
+            method, test.features, test.weights, test_labels, config=config, bank=state, prdc=prdc
         )
         pred = pseudo_masks(scores, test_labels, size)
         miou.append(mean_iou(pred, test_masks, test_labels.shape[1] + 1))
@@ -181,7 +168,9 @@ def _prototype_stage(
         examples.append(pred[:EXAMPLES])
 
     test_seeds = seed_masks(
-        class_activation_maps(test.features, test.weights, test_labels), test_labels, config
+        class_activation_maps(test.features, test.weights, test_labels),
+        test_labels,
+        config=config,
     )
     small = jax.image.resize(
         jax.nn.one_hot(test_masks, test_labels.shape[1] + 1), test_seeds.shape, "linear"
@@ -195,7 +184,6 @@ def _prototype_stage(
 @functools.partial(
     jax.jit,
     static_argnames=("bank", "config", "bank_batch", "prdc_steps", "prdc_batch", "prdc_lr"),
-    compiler_options=FAST_COMPILE,
 )
 def prototype_stage(
     train: Features,
@@ -212,11 +200,7 @@ def prototype_stage(
     prdc_batch: int,
     prdc_lr: float = 3e-3,
 ) -> Evaluation:
-    """:func:`_prototype_stage` vmapped over seeds (no convolutions here, so vmap is cheap).
-
-    Compiled with XLA's fast-compile options: this stage is small matrix products whose compile
-    time exceeds their run time at every size we use on CPU.
-    """
+    """:func:`_prototype_stage` vmapped over seeds (no convolutions here, so vmap is cheap)."""
     run = functools.partial(
         _prototype_stage,
         bank=bank,

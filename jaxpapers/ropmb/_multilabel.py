@@ -1,4 +1,4 @@
-"""Multi-label scenes whose classes co-occur in structured groups.
+"""Multi-label scenes whose classes co-occur in structured groups (the data of the P12 experiments).
 
 Each scene picks one *group* (a context, like "kitchen" or "street") uniformly and fills its
 object slots with a random permutation of that group's classes, so that every slot holds a
@@ -11,9 +11,9 @@ masks are for evaluation only.
 Examples:
     >>> import jax
     >>> from jaxpapers.core.data.scenes import SceneConfig
-    >>> from jaxpapers.core.data.multilabel import make_cooccurring_scenes
+    >>> from jaxpapers.ropmb._multilabel import make_cooccurring_scenes
     >>> cfg = SceneConfig(size=32, num_objects=3, min_objects=2, num_classes=6)
-    >>> s = make_cooccurring_scenes(cfg, ((0, 1, 2), (3, 4, 5)), 8, key=jax.random.key(0))
+    >>> s = make_cooccurring_scenes(((0, 1, 2), (3, 4, 5)), 8, config=cfg, key=jax.random.key(0))
     >>> s.labels.shape
     (8, 6)
 """
@@ -22,20 +22,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
 from jaxpapers.core.checks import check_int, check_key, is_concrete
-from jaxpapers.core.data.scenes import (
-    BACKGROUNDS,
-    Scene,
-    SceneConfig,
-    compiled_if_eager,
-    render,
-    sample_layout,
-)
+from jaxpapers.core.data.scenes import BACKGROUNDS, Scene, SceneConfig, render, sample_layout
 
 
 def check_groups(groups: Sequence[Sequence[int]], num_classes: int, num_objects: int) -> np.ndarray:
@@ -74,10 +68,10 @@ def cooccurring_classes(
 
 
 def make_cooccurring_scenes(
-    cfg: SceneConfig,
     groups: Sequence[Sequence[int]],
     n: int,
     *,
+    config: SceneConfig,
     key: jax.Array,
     background: int | Int[Array, " n"] | None = None,
     palette: Float[Array, "c m ch"] | None = None,
@@ -86,9 +80,9 @@ def make_cooccurring_scenes(
     """``n`` scenes whose object classes follow :func:`cooccurring_classes` (batched Scene).
 
     Args:
-      cfg: the scene family (``num_objects`` slots, ``min_objects`` always present).
       groups: co-occurrence groups, each listing at least ``num_objects`` distinct classes.
       n: number of scenes.
+      config: the scene family (``num_objects`` slots, ``min_objects`` always present).
       key: PRNG key.
       background: background kind(s) as in :func:`~jaxpapers.core.data.scenes.make_scenes`
         (``None``: uniformly random kinds).
@@ -98,29 +92,30 @@ def make_cooccurring_scenes(
       jitter: half-width of the uniform colour jitter around a palette colour.
     """
     check_key("key", key)
-    check_groups(groups, cfg.classes, cfg.num_objects)
+    check_groups(groups, config.classes, config.num_objects)
     if not (isinstance(n, int) and n >= 1):
         raise ValueError(f"n={n!r}; expected a positive integer")
     if palette is not None:
         shape = np.shape(palette)
-        if len(shape) != 3 or shape[0] != cfg.classes or shape[2] != cfg.channels:
+        if len(shape) != 3 or shape[0] != config.classes or shape[2] != config.channels:
             raise ValueError(
-                f"palette has shape {shape}; expected [{cfg.classes}, M, {cfg.channels}]"
+                f"palette has shape {shape}; expected [{config.classes}, M, {config.channels}]"
             )
     kc, kl, kr, kb, kp = jax.random.split(key, 5)
-    classes = cooccurring_classes(groups, n, cfg.num_objects, key=kc)
+    classes = cooccurring_classes(groups, n, config.num_objects, key=kc)
     if background is None:
         background = jax.random.randint(kb, (n,), 0, len(BACKGROUNDS))
     bg = jnp.broadcast_to(jnp.asarray(background, jnp.int32), (n,))
     pal = None if palette is None else jnp.asarray(palette, jnp.float32)
     jitter = float(jitter) if is_concrete(jitter) else jitter
-    return compiled_if_eager(_render_classes, key, n=n, jitter=jitter)(
-        cfg, classes, kl, kr, kp, bg, pal
-    )
+    return _render_classes(config, classes, kl, kr, kp, bg, pal, n, jitter)
 
 
-def _render_classes(cfg, classes, kl, kr, kp, bg, pal, *, n, jitter) -> Scene:
-    layouts = jax.vmap(lambda k, c: sample_layout(cfg, key=k, classes=c))(
+# One compiled program per config and size when called eagerly (the config's arrays and the
+# other arrays traced, ints and floats static); traced with the caller inside its jit.
+@eqx.filter_jit
+def _render_classes(cfg, classes, kl, kr, kp, bg, pal, n, jitter) -> Scene:
+    layouts = jax.vmap(lambda k, c: sample_layout(config=cfg, key=k, classes=c))(
         jax.random.split(kl, n), classes
     )
     if pal is not None:
@@ -128,7 +123,7 @@ def _render_classes(cfg, classes, kl, kr, kp, bg, pal, *, n, jitter) -> Scene:
         mode = jax.random.randint(km, classes.shape, 0, pal.shape[1])
         noise = jax.random.uniform(kj, (*classes.shape, cfg.channels), minval=-1.0) * jitter
         layouts = layouts._replace(colours=jnp.clip(pal[classes, mode] + noise, 0.0, 1.0))
-    return jax.vmap(lambda lay, b, k: render(cfg, lay, background=b, key=k))(
+    return jax.vmap(lambda lay, b, k: render(lay, config=cfg, background=b, key=k))(
         layouts, bg, jax.random.split(kr, n)
     )
 
