@@ -220,3 +220,30 @@ def test_vanishing_map_is_never_a_minimum_of_cr_ce():
     assert old[1:].min() > old[0] + 0.5  # every object-reading scale costs beta * 0.71 more
     # default configuration = the squared evidence penalty
     assert CRCE().penalty == "squared"
+
+
+def test_three_classes_contrastive_cam_deletes_class_evidence_before_shared_evidence():
+    """Where the faithfulness bed needs three classes: one cell carries evidence that raises every
+    logit alike (it does not change the prediction), another evidence for class 0 alone. CAM (and
+    Grad-CAM, proportional to it) ranks the shared cell first, so deleting it leaves p_0 unchanged;
+    ContrastiveCAM subtracts the softmax-weighted other classes, ranks the class cell first, and
+    its deletion curve falls at once (lower deletion AUC)."""
+    w = jnp.array([[5.0, 5.0, 5.0], [4.0, 0.0, 0.0]])  # channel 0 shared, channel 1 class 0
+    x = jnp.zeros((1, 4, 4, 2)).at[0, :2, :2, 0].set(1.0).at[0, 2:, 2:, 1].set(1.0)
+
+    def model(z):
+        return jnp.mean(z, axis=(1, 2)) @ w
+
+    feats = x.reshape(1, 2, 2, 2, 2, 2).mean(axis=(2, 4))  # 2x2 cells of 2x2 pixels
+    head = lambda a: jnp.mean(a, axis=(1, 2)) @ w  # the same logits on the cells
+    np.testing.assert_allclose(head(feats), model(x), rtol=1e-6)
+    t = jnp.argmax(model(x), -1)
+    assert int(t[0]) == 0
+    ccam = contrastive_cam(head, feats, t)
+    cam = class_activation_map(feats, w, t)
+    assert float(ccam[0, 1, 1]) > float(ccam[0, 0, 0])  # class cell first
+    assert float(cam[0, 0, 0]) > float(cam[0, 1, 1])  # shared cell first
+    baseline = jnp.zeros_like(x)
+    d_ccam = deletion_insertion(model, x, ccam, t, steps=4, baseline=baseline)
+    d_cam = deletion_insertion(model, x, cam, t, steps=4, baseline=baseline)
+    assert float(d_ccam.deletion_auc[0]) < float(d_cam.deletion_auc[0]) - 0.05

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
+import pytest
 from flax import nnx
 
 from jaxpapers.core.experiment import (
@@ -17,13 +21,24 @@ from jaxpapers.core.experiment import (
     summarise,
 )
 from jaxpapers.core.nn.cnn import CNNConfig
-from jaxpapers.crce.experiments import CE, CRCE_ESTIMATED, CRCE_KNOWN, GRADCAM_CE
-from jaxpapers.crce.experiments._data import CONTEXT_KINDS, birds
-from jaxpapers.crce.experiments._runs import CE_GAP
+from jaxpapers.crce.experiments import (
+    BACKGROUND,
+    CE,
+    CRCE_ESTIMATED,
+    CRCE_KNOWN,
+    GRADCAM_CE,
+    GROUP_DRO,
+    SIZES,
+)
+from jaxpapers.crce.experiments._data import CONTEXT_KINDS, backgrounds, birds, shapes
+from jaxpapers.crce.experiments._runs import CE_GAP, Config, deletion_disagreement, grid_of
 from jaxpapers.crce.experiments._train import (
+    METHODS,
     Penalties,
     group_accuracies,
+    group_dro_update,
     init_model,
+    randomise_backgrounds,
     train_model,
 )
 
@@ -65,6 +80,7 @@ def test_train_step_is_adam_on_ce_plus_weighted_penalty():
     graphdef, params = init_model(cfg, 0)
     w = Penalties(0.5, 0.25, 0.0)
     got = train_model(graphdef, params, data, w, seed=5, steps=1, batch=8, grid=(8, 8), lr=1e-2)
+    np.testing.assert_allclose(got.group_weights, 0.25)  # no GroupDRO: the weights stay uniform
     idx = np.random.default_rng(5).integers(0, 16, (1, 8))[0]
     x, y = data.images[idx], data.labels[idx]
     ctx = 1.0 - cell_fractions(data.objects[idx], (8, 8))
@@ -105,6 +121,9 @@ def test_non_finite_step_freezes_the_run():
 
 
 def test_p09_smoke(tmp_path):
+    """The smoke run: every experiment, the three-class faithfulness bed, the two tuned
+    context-shift baselines, and every tuned row chosen on the validation set with seed 0's
+    tuning run reused as that seed's row."""
     run_paper("P09", tmp_path, size="smoke", seeds=2, log=lambda _: None)
     saved = json.loads((tmp_path / "P09" / "result.json").read_text())
     exps = {e["id"]: e for e in saved["experiments"]}
@@ -113,18 +132,189 @@ def test_p09_smoke(tmp_path):
         "context_shift_exists",
         "faithfulness",
         "context_shift",
+        "context_shift_baselines",
         "no_context_information",
     }
     for exp in exps.values():
         assert exp["verdict"] in {"holds", "does not hold", "inconclusive"}
         for row in exp["rows"]:
             assert math.isfinite(row["mean"]) and len(row["seeds"]) == 2, (exp["id"], row)
-    shift = exps["context_shift"]["extras"]
-    assert shift["all_losses_finite"] is True
-    for accs in shift["balanced_mean_accuracy"].values():
-        assert all(0.0 <= a <= 1.0 for a in accs)
+    assert exps["faithfulness"]["extras"]["classes"] >= 3
+    assert len(exps["faithfulness"]["extras"]["examples"]["CAM"]) == 4
+    base = exps["context_shift_baselines"]
+    assert {r["method"] for r in base["rows"]} == {GROUP_DRO, BACKGROUND, CRCE_KNOWN}
+    config = SIZES["smoke"]
+    for exp in (exps["context_shift"], base):
+        ex = exp["extras"]
+        assert ex["all_losses_finite"] is True
+        for accs in ex["balanced_mean_accuracy"].values():
+            assert all(0.0 <= a <= 1.0 for a in accs)
+        table = ex["tuning: validation worst-group accuracy per grid value"]
+        chosen = ex["tuned value (chosen on the validation set, seed 0)"]
+        for name in (r["method"] for r in exp["rows"]):
+            if METHODS[name].tuned is None:
+                assert name not in chosen
+                continue
+            grid = grid_of(config, name)
+            assert list(table[name]) == [str(v) for v in grid]
+            vals = list(table[name].values())
+            assert chosen[name] == grid[int(np.argmax(vals))]  # first of the best
+            seed0 = ex["validation_worst_group_accuracy (selection set)"][name][0]
+            assert seed0 == table[name][str(chosen[name])]
     assert (tmp_path / "P09" / "faithfulness.png").exists()
     assert (tmp_path / "P09" / "context_shift.png").exists()
+    assert (tmp_path / "P09" / "context_shift_baselines.png").exists()
+
+
+def test_every_tuned_method_gets_the_same_grid():
+    """GroupDRO, background randomisation and the context regularisers are each tuned on a grid
+    of the same size at every run size (wider at full size), and a config with unequal grids is
+    refused."""
+    tuned = [n for n, m in METHODS.items() if m.tuned is not None]
+    assert {GROUP_DRO, BACKGROUND, CRCE_KNOWN, GRADCAM_CE, CRCE_ESTIMATED} == set(tuned)
+    for config in SIZES.values():
+        assert len({len(grid_of(config, n)) for n in tuned}) == 1
+        assert len(grid_of(config, GROUP_DRO)) >= 2
+        assert all(0.0 < p <= 1.0 for p in config.randomise_grid)
+    assert len(SIZES["full"].beta_grid) > len(SIZES["quick"].beta_grid)
+    with pytest.raises(ValueError, match="same number"):
+        dataclasses.replace(SIZES["smoke"], group_dro_grid=(0.1,))
+    assert isinstance(SIZES["quick"], Config)
+
+
+def test_group_dro_update_is_the_online_algorithm_of_sagawa_et_al():
+    """q_g <- q_g exp(eta l_g) / Z with l_g the mean loss of group g in the batch (0 if absent),
+    then the loss sum_g q_g l_g with the new q held fixed (gradient q_g / n_g per example)."""
+    losses = jnp.array([0.3, 1.2, 0.7, 2.0, 0.1, 0.9])
+    groups = jnp.array([0, 0, 1, 3, 3, 3])  # group 2 absent
+    log_q = jnp.log(jnp.array([0.1, 0.2, 0.3, 0.4]))
+    eta = 0.7
+    new_log_q, robust = group_dro_update(log_q, losses, groups, jnp.asarray(eta))
+    ln = np.asarray(losses, np.float64)
+    gl = np.array([ln[:2].mean(), ln[2], 0.0, ln[3:].mean()])
+    q = np.array([0.1, 0.2, 0.3, 0.4]) * np.exp(eta * gl)
+    q /= q.sum()
+    np.testing.assert_allclose(np.exp(np.asarray(new_log_q)), q, rtol=1e-5)
+    np.testing.assert_allclose(float(robust), q @ gl, rtol=1e-5)
+    grad = jax.grad(lambda x: group_dro_update(log_q, x, groups, jnp.asarray(eta))[1])(losses)
+    counts = np.array([2, 1, 0, 3])
+    np.testing.assert_allclose(grad, q[groups] / counts[groups], rtol=1e-5)
+    # a huge step cannot overflow (log space): the weight goes to the worst group
+    big, _ = group_dro_update(log_q, losses * 100, groups, jnp.asarray(1e3))
+    assert np.isfinite(np.asarray(big)).all() and np.argmax(np.asarray(big)) == 3
+
+
+def _adam_first_step_matches(got, params, grads, lr):
+    """Adam's first step moves every weight by -lr * sign(g) where |g| is well above noise."""
+    moved = jax.tree.map(lambda a, b: np.asarray(a) - np.asarray(b), got.params, params)
+    count = 0
+    for d, gg in zip(jax.tree.leaves(moved), jax.tree.leaves(grads), strict=True):
+        big = np.abs(np.asarray(gg)) > 1e-4
+        count += int(big.sum())
+        np.testing.assert_allclose(d[big], -lr * np.sign(np.asarray(gg)[big]), rtol=1e-3)
+    assert count > 100
+
+
+def test_group_dro_step_is_adam_on_the_group_weighted_loss():
+    data = birds(32, 0.75, seed=3)
+    cfg = CNNConfig(channels=3, widths=(4, 8), classes=2, stem_stride=2)
+    graphdef, params = init_model(cfg, 0)
+    eta = 2.0
+    got = train_model(
+        graphdef, params, data, Penalties(0.0, 0.0, 0.0), seed=5, steps=1, batch=16,
+        grid=(8, 8), lr=1e-2, group_dro=eta,
+    )  # fmt: skip
+    idx = np.random.default_rng(5).integers(0, 32, (1, 16))[0]
+    x, y, g = data.images[idx], data.labels[idx], np.asarray(data.groups)[idx]
+    counts = np.bincount(g, minlength=4)
+
+    def loss(p):
+        ce = optax.softmax_cross_entropy_with_integer_labels(nnx.merge(graphdef, p)(x), y)
+        gl = jnp.stack([jnp.sum(jnp.where(g == k, ce, 0.0)) / max(counts[k], 1) for k in range(4)])
+        q = jax.nn.softmax(eta * jax.lax.stop_gradient(gl))  # from uniform weights
+        return jnp.sum(q * gl)
+
+    value, grads = jax.jit(jax.value_and_grad(loss))(params)
+    np.testing.assert_allclose(got.losses[-1], value, rtol=1e-4)
+    assert got.finite and got.group_weights.shape == (4,)
+    _adam_first_step_matches(got, params, grads, 1e-2)
+    with pytest.raises(ValueError, match="GroupDRO"):
+        train_model(
+            graphdef, params, data, Penalties(1.0, 0.0, 0.0), seed=5, steps=1, batch=16,
+            grid=(8, 8), group_dro=eta,
+        )  # fmt: skip
+
+
+def test_background_randomisation_replaces_background_pixels_only():
+    data = birds(32, 0.95, seed=4)
+    bank = backgrounds(data, seed=6)
+    assert bank.shape == data.images.shape
+    swap = jnp.array([True, False] * 16)
+    out = np.asarray(randomise_backgrounds(data.images, data.objects, bank, swap))
+    img, obj, bk = (np.asarray(v) for v in (data.images, data.objects, bank))
+    for i in range(32):
+        want = np.where(~obj[i][..., None] & bool(swap[i]), bk[i], img[i])
+        np.testing.assert_array_equal(out[i], want)
+    # the bank holds backgrounds of each image's kind: stripes vary along lines, smooth noise is
+    # bilinear (smaller pixel-to-pixel differences on top of the same pixel noise)
+    rough = np.abs(np.diff(bk, axis=2)).mean(axis=(1, 2, 3))
+    striped = np.asarray(data.groups) % 2 == 0
+    assert CONTEXT_KINDS[0] == 1 and rough[striped].mean() > rough[~striped].mean() + 0.005
+    assert float(bk.max()) < 0.6 + 5 * 0.05  # no object (colours up to 1) drawn in
+
+
+def test_background_randomisation_step_is_adam_on_ce_of_the_swapped_images():
+    data = birds(32, 0.95, seed=3)
+    bank = backgrounds(data, seed=6)
+    cfg = CNNConfig(channels=3, widths=(4, 8), classes=2, stem_stride=2)
+    graphdef, params = init_model(cfg, 0)
+    got = train_model(
+        graphdef, params, data, Penalties(0.0, 0.0, 0.0), seed=5, steps=1, batch=16,
+        grid=(8, 8), lr=1e-2, randomise=0.5, backgrounds=bank,
+    )  # fmt: skip
+    idx = np.random.default_rng(5).integers(0, 32, (1, 16))[0]
+    aug = np.random.default_rng([5, 1])
+    swap = aug.random((1, 16))[0] < 0.5
+    partner = aug.integers(0, 32, (1, 16))[0]
+    assert 0 < swap.sum() < 16
+    x = randomise_backgrounds(data.images[idx], data.objects[idx], bank[partner], swap)
+    y = data.labels[idx]
+
+    def loss(p):
+        logits = nnx.merge(graphdef, p)(x)
+        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y))
+
+    value, grads = jax.jit(jax.value_and_grad(loss))(params)
+    np.testing.assert_allclose(got.losses[-1], value, rtol=1e-4)
+    _adam_first_step_matches(got, params, grads, 1e-2)
+    with pytest.raises(ValueError, match="backgrounds"):
+        train_model(
+            graphdef, params, data, Penalties(0.0, 0.0, 0.0), seed=5, steps=1, batch=16,
+            grid=(8, 8), randomise=0.5,
+        )  # fmt: skip
+
+
+def test_faithfulness_set_has_three_classes_and_uninformative_backgrounds():
+    data = shapes(600, seed=1)
+    labels, bits = np.asarray(data.labels), np.asarray(data.groups) % 2
+    assert set(labels.tolist()) == {0, 1, 2}
+    np.testing.assert_array_equal(np.asarray(data.groups) // 2, labels)
+    # the background bit is independent of the label: every class sees both kinds about equally
+    for c in range(3):
+        assert 0.35 < bits[labels == c].mean() < 0.65
+
+
+def test_deletion_disagreement_against_sets():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(3, 4, 4)).astype(np.float32)
+    b = rng.normal(size=(3, 4, 4)).astype(np.float32)
+    got = np.asarray(deletion_disagreement(jnp.asarray(a), jnp.asarray(b), 4))
+    for i in range(3):
+        oa, ob = np.argsort(-a[i].ravel()), np.argsort(-b[i].ravel())
+        fr = [len(set(oa[:k]) - set(ob[:k])) / k for k in (4, 8, 12)]
+        assert got[i] == pytest.approx(np.mean(fr), abs=1e-6)
+    same = deletion_disagreement(jnp.asarray(a), jnp.asarray(3 * a + 1), 4)
+    np.testing.assert_array_equal(np.asarray(same), 0.0)
 
 
 def _judge(values: dict[str, dict[str, list[float]]]) -> dict[str, dict]:
@@ -171,3 +361,22 @@ def test_p09_rules_have_no_margin_free_no_worse():
     for exp in experiments_for("P09"):
         rules = [exp.rule, *getattr(exp.rule, "parts", ())]
         assert not any(getattr(r, "at_least", False) for r in rules), exp.id
+
+
+def test_baseline_comparison_needs_the_shift_to_hurt_ce():
+    rows = {GROUP_DRO: [0.3, 0.4, 0.35, 0.2, 0.3], BACKGROUND: [0.9, 0.85, 0.9, 0.92, 0.88]}
+    rows[CRCE_KNOWN] = [0.7, 0.8, 0.6, 0.75, 0.7]
+    no_gap = _judge(
+        {
+            "context_shift_exists": {CE_GAP: [0.02, 0.01, 0.03, 0.0, 0.02]},
+            "context_shift_baselines": rows,
+        }
+    )
+    assert no_gap["context_shift_baselines"]["verdict"] == "inconclusive"
+    gap = _judge(
+        {
+            "context_shift_exists": {CE_GAP: [0.4, 0.35, 0.45, 0.4, 0.5]},
+            "context_shift_baselines": rows,
+        }
+    )
+    assert gap["context_shift_baselines"]["verdict"] == "does not hold"  # loses to backgrounds

@@ -60,34 +60,25 @@ as :math:`\beta\lambda > 1/2` (measured: collapse at :math:`\beta = 1, 3`). The 
 at the vanishing map, so for every :math:`\beta` reading the object lowers the loss
 (a unit test checks this against the closed form, and that the share form prefers the constant
 predictor), while a shortcut, whose :math:`C` is its whole margin, pays :math:`\beta m^2`.
-:math:`\beta` was chosen per method on a validation set (balanced groups, 512 images, seed 17;
-never the test sets) by worst-group accuracy at quick size (training seed 0, 200 steps; CE's is
-0.016):
+Every method's :math:`\beta` is chosen in the run by worst-group accuracy on a balanced
+validation set (:mod:`jaxpapers.crce.experiments`). In the earlier fixed-beta exploration (its
+table is in ``results/P09/NOTES.md``) the absolute form did best at :math:`\beta = 0.3`, inside its
+no-collapse window :math:`\beta\lambda < 1/2`, and collapsed above it; the square was kept because
+it has no such window to find. The estimated context (cells below the mean magnitude) cannot find
+a shortcut's context: the shortcut's evidence *is* the strong part of the map, so the weak cells
+it penalises are mostly the object's.
 
-=============================  ======  =====  =====  =====
-validation worst-group, beta   0.3     1      3      10
-=============================  ======  =====  =====  =====
-CR-CE (known context)          0.266   0.797  0.719  0.477
-Grad-CAM-regularised CE        0.000   0.031  0.109  0.000
-CR-CE (estimated context)      --      0.000  0.016  --
-CR-CE, ``penalty="absolute"``  0.867   0.000  0.000  --
-=============================  ======  =====  =====  =====
-
-so :math:`\beta = 1` for CR-CE and 3 for the Grad-CAM-regularised CE and the estimated-context
-variant (whose grid was cut to two values for CPU time). The absolute form did best at
-:math:`\beta = 0.3`, inside its no-collapse window :math:`\beta\lambda < 1/2`, and collapsed above
-it; the square was kept because it has no such window to find. The estimated context (cells
-below the mean magnitude) cannot find a shortcut's context: the shortcut's evidence *is* the
-strong part of the map, so the weak cells it penalises are mostly the object's.
-
-**What is measured** (``jaxpapers reproduce P09``) on Waterbirds-like scenes from
+**What is measured** (``jaxpapers reproduce P09``): ``faithfulness`` (deletion / insertion AUC
+and mask agreement of ContrastiveCAM, Grad-CAM and CAM on three-class CE models, where
+ContrastiveCAM's softmax-weighted subtraction of the other classes lets it order an image's cells
+unlike CAM; Grad-CAM is CAM / hw for this head); on Waterbirds-like scenes from
 :mod:`jaxpapers.core.data.scenes` (two shape classes; 95% of training images show class 0 on
 stripes and class 1 on smooth noise; balanced and reversed backgrounds at test; groups = class x
-background; class 1 is a ring): ``faithfulness`` (deletion / insertion AUC and mask agreement of
-ContrastiveCAM, Grad-CAM and CAM on the two-class CE models), ``context_shift`` (worst-group
-accuracy of CE, Grad-CAM-regularised CE, CR-CE with known and with estimated context), and the
-sanity check ``no_context_information`` (backgrounds independent of the label: CR-CE must match
-CE). The measured numbers and verdicts are in ``results/P09`` (``result.json`` and
+background; class 1 is a ring): ``context_shift`` (worst-group accuracy of CE, Grad-CAM-regularised
+CE, CR-CE with known and with estimated context), ``context_shift_baselines`` (CR-CE against
+GroupDRO and background randomisation, each tuned on the same validation set and grid size), and
+the sanity check ``no_context_information`` (backgrounds independent of the label: CR-CE must
+match CE). The measured numbers and verdicts are in ``results/P09`` (``result.json`` and
 ``NOTES.md``).
 
 Examples:
@@ -107,8 +98,10 @@ References:
     Selvaraju et al., "Grad-CAM", ICCV 2017, https://arxiv.org/abs/1610.02391.
     Petsiuk et al., "RISE" (deletion / insertion), BMVC 2018, https://arxiv.org/abs/1806.07421.
     Ross et al., "Right for the Right Reasons", IJCAI 2017, https://arxiv.org/abs/1703.03717.
-    Sagawa et al., "Distributionally Robust Neural Networks" (Waterbirds, worst-group accuracy),
-    ICLR 2020, https://arxiv.org/abs/1911.08731.
+    Sagawa et al., "Distributionally Robust Neural Networks" (Waterbirds, worst-group accuracy,
+    GroupDRO), ICLR 2020, https://arxiv.org/abs/1911.08731.
+    Xiao et al., "Noise or Signal: The Role of Image Backgrounds in Object Recognition"
+    (ImageNet-9 backgrounds, mixed-rand), ICLR 2021, https://arxiv.org/abs/2006.09994.
 """
 
 from jaxpapers.crce._cams import class_activation_map, contrastive_cam, contrastive_score, grad_cam

@@ -55,7 +55,7 @@ def plot_groups(outcome: Outcome, path: Path) -> None:
         mean = np.mean(np.asarray(accs), 0)
         ax.bar(np.arange(4) + i * width, mean, width, label=n)
     ax.set_xticks(np.arange(4) + 0.4 - width / 2)
-    ax.set_xticklabels(["square/stripes", "square/noise", "ring/stripes", "ring/noise"])
+    ax.set_xticklabels(list(GROUPS))
     ax.set_ylabel("accuracy (balanced test)")
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -23,13 +23,12 @@ from jaxpapers.crce import (
     mask_agreement,
     pointing_game,
 )
-from jaxpapers.crce.experiments._data import birds
+from jaxpapers.crce.experiments._data import FAITH_SHAPES, Labelled, backgrounds, birds, shapes
 from jaxpapers.crce.experiments._train import (
-    BETAS,
     METHODS,
     group_accuracies,
     init_model,
-    penalties,
+    options,
     predict,
     train_model,
 )
@@ -37,8 +36,11 @@ from jaxpapers.crce.experiments._train import (
 GRID = (8, 8)  # feature map of a 32x32 image after the stride-2 stem and one stride-2 stage
 MAPS = ("ContrastiveCAM", "Grad-CAM", "CAM")
 GROUPS = ("square/stripes", "square/noise", "ring/stripes", "ring/noise")
-#: Seed of the balanced validation set on which beta was chosen (the test sets use seeds 7 and 8).
+#: Seed of the balanced validation set on which every method's hyperparameter is chosen (the test
+#: sets use seeds 7, 8 and 9).
 VALIDATION_SEED = 17
+#: Training-set agreement between label and context bit under context shift.
+SHIFT_AGREEMENT = 0.95
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -46,11 +48,17 @@ class Config:
     """Everything that depends on the run size.
 
     Attributes:
-      steps, batch, lr: Adam steps, minibatch size and learning rate of every model.
+      steps, batch, lr: Adam steps, minibatch size and learning rate of every bird model.
       train_n: training images per seed; test_n: images of each balanced, reversed and
         validation test set; faith_n: images explained by ``faithfulness``.
+      faith_steps: Adam steps of the three-class CE models that ``faithfulness`` explains.
       curve_steps: removal steps of the deletion and insertion curves.
       widths: channels of the CNN's stages.
+      beta_grid: candidate penalty weights of the context regularisers (CR-CE with known and
+        estimated context, Grad-CAM-regularised CE).
+      group_dro_grid: candidate GroupDRO step sizes.
+      randomise_grid: candidate probabilities of replacing a training image's background.
+        Every grid has the same number of values: each tuned method gets the same budget.
     """
 
     steps: int
@@ -58,28 +66,66 @@ class Config:
     train_n: int
     test_n: int
     faith_n: int
+    faith_steps: int
     curve_steps: int
     widths: tuple[int, ...]
     lr: float
+    beta_grid: tuple[float, ...]
+    group_dro_grid: tuple[float, ...]
+    randomise_grid: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        sizes = {len(self.beta_grid), len(self.group_dro_grid), len(self.randomise_grid)}
+        if len(sizes) != 1:
+            raise ValueError(
+                f"grids of {sorted(sizes)} values; every tuned method gets the same number"
+            )
 
 
 def _cnn(config: Config, classes: int) -> CNNConfig:
     return CNNConfig(channels=3, widths=config.widths, classes=classes, stem_stride=2)
 
 
-class MethodRuns(NamedTuple):
-    """One method trained on every seed's training set: one entry per seed.
+def grid_of(config: Config, name: str) -> tuple[float, ...] | tuple[None]:
+    """The candidate values of method ``name``'s tuned hyperparameter (``(None,)``: untuned)."""
+    tuned = METHODS[name].tuned
+    if tuned is None:
+        return (None,)
+    return {
+        "beta": config.beta_grid,
+        "group_dro_step": config.group_dro_grid,
+        "randomise_probability": config.randomise_grid,
+    }[tuned]
+
+
+class Score(NamedTuple):
+    """One trained bird model, evaluated.
 
     Attributes:
       worst, mean: worst-group and mean-group accuracy on the balanced test set.
       groups: the four group accuracies (:data:`GROUPS`) on the balanced test set.
       reversed: accuracy on the reversed-context test set.
       context_share: mean ContrastiveCAM share on context cells on the balanced test set.
-      validation_worst: worst-group accuracy on the beta-selection set.
+      validation_worst: worst-group accuracy on the validation (selection) set.
       finite: whether every training step was finite.
       constant: whether the model predicts one class for every balanced test image.
-      params: the trained parameters' leaves (float32 arrays; CE only, ``()`` otherwise).
+      group_weights: GroupDRO's final group weights (uniform for the other methods).
     """
+
+    worst: float
+    mean: float
+    groups: list[float]
+    reversed: float
+    context_share: float
+    validation_worst: float
+    finite: bool
+    constant: bool
+    group_weights: list[float]
+
+
+class MethodRuns(NamedTuple):
+    """One method trained on every seed's training set: the fields of :class:`Score`, one entry
+    per seed, and the tuned value the method was trained with."""
 
     worst: list[float]
     mean: list[float]
@@ -89,52 +135,32 @@ class MethodRuns(NamedTuple):
     validation_worst: list[float]
     finite: list[bool]
     constant: list[bool]
-    params: list[list[np.ndarray]]
+    group_weights: list[list[float]]
+    value: float | None
 
 
-def _train_birds(
-    ctx: Context, config: Config, agree: float, methods: tuple[str, ...]
-) -> dict[str, MethodRuns]:
-    """Train every method on the same per-seed training set (context agreement ``agree``);
-    accuracies per group on a balanced and on a reversed test set, and the attribution share on
-    context of each model's ContrastiveCAM on the balanced set."""
+def _stack(scores: list[Score], value: float | None) -> MethodRuns:
+    return MethodRuns(*(list(x) for x in zip(*scores, strict=True)), value=value)
+
+
+class TestSets(NamedTuple):
+    """The balanced and reversed test sets, the balanced validation set and the balanced set's
+    context fraction per cell."""
+
+    balanced: Labelled
+    reversed: Labelled
+    validation: Labelled
+    context: jax.Array
+
+
+def _test_sets(config: Config) -> TestSets:
     balanced = birds(config.test_n, None, seed=7)
-    reversed_ = birds(config.test_n, 0.0, seed=8)
-    validation = birds(config.test_n, None, seed=VALIDATION_SEED)
-    context = 1.0 - cell_fractions(balanced.objects, GRID)
-    out = {n: MethodRuns(*([] for _ in MethodRuns._fields)) for n in methods}
-    for s in ctx.seed_list:
-        train = birds(config.train_n, agree, seed=100 + s)
-        for name in methods:
-            graphdef, params = init_model(_cnn(config, 2), s)
-            run = train_model(
-                graphdef,
-                params,
-                train,
-                penalties(name),
-                seed=200 + s,
-                steps=config.steps,
-                batch=config.batch,
-                grid=GRID,
-                lr=config.lr,
-            )
-            pred = predict(graphdef, run.params, balanced.images)
-            acc = group_accuracies(pred, balanced, 4)
-            rev = predict(graphdef, run.params, reversed_.images)
-            val = group_accuracies(predict(graphdef, run.params, validation.images), validation, 4)
-            share = _share(graphdef, run.params, balanced.images, balanced.labels, context)
-            row = out[name]
-            row.worst.append(float(np.nanmin(acc)))
-            row.mean.append(float(np.nanmean(acc)))
-            row.groups.append(acc.tolist())
-            row.reversed.append(float(np.mean(rev == np.asarray(reversed_.labels))))
-            row.context_share.append(float(share))
-            row.validation_worst.append(float(np.nanmin(val)))
-            row.finite.append(run.finite)
-            row.constant.append(bool(len(np.unique(pred)) == 1))
-            if name == "CE":
-                row.params.append([np.asarray(x) for x in jax.tree.leaves(run.params)])
-    return out
+    return TestSets(
+        balanced,
+        birds(config.test_n, 0.0, seed=8),
+        birds(config.test_n, None, seed=VALIDATION_SEED),
+        1.0 - cell_fractions(balanced.objects, GRID),
+    )
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -144,13 +170,130 @@ def _share(graphdef, params, images, labels, context):
     return jnp.mean(context_share(contrastive_cam(net.classify, a, labels), context))
 
 
+class _Train(NamedTuple):
+    """One seed's training set and, drawn on first use, its object-free backgrounds."""
+
+    data: Labelled
+    seed: int
+    bank: list
+
+
+def _train_set(agree: float, n: int, seed: int) -> _Train:
+    return _Train(birds(n, agree, seed=100 + seed), seed, [])
+
+
+def _bank(train: _Train) -> jax.Array:
+    if not train.bank:
+        train.bank.append(backgrounds(train.data, seed=300 + train.seed))
+    return train.bank[0]
+
+
+def fit_and_score(
+    config: Config, tests: TestSets, train: _Train, name: str, value: float | None
+) -> Score:
+    """Train method ``name`` (tuned value ``value``) on one seed's training set and evaluate it.
+
+    The seed fixes the initial weights, the minibatch order and the background swaps, so the same
+    arguments give the same model (the tuning runs of seed 0 are reused as that seed's rows)."""
+    graphdef, params = init_model(_cnn(config, 2), train.seed)
+    opt = options(name, value)
+    run = train_model(
+        graphdef,
+        params,
+        train.data,
+        opt.weights,
+        seed=200 + train.seed,
+        steps=config.steps,
+        batch=config.batch,
+        grid=GRID,
+        lr=config.lr,
+        group_dro=opt.group_dro,
+        randomise=opt.randomise,
+        backgrounds=_bank(train) if opt.randomise > 0 else None,
+    )
+    pred = predict(graphdef, run.params, tests.balanced.images)
+    acc = group_accuracies(pred, tests.balanced, 4)
+    rev = predict(graphdef, run.params, tests.reversed.images)
+    val = group_accuracies(
+        predict(graphdef, run.params, tests.validation.images), tests.validation, 4
+    )
+    share = _share(
+        graphdef, run.params, tests.balanced.images, tests.balanced.labels, tests.context
+    )
+    return Score(
+        worst=float(np.nanmin(acc)),
+        mean=float(np.nanmean(acc)),
+        groups=acc.tolist(),
+        reversed=float(np.mean(rev == np.asarray(tests.reversed.labels))),
+        context_share=float(share),
+        validation_worst=float(np.nanmin(val)),
+        finite=run.finite,
+        constant=bool(len(np.unique(pred)) == 1),
+        group_weights=run.group_weights.tolist(),
+    )
+
+
+class Tuning(NamedTuple):
+    """Hyperparameter selection on the validation set (training seed 0, the shift training set).
+
+    Attributes:
+      validation_worst: ``{method: [validation worst-group accuracy per grid value]}``.
+      grid: ``{method: grid values}``.
+      chosen: ``{method: the value with the best validation worst-group accuracy}`` (the first
+        on ties).
+      scores: ``{method: [Score per grid value]}`` (seed 0; the chosen one is that seed's row).
+    """
+
+    validation_worst: dict[str, list[float]]
+    grid: dict[str, tuple]
+    chosen: dict[str, float]
+    scores: dict[str, list[Score]]
+
+
+def _tune(ctx: Context, config: Config) -> Tuning:
+    tests = _test_sets(config)
+    train = _train_set(SHIFT_AGREEMENT, config.train_n, ctx.seed_list[0])
+    tuned = [n for n in METHODS if METHODS[n].tuned is not None]
+    scores = {
+        n: [fit_and_score(config, tests, train, n, v) for v in grid_of(config, n)] for n in tuned
+    }
+    val = {n: [s.validation_worst for s in scores[n]] for n in tuned}
+    chosen = {n: grid_of(config, n)[int(np.argmax(val[n]))] for n in tuned}
+    return Tuning(val, {n: grid_of(config, n) for n in tuned}, chosen, scores)
+
+
+def tuning(ctx: Context, config: Config) -> Tuning:
+    """The hyperparameter selection (one step of the run cache)."""
+    return ctx.cached("tuning", lambda: _tune(ctx, config))
+
+
+def _train_birds(
+    ctx: Context, config: Config, agree: float, methods: tuple[str, ...]
+) -> dict[str, MethodRuns]:
+    """Train every method, with its chosen value, on the same per-seed training set (context
+    agreement ``agree``); scores on the balanced, reversed and validation sets."""
+    tuned = tuning(ctx, config)
+    tests = _test_sets(config)
+    per_seed: dict[str, list[Score]] = {n: [] for n in methods}
+    for s in ctx.seed_list:
+        train = _train_set(agree, config.train_n, s)
+        for name in methods:
+            value = tuned.chosen.get(name)
+            if name in tuned.chosen and agree == SHIFT_AGREEMENT and s == ctx.seed_list[0]:
+                score = tuned.scores[name][tuned.grid[name].index(value)]
+            else:
+                score = fit_and_score(config, tests, train, name, value)
+            per_seed[name].append(score)
+    return {n: _stack(per_seed[n], tuned.chosen.get(n)) for n in methods}
+
+
 def _summary(res: dict[str, MethodRuns]) -> dict[str, Any]:
     return {
         "balanced_mean_accuracy": {n: r.mean for n, r in res.items()},
         "reversed_context_accuracy": {n: r.reversed for n, r in res.items()},
         "group_accuracy " + str(GROUPS): {n: r.groups for n, r in res.items()},
         "contrastive_cam_share_on_context": {n: r.context_share for n, r in res.items()},
-        "validation_worst_group_accuracy (beta selection set)": {
+        "validation_worst_group_accuracy (selection set)": {
             n: r.validation_worst for n, r in res.items()
         },
         "constant_predictor (collapsed) per seed": {n: r.constant for n, r in res.items()},
@@ -158,9 +301,24 @@ def _summary(res: dict[str, MethodRuns]) -> dict[str, Any]:
     }
 
 
+def _tuning_extras(tuned: Tuning, names: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "tuned value (chosen on the validation set, seed 0)": {
+            n: tuned.chosen[n] for n in names if n in tuned.chosen
+        },
+        "tuning: validation worst-group accuracy per grid value": {
+            n: dict(zip([str(v) for v in tuned.grid[n]], tuned.validation_worst[n], strict=True))
+            for n in names
+            if n in tuned.chosen
+        },
+    }
+
+
 def _shift_models(ctx: Context, config: Config) -> dict[str, MethodRuns]:
-    """The context-shift models (shared by ``context_shift`` and its precondition)."""
-    return ctx.cached("birds_0.95", lambda: _train_birds(ctx, config, 0.95, tuple(METHODS)))
+    """The context-shift models of every method (shared by the context-shift experiments)."""
+    return ctx.cached(
+        "birds_0.95", lambda: _train_birds(ctx, config, SHIFT_AGREEMENT, tuple(METHODS))
+    )
 
 
 #: The row of ``context_shift_exists``.
@@ -178,29 +336,23 @@ def run_shift_exists(ctx: Context, config: Config) -> Outcome:
     return Outcome({CE_GAP: gap}, extras)
 
 
-#: The row of ``maps_can_differ``.
-SHARED_RATIO = "CE head: |mean_c W_c| / rms_c |W_c - mean|"
-
-
-def run_maps_differ(ctx: Context, config: Config) -> Outcome:
-    res = _faithfulness_cached(ctx, config)
-    return Outcome({SHARED_RATIO: res.shared_head_weight_ratio.tolist()})
-
-
-def run_context_shift(ctx: Context, config: Config) -> Outcome:
-    res = _shift_models(ctx, config)
+def run_context_shift(ctx: Context, config: Config, *, rows: tuple[str, ...]) -> Outcome:
+    """Worst-group accuracy of the methods ``rows`` under context shift (one cache of models)."""
+    res = {n: r for n, r in _shift_models(ctx, config).items() if n in rows}
     values = {n: r.worst for n, r in res.items()}
     extras = {
-        "train_context_agreement": 0.95,
+        "train_context_agreement": SHIFT_AGREEMENT,
         **_summary(res),
-        "beta (chosen on the validation set)": dict(BETAS),
+        **_tuning_extras(tuning(ctx, config), rows),
+        "group_dro_final_group_weights " + str(GROUPS): {
+            n: r.group_weights for n, r in res.items() if METHODS[n].group_dro
+        },
         "steps": config.steps,
     }
     return Outcome(values, extras)
 
 
-#: The models trained without context information; the faithfulness experiment explains their CE
-#: models (one step of the run cache: whichever experiment runs first trains them).
+#: The models trained without context information.
 NO_CONTEXT_METHODS = ("CE", "CR-CE (known context)")
 
 
@@ -214,9 +366,32 @@ def run_no_context(ctx: Context, config: Config) -> Outcome:
     extras = {
         "train_context_agreement": 0.5,
         "worst_group_accuracy": {n: r.worst for n, r in res.items()},
+        "beta (chosen under context shift)": {
+            n: r.value for n, r in res.items() if r.value is not None
+        },
         **_summary(res),
     }
     return Outcome(values, extras)
+
+
+def deletion_disagreement(first: jax.Array, second: jax.Array, steps: int) -> jax.Array:
+    """Per image, the mean over the interior steps of a deletion curve of the fraction of cells
+    deleted by ``first``'s order that ``second``'s order has not deleted yet.
+
+    0 when the two maps give the same deletion curves; the curves can differ only where it is
+    positive. ``first``, ``second``: ``[B, h, w]`` maps; ``steps`` as in
+    :func:`jaxpapers.crce.deletion_insertion` (``h w / steps`` cells per step).
+    """
+    b = first.shape[0]
+    n = first.shape[1] * first.shape[2]
+    rank = lambda m: jnp.argsort(jnp.argsort(-m.reshape(b, n), axis=1), axis=1)
+    counts = jnp.round(jnp.linspace(0.0, n, steps + 1)).astype(jnp.int32)[1:-1]
+    if counts.shape[0] == 0:
+        return jnp.zeros((b,), first.dtype)
+    a = rank(first)[None] < counts[:, None, None]  # [S-1, B, n]
+    c = rank(second)[None] < counts[:, None, None]
+    frac = jnp.sum(a & ~c, axis=2) / jnp.maximum(counts[:, None], 1)
+    return jnp.mean(frac, axis=0)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
@@ -241,13 +416,17 @@ def _evaluate(graphdef, curve_steps, params, images, objects):
             mask_agreement=jnp.mean(mask_agreement(m, objects)),
             examples=m[:4],
         )
-    # The component of the head shared by every class (what ContrastiveCAM removes) relative to
-    # the class-specific part: softmax-CE gradients sum to zero over the logits, so only the
-    # initialisation and Adam's per-coordinate scaling give the head a shared component.
+    disagreement = {
+        other: jnp.mean(deletion_disagreement(maps["ContrastiveCAM"], maps[other], curve_steps))
+        for other in MAPS[1:]
+    }
+    # The component of the head shared by every class (what ContrastiveCAM removes from every
+    # map) relative to the class-specific part; with three or more classes ContrastiveCAM also
+    # subtracts the image's softmax-weighted other classes, which this does not measure.
     kernel = net.head.kernel[...]
     shared = jnp.mean(kernel, axis=1, keepdims=True)
     ratio = jnp.linalg.norm(shared) / jnp.linalg.norm(kernel - shared) * jnp.sqrt(kernel.shape[1])
-    return res, ratio, target
+    return res, disagreement, ratio, target
 
 
 class MapScores(NamedTuple):
@@ -264,52 +443,79 @@ class MapScores(NamedTuple):
 
 
 class Faithfulness(NamedTuple):
-    """``faithfulness`` on the no-context CE models, every array with a leading seed axis
-    (float64): the scores of each map of :data:`MAPS`, the head's shared-component ratio, the
-    models' test accuracy, and the first 4 test images."""
+    """``faithfulness`` on the three-class CE models, every array with a leading seed axis
+    (float64): the scores of each map of :data:`MAPS`, the deletion-order disagreement of
+    ContrastiveCAM with Grad-CAM and CAM, the head's shared-component ratio, the models' test
+    accuracy, and the first 4 test images."""
 
     maps: dict[str, MapScores]
+    disagreement: dict[str, np.ndarray]
     shared_head_weight_ratio: np.ndarray
     accuracy: np.ndarray
     images: np.ndarray
 
 
 def _faithfulness(ctx: Context, config: Config) -> Faithfulness:
-    trained = _no_context_models(ctx, config)["CE"]
-    test = birds(config.faith_n, None, seed=9)
+    test = shapes(config.faith_n, seed=9)
     per_seed = []
-    for s, leaves in zip(ctx.seed_list, trained.params, strict=True):
-        graphdef, params = init_model(_cnn(config, 2), s)
-        params = jax.tree.unflatten(
-            jax.tree.structure(params), [jnp.asarray(x, jnp.float32) for x in leaves]
+    for s in ctx.seed_list:
+        train = shapes(config.train_n, seed=500 + s)
+        graphdef, params = init_model(_cnn(config, len(FAITH_SHAPES)), s)
+        opt = options("CE", None)
+        run = train_model(
+            graphdef,
+            params,
+            train,
+            opt.weights,
+            seed=200 + s,
+            steps=config.faith_steps,
+            batch=config.batch,
+            grid=GRID,
+            lr=config.lr,
         )
-        res, ratio, target = _evaluate(
-            graphdef, config.curve_steps, params, test.images, test.objects
+        res, disagreement, ratio, target = _evaluate(
+            graphdef, config.curve_steps, run.params, test.images, test.objects
         )
         accuracy = np.mean(np.asarray(target) == np.asarray(test.labels))
-        per_seed.append((res, ratio, accuracy))
-    maps, ratio, accuracy = jax.tree.map(
+        per_seed.append((res, disagreement, ratio, accuracy))
+    maps, disagreement, ratio, accuracy = jax.tree.map(
         lambda *x: np.stack([np.asarray(v) for v in x]).astype(np.float64), *per_seed
     )
-    return Faithfulness(maps, ratio, accuracy, np.asarray(test.images[:4], np.float64))
+    return Faithfulness(
+        maps, disagreement, ratio, accuracy, np.asarray(test.images[:4], np.float64)
+    )
 
 
 def _faithfulness_cached(ctx: Context, config: Config) -> Faithfulness:
     """:func:`_faithfulness` (shared by ``faithfulness`` and its precondition)."""
-    return ctx.cached("faithfulness", lambda: _faithfulness(ctx, config))
+    return ctx.cached("faithfulness_3class", lambda: _faithfulness(ctx, config))
+
+
+#: The row of ``maps_can_differ``.
+DISAGREEMENT = "ContrastiveCAM vs CAM: share of deleted cells not yet deleted by the other"
+
+
+def run_maps_differ(ctx: Context, config: Config) -> Outcome:
+    res = _faithfulness_cached(ctx, config)
+    extras = {
+        "ContrastiveCAM vs Grad-CAM: same measure": res.disagreement["Grad-CAM"],
+        "shared_head_weight_ratio (|mean_c W_c| / rms_c |W_c - mean|)": (
+            res.shared_head_weight_ratio
+        ),
+        "test_accuracy (3 classes)": res.accuracy,
+    }
+    return Outcome({DISAGREEMENT: res.disagreement["CAM"].tolist()}, extras)
 
 
 def run_faithfulness(ctx: Context, config: Config) -> Outcome:
     res = _faithfulness_cached(ctx, config)
     values = {m: res.maps[m].deletion_auc.tolist() for m in MAPS}
     extras = {
+        "classes": len(FAITH_SHAPES),
         "insertion_auc (higher is faithful)": {m: res.maps[m].insertion_auc for m in MAPS},
         "pointing_game": {m: res.maps[m].pointing_game for m in MAPS},
         "mask_agreement": {m: res.maps[m].mask_agreement for m in MAPS},
         "test_accuracy": res.accuracy,
-        "shared_head_weight_ratio (|mean_c W_c| / rms_c |W_c - mean|)": (
-            res.shared_head_weight_ratio
-        ),
         "deletion_curves": {m: np.mean(res.maps[m].deletion_curve, 0).tolist() for m in MAPS},
         "insertion_curves": {m: np.mean(res.maps[m].insertion_curve, 0).tolist() for m in MAPS},
         "examples": {m: res.maps[m].examples[0] for m in MAPS},
