@@ -159,7 +159,7 @@ def test_pretrain_is_fit_with_the_old_key_schedule_and_freezes_on_a_non_finite_l
 
     @jax.jit
     def by_hand(state, x, key):
-        opt_state = ssl_optimizer(cfg).init(state.student)
+        opt_state = ssl_optimizer(config=cfg).init(state.student)
         losses = []
         for k in jax.random.split(key, 3):
             kb, ks = jax.random.split(k)

@@ -185,7 +185,7 @@ class StepStats(NamedTuple):
     patch_loss: jax.Array
 
 
-def ssl_optimizer(config: SSLConfig) -> optax.GradientTransformation:
+def ssl_optimizer(*, config: SSLConfig) -> optax.GradientTransformation:
     """The student's optimiser: global-norm clipping at 3, then AdamW (``config.lr``,
     ``config.weight_decay``)."""
     return optax.chain(
@@ -316,7 +316,7 @@ def train_step(
 ) -> tuple[SSLState, optax.OptState, StepStats]:
     """One self-distillation step (pure; jit/vmap it). ``lam=None`` is iBOT, a value is CODI.
 
-    ``opt_state`` is the state of :func:`ssl_optimizer` (``ssl_optimizer(config).init(
+    ``opt_state`` is the state of :func:`ssl_optimizer` (``ssl_optimizer(config=config).init(
     state.student)`` to start); returns the new state, optimiser state and the step's losses.
     """
     check_key("key", key)
@@ -324,7 +324,7 @@ def train_step(
     grads, (stats, t_cls, t_patch) = jax.grad(ssl_loss, has_aux=True)(
         state.student, state, views, masks, config=config, lam=lam
     )
-    updates, opt_state = ssl_optimizer(config).update(grads, opt_state, state.student)
+    updates, opt_state = ssl_optimizer(config=config).update(grads, opt_state, state.student)
     student = optax.apply_updates(state.student, updates)
     return _advance(state, student, t_cls, t_patch, config), opt_state, stats
 
@@ -395,7 +395,7 @@ def pretrain(
     res = fit(
         loss_fn,
         state.student,
-        ssl_optimizer(config),
+        ssl_optimizer(config=config),
         steps=steps,
         key=key,
         batch_fn=batch_fn,
