@@ -24,30 +24,51 @@ the graph is truncated to the subgraph induced by the first ``L`` nodes (:func:`
 
 Baselines (:mod:`._probes`): last-layer probe, best single layer chosen on validation, mean over
 layers, attention-weighted inter-layer aggregation, and the same GNN on the fully connected graph.
+The probes are linear while the GNN heads are not, so a GNN beating the best single layer could
+be nonlinearity, not aggregation. The experiments therefore also train the GNN on a *one-node*
+graph fed a single layer: no edges, so each round is :math:`h \leftarrow h + \mathrm{gelu}(W_u h)`
+from :math:`h = P x_l + e`, the same width, rounds, read-out, initialiser and training as the
+Cayley head, on one layer (a residual MLP); one per layer, the layer chosen per cell on validation
+accuracy like the linear best single layer. The Cayley-Encoder against it isolates what the
+aggregation over layers adds.
+
+Which layers contribute (:func:`layer_shapley`): exact Shapley values of the layers for the
+trained head's held-out accuracy, a coalition's value being the accuracy with the other layers
+at their mean (derivation in :mod:`._fit`). They add up to the head's gain over the all-mean
+input, and credit layers that hold the same information jointly, which occluding one layer at a
+time (:func:`layer_attribution`) or leaving one out and retraining cannot: both measure only
+what no other layer can make up for, so among redundant layers every one of them looks useless.
 
 What is measured here (``jaxpapers reproduce P03``): the real all-MiniLM-L6-v2 (frozen) on word
 and phrase valence tasks from the VADER and AFINN lexicons (no sentence-level labelled corpus
 ships in a package), in a few-shot regime (16 / 64 / 256 labelled examples); accuracy of every
-head, the added-parameter fraction, per-layer occlusion attributions, a synthetic sanity check
-whose Bayes accuracy is known in closed form, and LoRA fine-tuning of MiniLM on the same training
-texts (``vs_lora``: rank-8 adapters on the attention query and value projections, plus a linear
-head on the mean-pooled last layer; B = 0 at the start; :mod:`jaxpapers.cayley.experiments`).
-Measured numbers are in ``results/P03`` (``result.json`` and ``NOTES.md``).
+head, the added-parameter fraction, the layers' Shapley values (with a synthetic sanity check
+whose answer is known: one layer carrying the signal must rank first, two copies of it must
+both get a share), a synthetic check whose Bayes accuracy is known in closed form, and LoRA
+fine-tuning of MiniLM on the same training texts (``vs_lora``: rank-8 adapters on the attention
+query and value projections of the top layers, plus a linear head on the mean-pooled last layer;
+B = 0 at the start; :mod:`jaxpapers.cayley.experiments`). Measured numbers are in
+``results/P03`` (``result.json`` and ``NOTES.md``).
 
 With only 7 layers the complete graph has 42 directed edges against the Cayley graph's 96 over 24
-nodes, so neither sparsity nor overfitting is expected to separate them here; the paper's gain is
-expected for deep LMs (24-80 layers), where a complete graph's edges grow quadratically.
-``--full`` uses more steps and a wider head; a deeper encoder would be the real test and none
-ships offline beyond MiniLM.
+nodes, so neither sparsity nor overfitting is expected to separate them on MiniLM; the paper's
+gain is expected for deep LMs (24-80 layers), where a complete graph's edges grow quadratically.
+None ships offline beyond MiniLM, so ``deep_topology`` uses the known-answer construction of the
+synthetic check with 24 layers, where :math:`SL(2, \mathbb{Z}_3)` has exactly 24 elements: the
+Cayley graph (96 edges, no virtual nodes), the complete graph (552) and no edges, as one head on
+the complete graph with a traced edge mask (same nodes, parameters, initial weights and steps).
 
-LoRA (``vs_lora``; quick: VADER task only, 16 and 64 examples, adapters on the top layer only, 50
-full-batch AdamW steps at the heads' learning rate; ``--full``: both tasks, 16/64/256 examples,
-all six layers, 300 steps). Each layer adapted costs a transformer layer's forward and backward
-per step that no cache can spare (only the frozen layers below the lowest adapter are computed
-once), which is why quick adapts one layer. The abstract's verb is "outperforms", so ``vs_lora``
-is a strict paired test, judged once ``lora_baseline`` holds (LoRA above the frozen last-layer
-probe it starts from). The Cayley head leaves MiniLM untouched and could share one encoder pass
-across tasks.
+LoRA (``vs_lora``) is tuned, and so is the Cayley head it is compared with: LoRA's learning rate
+and number of adapted top layers, the head's learning rate (same rates), each chosen by mean
+validation accuracy over the cells of the tuning seeds, both trained for the heads' step budget
+(quick: VADER task only, 16 examples, rates 1e-3 / 3e-3 / 1e-2, top 1 or 2 layers, the grid on
+the first seed's cells; ``--full``: both tasks, 16/64/256 examples, top 1, 3 or 6 layers, the
+grid on every seed). Each layer adapted costs a transformer layer's forward and backward per
+step that no cache can spare (only the frozen layers below the lowest adapter are computed
+once), which is why quick adapts at most two. The abstract's verb is "outperforms", so
+``vs_lora`` is a strict paired test, judged once ``lora_baseline`` holds (LoRA above the frozen
+last-layer probe it starts from). The Cayley head leaves MiniLM untouched and could share one
+encoder pass across tasks.
 
 Examples:
     >>> import jax, jax.numpy as jnp
@@ -69,7 +90,16 @@ References:
 
 from jaxpapers.cayley._encoder import LayerGNN, message_passing
 from jaxpapers.cayley._features import encode_layers
-from jaxpapers.cayley._fit import FitResult, apply_head, fit_head, layer_attribution
+from jaxpapers.cayley._fit import (
+    FitResult,
+    LayerShapley,
+    apply_head,
+    coalition_accuracy,
+    fit_head,
+    layer_attribution,
+    layer_shapley,
+    shapley_values,
+)
 from jaxpapers.cayley._graph import (
     CayleyGraph,
     LayerGraph,
@@ -87,13 +117,17 @@ __all__ = [
     "LayerGNN",
     "LayerGraph",
     "LayerProbe",
+    "LayerShapley",
     "apply_head",
     "cayley_modulus",
+    "coalition_accuracy",
     "encode_layers",
     "fit_head",
     "layer_attribution",
     "layer_graph",
+    "layer_shapley",
     "message_passing",
+    "shapley_values",
     "sl2_cayley_graph",
     "sl2_order",
 ]

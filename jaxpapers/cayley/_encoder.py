@@ -169,7 +169,9 @@ class LayerGNN(nnx.Module):
         if self.virtual_features == "zero":
             virtual = jnp.zeros_like(virtual)
         h = jnp.concatenate([layers, virtual], axis=0)
-        senders, receivers = jnp.asarray(self.senders), jnp.asarray(self.receivers)
+        # int32 even when a graph has no edges (a one-node head): () would be a float array
+        senders = jnp.asarray(self.senders, jnp.int32)
+        receivers = jnp.asarray(self.receivers, jnp.int32)
         for upd, msg in zip(self.update, self.message, strict=True):
             agg = message_passing(
                 h, senders, receivers, aggregation=self.aggregation, edge_mask=edge_mask

@@ -4,9 +4,10 @@ The frozen all-MiniLM-L6-v2 gets rank-``r`` adapters (:mod:`jaxpapers.cayley._lo
 attention query and value projections of its top ``adapted`` layers; a linear head reads the
 mean-pooled last layer, standardised by the frozen model's statistics on the cell's training
 texts (mean per dimension, mean standard deviation: the scaling the layer heads' features get).
-Adapters and head are trained together by full-batch AdamW with the Cayley heads' learning rate,
-weight decay and step count, on exactly the cells' training examples (same texts, same seeded
-subsets), and evaluated on the same test texts.
+Adapters and head are trained together by full-batch AdamW with the Cayley heads' weight decay
+and step count and a learning rate per cell (the experiments tune it, and the number of adapted
+layers, on validation texts), on exactly the cells' training examples (same texts, same seeded
+subsets), and evaluated on the same validation and test texts as the heads.
 
 The layers below the lowest adapter are frozen and see no gradient, so their output token states
 are computed once (:func:`lower_states`) and the training program starts there; with all six
@@ -53,12 +54,13 @@ def _logits(graphdef, frozen, params, h, mask, start, norm):
 
 
 @partial(jax.jit, static_argnames=("graphdef", "start", "steps"))
-def _train_cells(graphdef, frozen, params, h, mask, y, h_test, mask_test, y_test, hp, start, steps):
-    """Train every cell (leading axis of ``params``, ``h``, ``mask``, ``y``); test accuracy each."""
-    optimizer = optax.adamw(hp["learning_rate"], weight_decay=hp["weight_decay"])
+def _train_cells(graphdef, frozen, params, lrs, h, mask, y, evals, weight_decay, start, steps):
+    """Train every cell (leading axis of ``params``, ``lrs``, ``h``, ``mask``, ``y``); the
+    accuracy of each on every evaluation set of ``evals`` (``(h, mask, y)`` triples)."""
 
     def one(args):
-        p0, h, m, y = args
+        p0, lr, h, m, y = args
+        optimizer = optax.adamw(lr, weight_decay=weight_decay)
         # B = 0 at the start: the adapted model is the frozen one, whose pooled output sets the
         # head's input standardisation (no labels involved)
         z0 = mean_pool(nnx.merge(graphdef, p0["lora"], frozen)(None, m, hidden=h, start=start), m)
@@ -70,10 +72,15 @@ def _train_cells(graphdef, frozen, params, h, mask, y, h_test, mask_test, y_test
             return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, y))
 
         res = fit(loss_fn, p0, optimizer, steps=steps, key=jax.random.key(0))
-        logits = _logits(graphdef, frozen, res.params, h_test, mask_test, start, norm)
-        return jnp.mean(jnp.argmax(logits, -1) == y_test), res.losses, res.finite, res.params
+        accs = [
+            jnp.mean(
+                jnp.argmax(_logits(graphdef, frozen, res.params, *e[:2], start, norm), -1) == e[2]
+            )
+            for e in evals
+        ]
+        return accs, res.losses, res.finite, res.params
 
-    return jax.lax.map(one, (params, h, mask, y))
+    return jax.lax.map(one, (params, lrs, h, mask, y))
 
 
 def lora_model(model: Bert, *, rank: int, adapted: int, key: jax.Array) -> Bert:
@@ -93,6 +100,7 @@ class LoRARun(NamedTuple):
       losses: ``[C, steps]`` training loss of every step.
       finite: ``[C]`` whether every step was finite.
       test: ``[C]`` test accuracy (float64).
+      val: ``[C]`` validation accuracy (float64; ``None`` without validation texts).
       adapter: adapter scalars of one cell; trainable: adapter plus head scalars.
       seconds_per_step, cpu_seconds_per_step: wall and CPU seconds of the training program per
         step of one cell (the test evaluation and the program's compile, or its load from the
@@ -112,6 +120,7 @@ class LoRARun(NamedTuple):
     graphdef: Any
     frozen: Any
     start: int
+    val: np.ndarray | None = None
 
 
 def train_lora(
@@ -128,12 +137,17 @@ def train_lora(
     adapted: int,
     num_classes: int,
     steps: int,
-    learning_rate: float,
+    learning_rate: float | np.ndarray,
     weight_decay: float,
+    validation: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> LoRARun:
     """Adapters + head trained per cell (``keys [C]``, ``h [C, n, T, D]`` states entering the
     lowest adapted layer, ``mask [C, n, T]``, ``y [C, n]``) by full-batch AdamW
-    (:func:`jaxpapers.core.fit.fit`); test accuracy per cell (:class:`LoRARun`)."""
+    (:func:`jaxpapers.core.fit.fit`); test accuracy per cell (:class:`LoRARun`), and validation
+    accuracy on ``validation = (h_val, mask_val, y_val)``.
+
+    ``learning_rate``: one for every cell, or ``[C]``, one per cell (traced: one program for a
+    grid of learning rates)."""
     start = len(model.layers) - adapted
     d = model.cfg.hidden
     inits = []
@@ -147,25 +161,26 @@ def train_lora(
         }
         inits.append({"lora": lora, "head": head})
     params = stack_trees(inits, host=True)
-    hp = {"learning_rate": learning_rate, "weight_decay": weight_decay}
+    lrs = np.broadcast_to(np.asarray(learning_rate, np.float32), (len(keys),))
+    evals = [(h_test, mask_test, y_test)] + ([] if validation is None else [tuple(validation)])
     t0, c0 = time.perf_counter(), time.process_time()
-    test, losses, finite, trained = jax.block_until_ready(
+    accs, losses, finite, trained = jax.block_until_ready(
         _train_cells(
             graphdef,
             frozen,
             params,
+            lrs,
             h,
             mask,
             y,
-            h_test,
-            mask_test,
-            y_test,
-            hp,
+            evals,
+            weight_decay,
             start=start,
             steps=steps,
         )
     )
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    test = accs[0]
     adapter = lora_param_count(adapted_model)
     return LoRARun(
         params=trained,
@@ -179,4 +194,5 @@ def train_lora(
         graphdef=graphdef,
         frozen=frozen,
         start=start,
+        val=None if validation is None else np.asarray(accs[1], np.float64),
     )

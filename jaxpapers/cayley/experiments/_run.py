@@ -6,24 +6,47 @@ import dataclasses
 import os
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
-from jaxpapers.cayley import LayerGNN, LayerProbe, fit_head, layer_graph
+from jaxpapers.cayley import LayerGNN, LayerProbe, fit_head, layer_graph, layer_shapley
+from jaxpapers.cayley import shapley_values as _shapley_values
+from jaxpapers.cayley.experiments._beds import (
+    BEDS,
+    CONTRIBUTION_LAYERS,
+    CONTRIBUTION_SIGNAL,
+    COPY_LAYERS,
+    DEEP_BAYES_ALL,
+    DEEP_BAYES_ONE,
+    DEEP_HEADS,
+    DEEP_LAYERS,
+    DEEP_SIGNAL,
+    DIRECTION,
+    FEATURES,
+    SIGNAL_LAYER,
+    contribution_runs,
+    deep_graphs,
+    deep_runs,
+)
 from jaxpapers.cayley.experiments._data import MAX_TOKENS, TASKS, load_splits, task_texts
 from jaxpapers.cayley.experiments._lora import lower_states, train_lora
 from jaxpapers.cayley.experiments._train import (
     GRAPH_HEADS,
     NUM_CLASSES,
+    SINGLE,
+    SINGLE_LAST,
     Grid,
     cell_order,
     normal_cdf,
     probe_rows,
     run_grid,
+    single_rows,
     synthetic_layers,
+    tune_heads,
 )
 from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.core.metrics import accuracy
@@ -36,8 +59,14 @@ LORA = f"LoRA r{LORA_RANK}"
 #: ``probe_accuracy``'s attention-aggregation baseline (no verdict reads it; trained where
 #: ``Config.attention`` is set)
 ATTENTION = "attention aggregation"
-#: AdamW settings of every head and of LoRA (adapters and head)
+#: AdamW settings of every head (the fixed settings of ``probe_accuracy`` and ``few_shot``)
 LEARNING_RATE, WEIGHT_DECAY = 5e-3, 1e-2
+#: ``layer_contributions``: a layer contributes meaningfully when its Shapley value is at least
+#: half of an equal share of the head's gain (1 / (2 L)), and "multiple" layers means two
+MEANINGFUL_SHARE = 1.0 / (2 * LAYERS)
+CONTRIBUTING = 2
+#: training examples of the deep synthetic bed (rows ``<head> @<n>``; the same at every size)
+DEEP_TRAIN = (64,)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -47,13 +76,18 @@ class Config:
     Attributes:
       pool, val, test: examples per task in the training pool, validation and test splits.
       shots: training-set sizes of the heads (nested subsets of the pool).
-      steps: full-batch AdamW steps of every head.
+      steps: full-batch AdamW steps of every head, and of LoRA (the same step budget).
       hidden: node width of the layer GNNs and attention pooling.
       synthetic_train, synthetic_test: examples of ``bayes_limit``'s synthetic task.
       attention: whether the attention-aggregation baseline is trained (``probe_accuracy``'s
         row, which no verdict reads; left out of quick runs).
-      lora_tasks, lora_shots, lora_steps, lora_adapted: ``vs_lora``'s LoRA: the tasks,
-        training-set sizes, steps and adapted (top) MiniLM layers.
+      sanity_train, sanity_test: examples of ``contributions_sanity``'s synthetic beds.
+      deep_test: test examples of ``deep_topology``'s bed.
+      lora_tasks, lora_shots: ``vs_lora``'s tasks and training-set sizes.
+      lora_learning_rates, lora_adapted: the tuning grid of LoRA (learning rate; number of top
+        MiniLM layers adapted) and of the Cayley-Encoder of ``vs_lora`` (learning rate).
+      lora_tuning_seeds: the grid is trained on the cells of the first ``lora_tuning_seeds``
+        seeds; the setting of highest mean validation accuracy over them is used for every seed.
     """
 
     pool: int
@@ -65,10 +99,14 @@ class Config:
     synthetic_train: int
     synthetic_test: int
     attention: bool
+    sanity_train: int
+    sanity_test: int
+    deep_test: int
     lora_tasks: tuple[str, ...]
     lora_shots: tuple[int, ...]
-    lora_steps: int
-    lora_adapted: int
+    lora_learning_rates: tuple[float, ...]
+    lora_adapted: tuple[int, ...]
+    lora_tuning_seeds: int
 
 
 def _grid(ctx: Context, config: Config) -> Grid:
@@ -102,6 +140,8 @@ def _rows_at(grid: Grid, shots: int, seeds: list[int]) -> dict[str, np.ndarray]:
     }
     probes = probe_rows(grid.probes[shots], LAYERS)
     heads.update({k: v for k, v in probes.items() if k != "best layer index"})
+    single = single_rows(grid.single[shots])
+    heads.update({k: v for k, v in single.items() if k in (SINGLE, SINGLE_LAST)})
     return {k: np.array([v[seed_of == r].mean() for r in seeds]) for k, v in heads.items()}
 
 
@@ -111,7 +151,9 @@ def probe_accuracy(ctx: Context, config: Config) -> Outcome:
     rows = _rows_at(grid, top, ctx.seed_list)
     finite = all(np.all(by_size[top].finite) for by_size in grid.heads.values())
     finite = finite and bool(np.all(grid.probes[top].finite))
+    finite = finite and bool(np.all(grid.single[top].finite))
     best = probe_rows(grid.probes[top], LAYERS)
+    best_single = single_rows(grid.single[top])
     return Outcome(
         {k: v.tolist() for k, v in rows.items()},
         {
@@ -119,10 +161,18 @@ def probe_accuracy(ctx: Context, config: Config) -> Outcome:
             "shots": top,
             "all_training_finite": bool(finite),
             "best_layer_index_per_cell": best["best layer index"].tolist(),
+            "best_layer_index_per_cell_1_node_gnn": best_single[
+                "best layer index (1-node GNN)"
+            ].tolist(),
             "cells": [list(c) for c in grid.cells],
-            "metric_detail": "test accuracy averaged over the tasks, one value per seed",
+            "metric_detail": "test accuracy averaged over the tasks, one value per seed; the best "
+            "single layer (linear probe or one-node GNN) is chosen per cell on validation accuracy",
         },
     )
+
+
+#: ``few_shot``'s rows at each training-set size
+FEW_SHOT_ROWS = (GNN, "fully connected GNN", SINGLE, "best single layer", "last-layer probe")
 
 
 def few_shot(ctx: Context, config: Config) -> Outcome:
@@ -130,12 +180,7 @@ def few_shot(ctx: Context, config: Config) -> Outcome:
     values, curves = {}, {}
     for s in config.shots:
         rows = _rows_at(grid, s, ctx.seed_list)
-        for name in (
-            "Cayley-Encoder",
-            "fully connected GNN",
-            "best single layer",
-            "last-layer probe",
-        ):
+        for name in FEW_SHOT_ROWS:
             values[f"{name} @{s}"] = rows[name].tolist()
             curves.setdefault(name, []).append(float(rows[name].mean()))
     return Outcome(values, {"shots": list(config.shots), "curves": curves})
@@ -151,86 +196,333 @@ def param_budget(ctx: Context, config: Config) -> Outcome:
     )
 
 
-def layer_contributions(ctx: Context, config: Config) -> Outcome:
-    """Occlusion attribution of each layer for the trained Cayley-Encoder at the largest size."""
+class Contributions(NamedTuple):
+    """``layer_contributions``' measurements: ``coalitions [cells, 2^L]``, the accuracy of the
+    trained Cayley-Encoder of each (task, seed) cell on its task's test set for every coalition of
+    layers (the others at their test-set mean; :func:`~jaxpapers.cayley.coalition_accuracy`)."""
+
+    coalitions: np.ndarray
+
+
+def _contributions(ctx: Context, config: Config) -> Contributions:
     grid = _grid(ctx, config)
-    attr = np.asarray(grid.heads[GNN][max(config.shots)].attr, np.float64)
+
+    def compute():
+        splits = load_splits(ctx, train=config.pool, val=config.val, test=config.test)
+        run = grid.heads[GNN][max(config.shots)]
+        sizes = {"layers": LAYERS, "features": splits.x_test.shape[-1], "hidden": config.hidden}
+        head = GRAPH_HEADS[GNN](jax.random.key(0), **sizes)
+        values = []
+        for i, (task, _) in enumerate(grid.cells):
+            state = nnx.state(head, nnx.Param)
+            nnx.replace_by_pure_dict(state, jax.tree.map(lambda a, i=i: a[i], run.params))
+            nnx.update(head, state)
+            res = layer_shapley(head, jnp.asarray(splits.x_test[task]), splits.y_test[task])
+            values.append(np.asarray(res.coalitions))
+        return Contributions(np.stack(values))
+
+    return ctx.cached("contributions", compute)
+
+
+def _occlusion(coalitions: np.ndarray) -> np.ndarray:
+    """One-at-a-time occlusion drops ``[..., L]`` from coalition accuracies ``[..., 2^L]``."""
+    full = coalitions.shape[-1] - 1
+    drops = [full ^ (1 << layer) for layer in range(full.bit_length())]
+    return coalitions[..., full, None] - coalitions[..., drops]
+
+
+def layer_contributions(ctx: Context, config: Config) -> Outcome:
+    """Shapley values of the layers for the trained Cayley-Encoder's test accuracy, largest size.
+
+    Per cell, :func:`~jaxpapers.cayley.layer_shapley` on the task's test set: a coalition's value
+    is the accuracy with the layers outside it at their test-set mean, the Shapley values split
+    the head's gain over that all-mean input exactly. Rows, one value per seed (mean over tasks):
+    each layer's Shapley value and the whole gain. A layer contributes meaningfully when its value
+    is at least :data:`MEANINGFUL_SHARE` of the gain (one-sided 95% t test on the per-seed
+    ratios); the claim holds when at least :data:`CONTRIBUTING` layers do. Extras: the values per
+    task, and the one-at-a-time occlusion drops (the former measure) from the same coalitions.
+    """
+    grid = _grid(ctx, config)
+    coalitions = np.asarray(_contributions(ctx, config).coalitions, np.float64)
+    phi = np.asarray(_shapley_values(jnp.asarray(coalitions)), np.float64)
+    gain = coalitions[:, -1] - coalitions[:, 0]
     tasks = np.array([k for k, _ in grid.cells])
     seeds = np.array([r for _, r in grid.cells])
-    # a layer "contributes" when hiding it costs at least a quarter of the largest layer's drop
-    # and at least one test example (the drop is an accuracy difference)
-    top = attr.max(axis=1, keepdims=True)
-    counts = ((attr >= 0.25 * top) & (attr >= 1.0 / config.test)).sum(axis=1)
-    per_seed = [float(counts[seeds == r].mean()) for r in ctx.seed_list]
-    per_task = {name: attr[tasks == k].mean(axis=0).tolist() for k, name in enumerate(TASKS)}
-    return Outcome({"layers contributing": per_seed}, {"mean_attribution": per_task})
+
+    def per_seed(v):
+        return [float(v[seeds == r].mean()) for r in ctx.seed_list]
+
+    rows = {f"layer {layer}": per_seed(phi[:, layer]) for layer in range(LAYERS)}
+    rows["all layers"] = per_seed(gain)
+    occlusion = _occlusion(coalitions)
+    return Outcome(
+        rows,
+        {
+            "mean_shapley": {n: phi[tasks == k].mean(0).tolist() for k, n in enumerate(TASKS)},
+            "mean_occlusion": {
+                n: occlusion[tasks == k].mean(0).tolist() for k, n in enumerate(TASKS)
+            },
+            "accuracy_all_layers": {
+                n: coalitions[tasks == k, -1].mean().item() for k, n in enumerate(TASKS)
+            },
+            "accuracy_no_layer": {
+                n: coalitions[tasks == k, 0].mean().item() for k, n in enumerate(TASKS)
+            },
+            "meaningful_share": MEANINGFUL_SHARE,
+            "metric_detail": "Shapley value of each layer for the Cayley-Encoder's test accuracy "
+            "(coalition value: accuracy with the other layers at their test-set mean), mean over "
+            "tasks, one value per seed; 'all layers' is their sum, the gain over the all-mean "
+            "input",
+        },
+    )
+
+
+def contributions_sanity(ctx: Context, config: Config) -> Outcome:
+    """``layer_contributions``' measure on synthetic beds whose answer is known (:mod:`._beds`).
+
+    The Cayley-Encoder of the MiniLM beds (same width, rounds and training) is trained per seed
+    on two beds of seven layers: one carrier of the class signal (the measure must rank it
+    first: row "carrier's lead", its Shapley value minus the largest other layer's; and the pure
+    noise layers must not get a meaningful share on average: row "mean noise-layer share"), and
+    two layers holding the same copy (each must get a meaningful share of the gain, the
+    criterion of ``layer_contributions``). Extras: the mean Shapley values and, for comparison,
+    the one-at-a-time occlusion drops of each layer on both beds.
+    """
+    make = partial(
+        GRAPH_HEADS[GNN], layers=CONTRIBUTION_LAYERS, features=FEATURES, hidden=config.hidden
+    )
+    hp = (("steps", config.steps), ("learning_rate", LEARNING_RATE), ("weight_decay", WEIGHT_DECAY))
+    seeds = np.array([3000 + s for s in ctx.seed_list], np.int32)
+    values, finite = contribution_runs(
+        seeds, make=make, train=config.sanity_train, test=config.sanity_test, hp=hp
+    )
+    values = np.asarray(values, np.float64)
+    phi = np.asarray(_shapley_values(jnp.asarray(values)), np.float64)  # [seeds, beds, L]
+    one, two = phi[:, 0], phi[:, 1]
+    others = np.delete(one, SIGNAL_LAYER, axis=1)
+    gain_one = values[:, 0, -1] - values[:, 0, 0]
+    a, b = COPY_LAYERS
+    rows = {
+        "carrier's lead (one carrier)": (one[:, SIGNAL_LAYER] - others.max(axis=1)).tolist(),
+        "mean noise-layer share (one carrier)": (others.mean(axis=1) / gain_one).tolist(),
+        f"copy in layer {a}": two[:, a].tolist(),
+        f"copy in layer {b}": two[:, b].tolist(),
+        "gain (two copies)": (values[:, 1, -1] - values[:, 1, 0]).tolist(),
+    }
+    occlusion = _occlusion(values)
+    return Outcome(
+        rows,
+        {
+            "beds": {name: list(c) for name, c in BEDS.items()},
+            "mean_shapley": {n: phi[:, i].mean(0).tolist() for i, n in enumerate(BEDS)},
+            "mean_occlusion": {n: occlusion[:, i].mean(0).tolist() for i, n in enumerate(BEDS)},
+            "accuracy_all_layers": {n: values[:, i, -1].mean() for i, n in enumerate(BEDS)},
+            "bayes_accuracy": normal_cdf(CONTRIBUTION_SIGNAL),
+            "all_training_finite": bool(np.all(finite)),
+        },
+    )
+
+
+def deep_topology(ctx: Context, config: Config) -> Outcome:
+    """The layer GNN on 24 synthetic layers (:mod:`._beds`): Cayley graph (96 edges), complete
+    graph (552) and no edges, the same head otherwise (nodes, parameters, initial weights, steps,
+    data per seed); test accuracy against the closed-form Bayes accuracies."""
+    graphs = deep_graphs()
+    cells = [(r, n, h) for n in DEEP_TRAIN for h in DEEP_HEADS for r in ctx.seed_list]
+    acc, finite = deep_runs(
+        np.array([2000 + r for r, _, _ in cells], np.int32),
+        np.array([n for _, n, _ in cells], np.int32),
+        np.stack([graphs[h] for _, _, h in cells]),
+        top=max(DEEP_TRAIN),
+        test=config.deep_test,
+        hp=(("steps", config.steps), ("learning_rate", 1e-2), ("weight_decay", 1e-2)),
+        hidden=SYNTHETIC_HIDDEN,
+    )
+    acc = np.asarray(acc, np.float64)
+    rows: dict[str, list[float]] = {}
+    for i, (_, n, h) in enumerate(cells):
+        rows.setdefault(f"{h} @{n}", []).append(float(acc[i]))
+    return Outcome(
+        rows,
+        {
+            "layers": DEEP_LAYERS,
+            "signal": DEEP_SIGNAL,
+            "bayes_one_layer": DEEP_BAYES_ONE,
+            "bayes_all_layers": DEEP_BAYES_ALL,
+            "directed_edges": {h: int(graphs[h].sum()) for h in DEEP_HEADS},
+            "all_training_finite": bool(np.all(finite)),
+        },
+    )
 
 
 class LoRACell(NamedTuple):
-    """LoRA on one (task, training-set size) over the seeds: ``[seeds]`` test accuracy (float64),
-    final training loss and finiteness; seconds per training step of one cell (wall, CPU)."""
+    """A tuned method on one (task, training-set size) over the seeds: ``[seeds]`` test accuracy
+    (float64), final training loss and finiteness of the runs at the chosen setting; seconds per
+    training step of one cell (wall, CPU); the chosen setting and the mean validation accuracy
+    of every setting of the grid over the tuning seeds."""
 
     test: np.ndarray
     final_loss: np.ndarray
     finite: np.ndarray
     seconds_per_step: float
     cpu_seconds_per_step: float
+    chosen: dict
+    validation: dict
 
 
 class LoRARuns(NamedTuple):
-    """``vs_lora``'s LoRA: ``cells["<task> @<n>"]``, and the trainable and adapter scalars."""
+    """``vs_lora``'s LoRA: ``cells["<task> @<n>"]``, and the trainable and adapter scalars of
+    each number of adapted layers."""
 
     cells: dict[str, LoRACell]
-    trainable: int
-    adapter: int
+    trainable: dict[int, int]
+    adapter: dict[int, int]
+
+
+def _choose(validation: dict) -> Any:
+    """The setting of highest mean validation accuracy (the first of the grid on a tie)."""
+    return max(validation, key=lambda k: validation[k])
+
+
+def _lora_cells(
+    model, h, mask, labels, *, config: Config, task: int, n: int, adapted, seeds, rates
+):
+    """LoRA with ``adapted`` layers on the cells ``(seed, rate)`` of ``seeds`` x ``rates``: each
+    trains on the first ``n`` texts of its seed's order of task ``task``'s pool (states ``h``
+    entering the lowest adapted layer, for every text of the task in split order)."""
+    pool = slice(0, config.pool)
+    val = slice(config.pool, config.pool + config.val)
+    test = slice(config.pool + config.val, None)
+    idx = np.stack([cell_order(task, r, config.pool)[:n] for r in seeds for _ in rates])
+    keys = [jax.random.fold_in(jax.random.key(10_000 + r), task) for r in seeds]
+    return train_lora(
+        model,
+        [key for key in keys for _ in rates],
+        h[pool][idx],
+        mask[pool][idx],
+        labels[pool][idx],
+        h[test],
+        mask[test],
+        labels[test],
+        rank=LORA_RANK,
+        adapted=adapted,
+        num_classes=NUM_CLASSES,
+        steps=config.steps,
+        learning_rate=np.array([lr for _ in seeds for lr in rates]),
+        weight_decay=WEIGHT_DECAY,
+        validation=(h[val], mask[val], labels[val]),
+    )
 
 
 def _lora_runs(ctx: Context, config: Config) -> LoRARuns:
-    """LoRA adapters + head per (task, seed, size) cell, on the cells' training texts."""
+    """LoRA adapters + head per (task, seed, size) cell, on the cells' training texts, tuned.
+
+    For each task and size, every setting of the grid (learning rate x adapted layers) trains on
+    the cells of the tuning seeds; the setting of highest mean validation accuracy trains on the
+    other seeds' cells (the tuning seeds keep their run of it).
+    """
     tokenizer, model = load_tokenizer(), load_minilm()
-    start = len(model.layers) - config.lora_adapted
+    tuning = ctx.seed_list[: config.lora_tuning_seeds]
+    others = ctx.seed_list[config.lora_tuning_seeds :]
+    lrs = config.lora_learning_rates
     cells: dict[str, LoRACell] = {}
+    trainable: dict[int, int] = {}
+    adapter: dict[int, int] = {}
     for name in config.lora_tasks:
         k = list(TASKS).index(name)
         texts, labels = task_texts(
             name, tokenizer, train=config.pool, val=config.val, test=config.test
         )
         ids, mask = tokenize(tokenizer, texts, MAX_TOKENS)
-        pool, test = slice(0, config.pool), slice(config.pool + config.val, None)
-        keep = np.concatenate([np.arange(config.pool), np.arange(len(texts))[test]])
-        # frozen states entering the lowest adapted layer, for the pool and the test texts
-        states = lower_states(model, ids[keep], mask[keep], start)
-        h = {"pool": states[: config.pool], "test": states[config.pool :]}
+        # frozen states entering the lowest adapted layer, for every text
+        states = {
+            a: lower_states(model, ids, mask, len(model.layers) - a) for a in config.lora_adapted
+        }
         for n in config.lora_shots:
-            idx = np.stack([cell_order(k, r, config.pool)[:n] for r in ctx.seed_list])
-            run = train_lora(
-                model,
-                [jax.random.fold_in(jax.random.key(10_000 + r), k) for r in ctx.seed_list],
-                h["pool"][idx],
-                mask[pool][idx],
-                labels[pool][idx],
-                h["test"],
-                mask[test],
-                labels[test],
-                rank=LORA_RANK,
-                adapted=config.lora_adapted,
-                num_classes=NUM_CLASSES,
-                steps=config.lora_steps,
-                learning_rate=LEARNING_RATE,
-                weight_decay=WEIGHT_DECAY,
-            )
+            run = partial(_lora_cells, model, mask=mask, labels=labels, config=config, task=k, n=n)
+            grid = {
+                a: run(states[a], adapted=a, seeds=tuning, rates=lrs) for a in config.lora_adapted
+            }
+            for a, g in grid.items():
+                trainable[a], adapter[a] = g.trainable, g.adapter
+            validation = {
+                (a, lr): float(np.mean(grid[a].val[j :: len(lrs)]))
+                for a in config.lora_adapted
+                for j, lr in enumerate(lrs)
+            }
+            best_a, best_lr = _choose(validation)
+            tuned = grid[best_a]
+            sel = np.arange(len(tuning)) * len(lrs) + lrs.index(best_lr)
+            test_acc = list(tuned.test[sel])
+            losses = list(tuned.losses[sel, -1])
+            finite = list(tuned.finite[sel])
+            timing = (tuned.seconds_per_step, tuned.cpu_seconds_per_step)
+            if others:
+                rest = run(states[best_a], adapted=best_a, seeds=others, rates=(best_lr,))
+                test_acc += list(rest.test)
+                losses += list(rest.losses[:, -1])
+                finite += list(rest.finite)
+                timing = (rest.seconds_per_step, rest.cpu_seconds_per_step)
             cells[f"{name} @{n}"] = LoRACell(
-                run.test,
-                run.losses[:, -1].astype(np.float64),
-                run.finite,
-                run.seconds_per_step,
-                run.cpu_seconds_per_step,
+                np.array(test_acc, np.float64),
+                np.array(losses, np.float64),
+                np.array(finite),
+                *timing,
+                {"adapted_layers": best_a, "learning_rate": best_lr},
+                {f"{a} layers, lr {lr:g}": v for (a, lr), v in validation.items()},
             )
-    return LoRARuns(cells, run.trainable, run.adapter)
+    return LoRARuns(cells, trainable, adapter)
 
 
 def _lora(ctx: Context, config: Config) -> LoRARuns:
     return ctx.cached("lora", partial(_lora_runs, ctx, config))
+
+
+class TunedHeads(NamedTuple):
+    """``vs_lora``'s Cayley-Encoder, its learning rate tuned like LoRA's:
+    ``cells["<task> @<n>"]`` (a :class:`LoRACell` of the head's runs at the chosen rate; no
+    training losses: ``final_loss`` is NaN)."""
+
+    cells: dict[str, LoRACell]
+
+
+def _tuned_cayley(ctx: Context, config: Config) -> TunedHeads:
+    """The Cayley-Encoder of each LoRA task and size at every learning rate of the grid (every
+    seed; :func:`._train.tune_heads`); the rate of highest mean validation accuracy over the
+    tuning seeds is chosen, as for LoRA."""
+
+    def compute():
+        splits = load_splits(ctx, train=config.pool, val=config.val, test=config.test)
+        cells = {}
+        lrs = config.lora_learning_rates
+        tuning = len(ctx.seed_list[: config.lora_tuning_seeds])
+        for name in config.lora_tasks:
+            runs = tune_heads(
+                splits,
+                task=list(TASKS).index(name),
+                shots=config.lora_shots,
+                seeds=ctx.seed_list,
+                learning_rates=lrs,
+                steps=config.steps,
+                weight_decay=WEIGHT_DECAY,
+                hidden=config.hidden,
+            )
+            for n, run in runs.items():
+                validation = {lr: float(np.mean(run.val[:tuning, j])) for j, lr in enumerate(lrs)}
+                lr = _choose(validation)
+                j = lrs.index(lr)
+                cells[f"{name} @{n}"] = LoRACell(
+                    run.test[:, j],
+                    np.full(len(ctx.seed_list), np.nan),
+                    run.finite[:, j],
+                    run.seconds_per_step,
+                    run.cpu_seconds_per_step,
+                    {"learning_rate": lr},
+                    {f"lr {rate:g}": v for rate, v in validation.items()},
+                )
+        return TunedHeads(cells)
+
+    return ctx.cached("cayley_tuned", compute)
 
 
 def _cell_index(grid: Grid) -> dict[tuple[int, int], int]:
@@ -244,8 +536,8 @@ def lora_baseline(ctx: Context, config: Config) -> Outcome:
     its adapters start at zero (``B = 0``), so LoRA starts as that probe and a trained LoRA can
     only add to it: a LoRA not better than the probe (paired one-sided t test at every size) is
     an untrained or undertrained baseline, and ``vs_lora`` then says nothing about LoRA
-    fine-tuning (it requires this experiment). Rows: test accuracy per
-    seed, mean over the LoRA tasks, at each LoRA training-set size.
+    fine-tuning (it requires this experiment). Rows: test accuracy per seed, mean over the LoRA
+    tasks, at each LoRA training-set size (LoRA tuned as in ``vs_lora``).
     """
     grid = _grid(ctx, config)
     lora = _lora(ctx, config)
@@ -264,49 +556,45 @@ def lora_baseline(ctx: Context, config: Config) -> Outcome:
         values,
         {
             "tasks": list(config.lora_tasks),
-            "lora_steps": config.lora_steps,
-            "probe_steps": config.steps,
+            "steps": config.steps,
+            "chosen": {c: v.chosen for c, v in lora.cells.items()},
             "final_train_loss": {c: v.final_loss.tolist() for c, v in lora.cells.items()},
         },
     )
 
 
 def vs_lora(ctx: Context, config: Config) -> Outcome:
-    """Cayley-Encoder (frozen MiniLM) against LoRA rank 8 fine-tuning of MiniLM, same cells.
+    """Cayley-Encoder (frozen MiniLM) against LoRA rank 8 fine-tuning of MiniLM, same cells, both
+    tuned on the same validation texts with the same step budget.
 
-    For each task of ``config.lora_tasks`` and size of ``config.lora_shots``, LoRA (adapters on
-    query and value of the top ``config.lora_adapted`` layers, plus a linear head) trains on the
-    training texts of the Cayley-Encoder's (task, seed) cells and is tested on the same test texts
-    (:mod:`._lora`). Rows: test accuracy per seed, mean over the LoRA tasks, of both. The rule
-    is the abstract's verb ("outperforms LoRA fine-tuning"): the Cayley-Encoder better than LoRA
-    at every size (paired one-sided t test), judged only when ``lora_baseline`` holds (a LoRA
-    below the frozen last-layer probe it starts from is undertrained). Extras: trainable
-    fractions of MiniLM's parameters, seconds per training step of one cell (wall and CPU, this
-    run's machine load; each program's compile, or its load from the compilation cache,
-    included; the Cayley program runs every cell at the largest size with zero-weight padding,
-    LoRA at its own size).
+    For each task of ``config.lora_tasks`` and size of ``config.lora_shots``: LoRA (adapters on
+    query and value of the top layers, plus a linear head) with its learning rate and number of
+    adapted layers chosen from ``config.lora_learning_rates`` x ``config.lora_adapted``, and the
+    Cayley-Encoder with its learning rate chosen from the same rates, each by the mean validation
+    accuracy of the tuning seeds' cells (:func:`_lora_runs`, :func:`_tuned_cayley`); both train
+    ``config.steps`` full-batch AdamW steps on the training texts of the (task, seed) cells and
+    are tested on the same test texts. Rows: test accuracy per seed, mean over the LoRA tasks.
+    The rule is the abstract's verb ("outperforms LoRA fine-tuning"): the Cayley-Encoder better
+    than LoRA (paired one-sided t test), judged only when ``lora_baseline`` holds. Extras: the
+    chosen settings and every setting's validation accuracy, trainable fractions of MiniLM's
+    parameters, seconds per training step of one cell (wall and CPU, this run's machine load;
+    each program's compile, or its load from the compilation cache, included).
     """
     grid = _grid(ctx, config)
     lora = _lora(ctx, config)
-    index = _cell_index(grid)
+    heads = _tuned_cayley(ctx, config)
     values: dict[str, list[float]] = {}
     timing: dict[str, dict] = {}
     for n in config.lora_shots:
         gnn, low = [], []
-        res = grid.heads[GNN][n]
         for name in config.lora_tasks:
-            k = list(TASKS).index(name)
-            gnn.append([float(res.test[index[(k, r)]]) for r in ctx.seed_list])
-            cell = lora.cells[f"{name} @{n}"]
-            low.append(cell.test)
-            timing[f"LoRA @{n} {name}"] = {
-                "seconds_per_step": cell.seconds_per_step,
-                "cpu_seconds_per_step": cell.cpu_seconds_per_step,
-            }
-        timing[f"{GNN} @{n}"] = {
-            "seconds_per_step": res.seconds_per_step,
-            "cpu_seconds_per_step": res.cpu_seconds_per_step,
-        }
+            for rows, runs, label in ((gnn, heads, GNN), (low, lora, "LoRA")):
+                cell = runs.cells[f"{name} @{n}"]
+                rows.append(cell.test)
+                timing[f"{label} @{n} {name}"] = {
+                    "seconds_per_step": cell.seconds_per_step,
+                    "cpu_seconds_per_step": cell.cpu_seconds_per_step,
+                }
         values[f"{GNN} @{n}"] = np.mean(gnn, axis=0).tolist()
         values[f"{LORA} @{n}"] = np.mean(low, axis=0).tolist()
     lm = grid.lm_params
@@ -315,23 +603,32 @@ def vs_lora(ctx: Context, config: Config) -> Outcome:
         {
             "tasks": list(config.lora_tasks),
             "shots": list(config.lora_shots),
+            "steps": config.steps,
             "lora": {
                 "rank": LORA_RANK,
                 "targets": "attention query and value",
-                "adapted_layers": f"top {config.lora_adapted} of 6",
-                "steps": config.lora_steps,
-                "learning_rate": LEARNING_RATE,
+                "learning_rates": list(config.lora_learning_rates),
+                "adapted_layers": list(config.lora_adapted),
+                "tuning_seeds": ctx.seed_list[: config.lora_tuning_seeds],
+            },
+            "chosen": {
+                "LoRA": {c: v.chosen for c, v in lora.cells.items()},
+                GNN: {c: v.chosen for c, v in heads.cells.items()},
+            },
+            "validation_accuracy": {
+                "LoRA": {c: v.validation for c, v in lora.cells.items()},
+                GNN: {c: v.validation for c, v in heads.cells.items()},
             },
             "trainable_fraction": {
                 GNN: grid.params[GNN] / lm,
-                LORA: lora.trainable / lm,
-                f"{LORA} (adapters only)": lora.adapter / lm,
+                **{f"{LORA} ({a} layers)": t / lm for a, t in lora.trainable.items()},
+                **{f"{LORA} ({a} layers, adapters only)": t / lm for a, t in lora.adapter.items()},
             },
             "timing": timing,
-            # every size's rows, --full's 256 examples included (the table keeps 16 and 64)
             "mean_accuracy": {k: float(np.mean(v)) for k, v in values.items()},
             "final_train_loss": {c: v.final_loss.tolist() for c, v in lora.cells.items()},
-            "all_training_finite": all(bool(np.all(v.finite)) for v in lora.cells.values()),
+            "all_training_finite": all(bool(np.all(v.finite)) for v in lora.cells.values())
+            and all(bool(np.all(v.finite)) for v in heads.cells.values()),
             "load_average_1min": os.getloadavg()[0],
             "metric_detail": "test accuracy averaged over the tasks, one value per seed; the "
             "LoRA cells train on the Cayley cells' very training texts and share their test set",
@@ -339,8 +636,8 @@ def vs_lora(ctx: Context, config: Config) -> Outcome:
     )
 
 
-FEATURES = 16
-DIRECTION = np.ones(FEATURES, np.float32) / FEATURES**0.5
+#: width of the synthetic beds' layer GNNs (``bayes_limit``, ``deep_topology``)
+SYNTHETIC_HIDDEN = 16
 
 
 @partial(jax.jit, static_argnames=("train", "test", "steps", "signal"))
@@ -351,7 +648,7 @@ def _synthetic(seeds, *, train: int, test: int, steps: int, signal: float):
         u = jnp.asarray(DIRECTION)
         x, y, _ = synthetic_layers(k_data, train, layers=LAYERS, direction=u, signal=signal)
         xt, yt, _ = synthetic_layers(k_test, test, layers=LAYERS, direction=u, signal=signal)
-        gnn = LayerGNN(layer_graph(LAYERS), FEATURES, 2, key=k_head, hidden=16)
+        gnn = LayerGNN(layer_graph(LAYERS), FEATURES, 2, key=k_head, hidden=SYNTHETIC_HIDDEN)
         probe = LayerProbe(LAYERS, FEATURES, 2, layer=-1, key=k_head)
         hp = {"steps": steps, "learning_rate": 1e-2, "weight_decay": 1e-2}
         return (
@@ -405,13 +702,19 @@ def plot_few_shot(outcome: Outcome, path: Path) -> None:
 def plot_contributions(outcome: Outcome, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    per_task = outcome.extras["mean_attribution"]
-    fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    width = 0.8 / len(per_task)
-    for i, (name, attr) in enumerate(per_task.items()):
-        ax.bar(np.arange(len(attr)) + i * width, attr, width, label=name)
-    ax.set_xlabel("layer (0 = embeddings)")
-    ax.set_ylabel("accuracy drop when occluded")
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
+    for ax, key, title in (
+        (axes[0], "mean_shapley", "Shapley value"),
+        (axes[1], "mean_occlusion", "occlusion drop (one layer at a time)"),
+    ):
+        per_task = outcome.extras[key]
+        width = 0.8 / len(per_task)
+        for i, (name, attr) in enumerate(per_task.items()):
+            ax.bar(np.arange(len(attr)) + i * width, attr, width, label=name)
+        ax.axhline(0.0, color="k", lw=0.5)
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_title(title, fontsize=9)
+    axes[0].set_ylabel("test accuracy")
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

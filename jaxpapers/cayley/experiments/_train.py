@@ -1,5 +1,8 @@
 """Every head trained on a grid of (task, seed) cells per training-set size; one program per group
-of heads that differ only in traced data (``_programs``)."""
+of heads that differ only in traced data (``_programs``). The linear probes and the one-node layer
+GNNs (the nonlinear single-layer baseline) train on every layer in one program each; the
+Cayley-Encoder of ``vs_lora`` trains at every learning rate of its grid in one program
+(:func:`tune_heads`, the rate traced per cell)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from flax import nnx
 from jaxpapers.cayley import (
     AttentionPooling,
     LayerGNN,
+    LayerGraph,
     LayerProbe,
     fit_head,
     layer_graph,
@@ -56,21 +60,40 @@ def _probe(key, *, layers, features, hidden):
     return LayerProbe(1, features, NUM_CLASSES, layer=0, key=key)
 
 
+#: One node, no edges: the graph of a one-node layer GNN.
+ONE_NODE = LayerGraph(np.zeros(0, np.int32), np.zeros(0, np.int32), 1, 1)
+
+
+def _single_node(key, *, layers, features, hidden):
+    """The layer GNN on one layer: a one-node graph (no messages), so each of its rounds is a
+    residual ``h + gelu(W_u h)``, a nonlinear head of the Cayley-Encoder's width, rounds,
+    node embedding and read-out on a single layer's features."""
+    del layers
+    return LayerGNN(ONE_NODE, features, NUM_CLASSES, key=key, hidden=hidden)
+
+
+def subgraph_mask(complete: LayerGraph, graph: LayerGraph) -> np.ndarray:
+    """``graph``'s edges as a bool mask over ``complete``'s (in their order); both graphs have
+    the same nodes, so a head on ``complete`` with the other edges left out (:class:`_Switched`)
+    is the head on ``graph``, with the same initial weights for a key."""
+    if graph.num_nodes != complete.num_nodes:
+        raise ValueError(f"graph has {graph.num_nodes} nodes; expected {complete.num_nodes}")
+    pairs = list(zip(complete.senders.tolist(), complete.receivers.tolist(), strict=True))
+    kept = set(zip(graph.senders.tolist(), graph.receivers.tolist(), strict=True))
+    mask = np.array([p in kept for p in pairs])
+    # every edge of graph is a complete one (no self-loops), and in the same order
+    assert [p for p, m in zip(pairs, mask, strict=True) if m] == sorted(kept)
+    assert np.array_equal(np.array(sorted(kept)).T, np.stack([graph.senders, graph.receivers]))
+    return mask
+
+
 def _seven_node_edges(layers: int) -> tuple[np.ndarray, np.ndarray]:
     """The truncated Cayley graph's edges as a mask over the complete graph's (in their order):
     both graphs have the ``L`` layer nodes only and the same initial weights for a key, so the
     truncated head is the fully connected one with the other edges left out."""
     complete = layer_graph(layers, topology="complete")
-    truncated = layer_graph(layers, virtual=False)
-    pairs = list(zip(complete.senders.tolist(), complete.receivers.tolist(), strict=True))
-    kept = set(zip(truncated.senders.tolist(), truncated.receivers.tolist(), strict=True))
-    mask = np.array([p in kept for p in pairs])
-    # every truncated edge is a complete one (no self-loops), and in the same order
-    assert [p for p, m in zip(pairs, mask, strict=True) if m] == sorted(kept)
-    assert np.array_equal(
-        np.array(sorted(kept)).T, np.stack([truncated.senders, truncated.receivers])
-    )
-    return np.ones(len(pairs), bool), mask
+    mask = subgraph_mask(complete, layer_graph(layers, virtual=False))
+    return np.ones(len(mask), bool), mask
 
 
 def _cayley_cells(key, *, variant, layers, features, hidden):
@@ -121,30 +144,18 @@ def _over_cells(fn, *cells):
     return jax.lax.map(lambda args: fn(*args), cells)
 
 
-def _train_one(make, hp, key, x, y, w, task, x_val, y_val, x_test, y_test, *, occlusion=False):
-    """Fit one head; validation and test accuracy (and the occlusion drops) from one forward pass.
-
-    The evaluations share a single batched forward (validation, test and, with ``occlusion``,
-    the ``L`` occluded copies of the test set of :func:`~jaxpapers.cayley.layer_attribution`:
-    layer ``l`` set to its test-set mean): each separate forward of a head is another copy of
-    its graph code for XLA to compile.
-    """
+def _train_one(make, hp, key, x, y, w, task, x_val, y_val, x_test, y_test, *, keep_params=False):
+    """Fit one head; validation and test accuracy from one forward pass (each separate forward
+    of a head is another copy of its graph code for XLA to compile), and with ``keep_params``
+    the trained parameters (a pure dict; the layer contributions are measured on them)."""
     fit = fit_head(make(key), x, y, weights=w, **hp)
     xv, yv, xt, yt = x_val[task], y_val[task], x_test[task], y_test[task]
-    n_val, n_test, layers = xv.shape[0], xt.shape[0], xt.shape[1]
-    inputs, labels = [xv, xt], [yv, yt]
-    if occlusion:
-        hide = jnp.eye(layers, dtype=bool)[:, None, :, None]
-        occluded = jnp.where(hide, jnp.mean(xt, axis=0)[None, None], xt[None])
-        inputs.append(occluded.reshape(layers * n_test, *xt.shape[1:]))
-        labels.append(jnp.tile(yt, layers))
-    logits = jax.vmap(fit.head)(jnp.concatenate(inputs))
-    correct = (jnp.argmax(logits, -1) == jnp.concatenate(labels)).astype(jnp.float32)
+    n_val, n_test = xv.shape[0], xt.shape[0]
+    logits = jax.vmap(fit.head)(jnp.concatenate([xv, xt]))
+    correct = (jnp.argmax(logits, -1) == jnp.concatenate([yv, yt])).astype(jnp.float32)
     val, test = jnp.mean(correct[:n_val]), jnp.mean(correct[n_val : n_val + n_test])
-    attr = None
-    if occlusion:
-        attr = test - jnp.mean(correct[n_val + n_test :].reshape(layers, n_test), axis=1)
-    return val, test, attr, fit.finite
+    params = nnx.state(fit.head, nnx.Param).to_pure_dict() if keep_params else None
+    return val, test, params, fit.finite
 
 
 class _Switched(LayerGNN):
@@ -177,25 +188,31 @@ class _Switched(LayerGNN):
         return super().__call__(x, edge_mask=mask)
 
 
-def _cells(one, top, seed, task, row, n, variant, x_top, y_top):
-    """``one(key, x, y, w, task, variant)`` over the cells: cell ``c`` trains on row ``row[c]`` of
-    the (task, seed) grid's largest training sets, its first ``n[c]`` examples weighted 1 and the
-    rest 0; its key is ``fold_in(key(seed[c]), task[c])``."""
+def _cells(one, top, seed, task, row, n, variant, lr, x_top, y_top):
+    """``one(key, x, y, w, task, variant, lr)`` over the cells: cell ``c`` trains on row
+    ``row[c]`` of the (task, seed) grid's largest training sets, its first ``n[c]`` examples
+    weighted 1 and the rest 0; its key is ``fold_in(key(seed[c]), task[c])``; ``lr`` is ``None``
+    (the program's learning rate) or one learning rate per cell."""
 
-    def cell(seed, task, row, n, variant):
+    def cell(seed, task, row, n, variant, lr):
         key = jax.random.fold_in(jax.random.key(seed), task)
         w = (jnp.arange(top) < n).astype(x_top.dtype)
-        return one(key, x_top[row], y_top[row], w, task, variant)
+        return one(key, x_top[row], y_top[row], w, task, variant, lr)
 
-    return _over_cells(cell, seed, task, row, n, variant)
+    return _over_cells(cell, seed, task, row, n, variant, lr)
+
+
+def _with_lr(hp, lr):
+    """The static settings ``hp`` (a tuple of pairs) as a dict, with a cell's learning rate."""
+    return dict(hp) if lr is None else {**dict(hp), "learning_rate": lr}
 
 
 @partial(jax.jit, static_argnames=("make", "hp"))
 def _graph_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test):
-    def one(key, x, y, w, task, variant):
+    def one(key, x, y, w, task, variant, lr):
         return _train_one(
             partial(make, variant=variant),
-            dict(hp),
+            _with_lr(hp, lr),
             key,
             x,
             y,
@@ -205,29 +222,32 @@ def _graph_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test):
             y_val,
             x_test,
             y_test,
-            occlusion=True,
+            keep_params=True,
         )
 
     return _cells(one, x_top.shape[1], *cells, x_top, y_top)
 
 
-@partial(jax.jit, static_argnames=("make", "hp"))
-def _probe_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test):
-    """Probes on each layer and on the layer mean: inputs ``j = 0 .. L-1`` and ``L`` (mean)."""
+@partial(jax.jit, static_argnames=("make", "hp", "with_mean"))
+def _probe_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test, with_mean=True):
+    """A head on each layer alone, inputs ``j = 0 .. L-1``, and with ``with_mean`` on the layer
+    mean (input ``L``): the linear probes, and the one-node layer GNNs (``with_mean=False``)."""
 
-    def with_mean(a):
+    def add_mean(a):
+        if not with_mean:
+            return a
         return jnp.concatenate([a, jnp.mean(a, axis=-2, keepdims=True)], axis=-2)
 
-    xv, xt = with_mean(x_val), with_mean(x_test)
+    xv, xt = add_mean(x_val), add_mean(x_test)
 
-    def one(key, x, y, w, task, variant):
+    def one(key, x, y, w, task, variant, lr):
         del variant
-        xs = with_mean(x)
+        xs = add_mean(x)
 
         def per_input(j):
             pick = partial(jax.lax.dynamic_slice_in_dim, start_index=j, slice_size=1, axis=-2)
             val, test, _, finite = _train_one(
-                make, dict(hp), key, pick(xs), y, w, task, pick(xv), y_val, pick(xt), y_test
+                make, _with_lr(hp, lr), key, pick(xs), y, w, task, pick(xv), y_val, pick(xt), y_test
             )
             return val, test, finite
 
@@ -264,10 +284,11 @@ class HeadRun(NamedTuple):
     """One head trained at one training-set size on every (task, seed) cell.
 
     Attributes:
-      val, test: ``[cells]`` accuracies (probes: ``[cells, L + 1]``, the last input being the
-        layer mean), float64.
+      val, test: ``[cells]`` accuracies (probes and one-node heads: ``[cells, inputs]``, one per
+        layer, the probes' last input being the layer mean), float64.
       finite: ``[cells]`` whether every training step was finite.
-      attr: ``[cells, L]`` occlusion drops on the test set (layer heads; ``None`` for probes).
+      params: the trained parameters of the layer heads (a pure dict, leading axis ``[cells]``;
+        ``None`` for probes).
       seconds_per_step, cpu_seconds_per_step: wall and CPU seconds of the head's program per
         training step of one cell (every cell padded to the largest size; the evaluation and the
         program's compile, or its load from the compilation cache, included).
@@ -276,7 +297,7 @@ class HeadRun(NamedTuple):
     val: np.ndarray
     test: np.ndarray
     finite: np.ndarray
-    attr: np.ndarray | None = None
+    params: Any = None
     seconds_per_step: float = math.nan
     cpu_seconds_per_step: float = math.nan
 
@@ -286,9 +307,11 @@ class Grid(NamedTuple):
 
     Attributes:
       cells: the ``(task, seed)`` cells, in the order of the arrays' leading axis.
-      params: trainable scalars of each head (every head of :data:`GRAPH_HEADS` and the probe).
+      params: trainable scalars of each head (every head of :data:`GRAPH_HEADS`, the probe and
+        the one-node layer GNN).
       heads: ``{head: {training-set size: HeadRun}}`` of the layer heads trained.
       probes: ``{training-set size: HeadRun}`` of the probes on each layer and the layer mean.
+      single: ``{training-set size: HeadRun}`` of the one-node layer GNNs on each layer.
       lm_params: parameters of the frozen LM (0 until the caller fills it in).
     """
 
@@ -296,7 +319,61 @@ class Grid(NamedTuple):
     params: dict[str, int]
     heads: dict[str, dict[int, HeadRun]]
     probes: dict[int, HeadRun]
+    single: dict[int, HeadRun]
     lm_params: int = 0
+
+
+class _Cells(NamedTuple):
+    """The (task, seed) cells of a grid and their largest training sets (device arrays)."""
+
+    seed: np.ndarray
+    task: np.ndarray
+    data: tuple
+
+
+def _cell_data(splits, cells, top: int) -> _Cells:
+    """Each cell's training set: the first ``top`` of its seeded order (:func:`cell_order`), and
+    the validation and test splits, as device arrays."""
+    task_arr = np.array([k for k, _ in cells], np.int32)
+    seed_arr = np.array([r for _, r in cells], np.int32)
+    pool = splits.x_train.shape[1]
+    perms = np.stack([cell_order(k, r, pool) for k, r in cells])
+    x_top = splits.x_train[task_arr[:, None], perms[:, :top]]
+    y_top = splits.y_train[task_arr[:, None], perms[:, :top]]
+    data = (x_top, y_top, splits.x_val, splits.y_val, splits.x_test, splits.y_test)
+    return _Cells(seed_arr, task_arr, tuple(jnp.asarray(a) for a in data))
+
+
+def _cell_arrays(cells: _Cells, groups) -> tuple:
+    """Per-cell arrays (host-side) of ``groups``, each ``(n, switch, lr)`` a copy of the cells
+    (``lr`` ``None`` in every group: the program's learning rate)."""
+    reps, g = len(groups), len(cells.seed)
+    switches = [s for _, s, _ in groups]
+    lrs = [lr for _, _, lr in groups]
+    return (
+        np.tile(cells.seed, reps),
+        np.tile(cells.task, reps),
+        np.tile(np.arange(g, dtype=np.int32), reps),
+        np.repeat(np.array([n for n, _, _ in groups], np.int32), g),
+        None if switches[0] is None else np.repeat(np.stack(switches), g, axis=0),
+        None if lrs[0] is None else np.repeat(np.array(lrs, np.float32), g),
+    )
+
+
+def _split_groups(out, groups, g: int):
+    """The program's outputs of each group of ``g`` cells, accuracies as float64."""
+
+    def host(a):
+        if isinstance(a, dict):  # trained parameters: kept in their own dtype
+            return jax.tree.map(np.asarray, a)
+        a = np.asarray(a)
+        return a.astype(np.float64) if a.dtype.kind == "f" else a
+
+    out = [None if a is None else host(a) for a in out]
+    return [
+        [None if a is None else jax.tree.map(lambda v, i=i: v[i * g : (i + 1) * g], a) for a in out]
+        for i in range(len(groups))
+    ]
 
 
 def run_grid(
@@ -315,7 +392,8 @@ def run_grid(
     Every size is one compiled program per head, mapped over the (size, task, seed) cells; the
     training examples of a (task, seed) cell are the first ``n`` of a seeded order of the task's
     training pool (:func:`cell_order`), the rest padded in with weight 0. ``heads``: the heads of
-    :data:`GRAPH_HEADS` trained (``params`` counts every one).
+    :data:`GRAPH_HEADS` trained (``params`` counts every one). The linear probes and the one-node
+    layer GNNs are trained on every layer at every size.
     """
     num_tasks, pool, layers, features = splits.x_train.shape
     if max(shots) > pool:
@@ -323,9 +401,6 @@ def run_grid(
     if set(heads) - set(GRAPH_HEADS):
         raise ValueError(f"heads={heads}; expected some of {tuple(GRAPH_HEADS)}")
     grid = tuple((k, r) for k in range(num_tasks) for r in seeds)
-    task_arr = np.array([k for k, _ in grid], np.int32)
-    seed_arr = np.array([r for _, r in grid], np.int32)
-    perms = np.stack([cell_order(k, r, pool) for k, r in grid])
     hp = (("steps", steps), ("learning_rate", learning_rate), ("weight_decay", weight_decay))
     sizes = {"layers": layers, "features": features, "hidden": hidden}
     top = max(shots)
@@ -333,31 +408,8 @@ def run_grid(
     # the largest training set with the examples beyond n weighted 0: all sizes are cells of one
     # program per head (a compile costs more than the padded steps), and so are the heads that
     # differ only in a traced switch (``_programs``).
-    x_top = splits.x_train[task_arr[:, None], perms[:, :top]]
-    y_top = splits.y_train[task_arr[:, None], perms[:, :top]]
-    data = (x_top, y_top, splits.x_val, splits.y_val, splits.x_test, splits.y_test)
-    data = tuple(jnp.asarray(a) for a in data)
-
-    def cells_for(groups):
-        """Per-cell arrays (host-side) of ``groups``, each ``(n, switch)`` a copy of ``grid``."""
-        reps, g = len(groups), len(grid)
-        switches = [s for _, s in groups]
-        return (
-            np.tile(seed_arr, reps),
-            np.tile(task_arr, reps),
-            np.tile(np.arange(g, dtype=np.int32), reps),
-            np.repeat(np.array([n for n, _ in groups], np.int32), g),
-            None if switches[0] is None else np.repeat(np.stack(switches), g, axis=0),
-        )
-
-    def split_groups(out, groups):
-        """The program's outputs of each group, accuracies as float64 (the rows' precision)."""
-        out = [None if a is None else np.asarray(a) for a in out]
-        out = [a.astype(np.float64) if a is not None and a.dtype.kind == "f" else a for a in out]
-        g = len(grid)
-        return [
-            [None if a is None else a[i * g : (i + 1) * g] for a in out] for i in range(len(groups))
-        ]
+    cells = _cell_data(splits, grid, top)
+    g = len(grid)
 
     results: dict[str, dict[int, HeadRun]] = {}
     for make, switches in _programs(layers).values():
@@ -366,30 +418,68 @@ def run_grid(
             if name not in heads:
                 continue
             for n in shots if name in FEW_SHOT_HEADS else (top,):
-                groups.append((n, switch))
+                groups.append((n, switch, None))
                 names.append((name, n))
         if not groups:
             continue
-        cells = cells_for(groups)
-        (val, test, attr, finite), wall, cpu = _timed(
-            _graph_grid, partial(make, **sizes), hp, cells, *data
-        )
-        per_step = len(cells[0]) * steps
-        for (name, n), (v, t, a, f) in zip(
-            names, split_groups((val, test, attr, finite), groups), strict=True
-        ):
-            results.setdefault(name, {})[n] = HeadRun(v, t, f, a, wall / per_step, cpu / per_step)
+        arrays = _cell_arrays(cells, groups)
+        out, wall, cpu = _timed(_graph_grid, partial(make, **sizes), hp, arrays, *cells.data)
+        per_step = len(arrays[0]) * steps
+        for (name, n), (v, t, p, f) in zip(names, _split_groups(out, groups, g), strict=True):
+            results.setdefault(name, {})[n] = HeadRun(v, t, f, p, wall / per_step, cpu / per_step)
     results = {name: results[name] for name in GRAPH_HEADS if name in heads}
     params = {name: _param_count(partial(GRAPH_HEADS[name], **sizes)) for name in GRAPH_HEADS}
-    make = partial(_probe, **sizes)
-    groups = [(n, None) for n in shots]
-    val, test, finite = _probe_grid(make, hp, cells_for(groups), *data)
-    probes = {
-        n: HeadRun(v, t, f)
-        for n, (v, t, f) in zip(shots, split_groups((val, test, finite), groups), strict=True)
-    }
-    params["linear probe"] = _param_count(make)
-    return Grid(grid, params, results, probes)
+    groups = [(n, None, None) for n in shots]
+    layerwise = {}
+    for name, make, with_mean in (("probes", _probe, True), ("single", _single_node, False)):
+        make = partial(make, **sizes)
+        val, test, finite = _probe_grid(
+            make, hp, _cell_arrays(cells, groups), *cells.data, with_mean=with_mean
+        )
+        layerwise[name] = {
+            n: HeadRun(v, t, f)
+            for n, (v, t, f) in zip(
+                shots, _split_groups((val, test, finite), groups, g), strict=True
+            )
+        }
+        params[{"probes": "linear probe", "single": "one-node GNN"}[name]] = _param_count(make)
+    return Grid(grid, params, results, layerwise["probes"], layerwise["single"])
+
+
+def tune_heads(
+    splits,
+    *,
+    task: int,
+    shots,
+    seeds,
+    learning_rates,
+    steps,
+    weight_decay,
+    hidden,
+) -> dict[int, HeadRun]:
+    """The Cayley-Encoder of task ``task``'s cells at every size of ``shots`` and every learning
+    rate of ``learning_rates`` (one compiled program, the learning rate traced per cell).
+
+    Returns ``{n: HeadRun}`` with ``val``/``test`` of shape ``[seeds, learning rates]``.
+    """
+    _, _, layers, features = splits.x_train.shape
+    grid = tuple((task, r) for r in seeds)
+    cells = _cell_data(splits, grid, max(shots))
+    hp = (("steps", steps), ("weight_decay", weight_decay))
+    groups = [(n, np.False_, lr) for n in shots for lr in learning_rates]
+    arrays = _cell_arrays(cells, groups)
+    sizes = {"layers": layers, "features": features, "hidden": hidden}
+    out, wall, cpu = _timed(_graph_grid, partial(_cayley_cells, **sizes), hp, arrays, *cells.data)
+    parts = _split_groups(out, groups, len(grid))
+    per_step = (wall / (len(arrays[0]) * steps), cpu / (len(arrays[0]) * steps))
+    runs = {}
+    for i, n in enumerate(shots):
+        mine = parts[i * len(learning_rates) : (i + 1) * len(learning_rates)]
+        val = np.stack([p[0] for p in mine], axis=1)
+        test = np.stack([p[1] for p in mine], axis=1)
+        finite = np.stack([p[3] for p in mine], axis=1)
+        runs[n] = HeadRun(val, test, finite, None, *per_step)
+    return runs
 
 
 def probe_rows(probes: HeadRun, layers: int) -> dict[str, np.ndarray]:
@@ -401,6 +491,23 @@ def probe_rows(probes: HeadRun, layers: int) -> dict[str, np.ndarray]:
         "best single layer": test[np.arange(len(best)), best],
         "mean over layers": test[:, layers],
         "best layer index": best,
+    }
+
+
+#: Rows of the one-node layer GNN (:func:`single_rows`).
+SINGLE = "best single layer (1-node GNN)"
+SINGLE_LAST = "last layer (1-node GNN)"
+
+
+def single_rows(single: HeadRun) -> dict[str, np.ndarray]:
+    """The one-node layer GNN on the layer of highest validation accuracy (chosen per cell, as
+    the best single layer's probe is), and on the last layer."""
+    val, test = np.asarray(single.val), np.asarray(single.test)
+    best = np.argmax(val, axis=1)
+    return {
+        SINGLE: test[np.arange(len(best)), best],
+        SINGLE_LAST: test[:, -1],
+        "best layer index (1-node GNN)": best,
     }
 
 

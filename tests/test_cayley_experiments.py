@@ -1,0 +1,366 @@
+"""P03 issue 36: the nonlinear single-layer baseline, Shapley values over layers and their sanity
+beds, the tuned LoRA protocol, and the deep synthetic bed of the topology comparison."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import tolerance
+
+from jaxpapers.cayley import (
+    LayerGNN,
+    LayerProbe,
+    coalition_accuracy,
+    fit_head,
+    layer_attribution,
+    layer_graph,
+    layer_shapley,
+    shapley_values,
+)
+from jaxpapers.core.pytrees import count_params
+from jaxpapers.core.verdicts import RowStats
+
+
+def _rows(values: dict[str, list[float]]):
+    return {k: RowStats.from_values(k, "row", v) for k, v in values.items()}
+
+
+def _experiments():
+    from jaxpapers.core.experiment import experiments_for
+
+    return {e.id: e for e in experiments_for("P03")}
+
+
+# ------------------------------------------------------------------------------------------------
+# Shapley values over layers
+# ------------------------------------------------------------------------------------------------
+
+
+def _brute_force_shapley(v: np.ndarray) -> np.ndarray:
+    """Average marginal contribution over every order of the players (float64)."""
+    players = int(np.log2(len(v)))
+    phi = np.zeros(players)
+    orders = list(itertools.permutations(range(players)))
+    for order in orders:
+        coalition = 0
+        for p in order:
+            phi[p] += v[coalition | (1 << p)] - v[coalition]
+            coalition |= 1 << p
+    return phi / len(orders)
+
+
+def test_shapley_values_against_every_order():
+    v = np.random.default_rng(0).normal(size=2**4)
+    got = np.asarray(shapley_values(jnp.asarray(v, jnp.float32)))
+    np.testing.assert_allclose(got, _brute_force_shapley(v), **tolerance(np.float32, 10))
+    np.testing.assert_allclose(got.sum(), v[-1] - v[0], **tolerance(np.float32, 10))  # efficiency
+    batched = np.asarray(shapley_values(jnp.stack([jnp.asarray(v), -jnp.asarray(v)])))
+    np.testing.assert_allclose(batched[1], -got, **tolerance(np.float32, 10))
+    with pytest.raises(ValueError, match="expected 2\\^L"):
+        shapley_values(jnp.ones(6))
+
+
+def test_coalition_accuracy_against_numpy():
+    x = jax.random.normal(jax.random.key(0), (40, 3, 2))
+    y = (x[:, 2, 1] + x[:, 0, 0] > 0).astype(jnp.int32)
+    head = LayerProbe(3, 2, 2, layer=None, key=jax.random.key(1))
+    got = np.asarray(coalition_accuracy(head, x, y))
+    w = np.asarray(head.linear.weight[...], np.float64)
+    b = np.asarray(head.linear.bias[...], np.float64)
+    xn, yn = np.asarray(x, np.float64), np.asarray(y)
+    want = []
+    for c in range(8):
+        kept = xn.copy()
+        for layer in range(3):
+            if not (c >> layer) & 1:
+                kept[:, layer] = xn[:, layer].mean(0)
+        want.append(np.mean(np.argmax(kept.mean(1) @ w.T + b, -1) == yn))
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    res = layer_shapley(head, x, y)
+    np.testing.assert_allclose(np.asarray(res.values), _brute_force_shapley(got), atol=1e-5)
+    # the one-at-a-time occlusion is the coalitions of all layers but one
+    np.testing.assert_allclose(
+        np.asarray(res.occlusion()), np.asarray(layer_attribution(head, x, y)), atol=1e-6
+    )
+
+
+def _redundant_pair():
+    """Layers 0 and 1 hold the same copy of the label signal, layer 2 nothing; a head reading
+    the mean of the layers (so both copies at once). Symmetric data: the layer means are 0."""
+    z = jax.random.normal(jax.random.key(0), (200, 2))
+    z = jnp.concatenate([z, -z])
+    x = jnp.stack([z, z, jnp.zeros_like(z)], axis=1)
+    y = (z[:, 0] > 0).astype(jnp.int32)
+    head = LayerProbe(3, 2, 2, layer=None, key=jax.random.key(1))
+    head.linear.weight.set_value(jnp.array([[0.0, 0.0], [1.0, 0.0]]))
+    head.linear.bias.set_value(jnp.zeros(2))
+    return head, x, y
+
+
+def test_shapley_credits_redundant_layers_that_occlusion_misses():
+    """Issue 36: occluding one layer at a time (the former ``layer_contributions`` measure) sees
+    nothing in two layers holding the same information; their Shapley values split the gain."""
+    from jaxpapers.cayley.experiments._run import MEANINGFUL_SHARE
+
+    head, x, y = _redundant_pair()
+    occlusion = np.asarray(layer_attribution(head, x, y))
+    assert occlusion.max() <= 1.0 / len(y)  # the former measure: no layer contributes
+    res = layer_shapley(head, x, y)
+    gain = float(res.coalitions[-1] - res.coalitions[0])
+    assert gain > 0.4
+    shares = np.asarray(res.values) / gain
+    assert shares[0] >= MEANINGFUL_SHARE and shares[1] >= MEANINGFUL_SHARE
+    np.testing.assert_allclose(shares, [0.5, 0.5, 0.0], atol=0.02)
+
+
+def test_layer_shapley_rejects_too_many_layers():
+    head = LayerProbe(13, 1, 2, layer=0, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="at most 12 layers"):
+        layer_shapley(head, jnp.ones((4, 13, 1)), jnp.zeros(4, jnp.int32))
+
+
+def test_contribution_bed_carriers_hold_one_copy():
+    from jaxpapers.cayley.experiments._beds import COPY_LAYERS, contribution_bed
+
+    x, y = contribution_bed(jax.random.key(0), 64, carriers=COPY_LAYERS)
+    a, b = COPY_LAYERS
+    np.testing.assert_array_equal(np.asarray(x[:, a]), np.asarray(x[:, b]))
+    assert not np.allclose(np.asarray(x[:, 0]), np.asarray(x[:, 1]))
+    assert x.shape == (64, 7, 16) and set(np.asarray(y).tolist()) == {0, 1}
+
+
+def test_contribution_rules_can_fail():
+    """The sanity must fail when the measure does not rank the carrier first or leaves a copy
+    without a share; layer_contributions needs two layers with a meaningful share each."""
+    exps = _experiments()
+    sanity = exps["contributions_sanity"]
+    assert exps["layer_contributions"].requires == ("contributions_sanity",)
+    good = {
+        "carrier's lead (one carrier)": [0.15, 0.2, 0.18, 0.22, 0.17],
+        "mean noise-layer share (one carrier)": [0.01, -0.02, 0.0, 0.02, -0.01],
+        "copy in layer 2": [0.14, 0.15, 0.13, 0.16, 0.15],
+        "copy in layer 5": [0.15, 0.14, 0.16, 0.13, 0.14],
+        "gain (two copies)": [0.3, 0.3, 0.3, 0.3, 0.3],
+    }
+    assert sanity.rule.decide(_rows(good), False) == "holds"
+    behind = good | {"carrier's lead (one carrier)": [-0.05, -0.02, -0.04, -0.03, -0.06]}
+    assert sanity.rule.decide(_rows(behind), False) == "does not hold"
+    occluded = good | {"copy in layer 2": [0.0, 0.002, -0.002, 0.0, 0.001]}  # occlusion's answer
+    assert sanity.rule.decide(_rows(occluded), False) == "does not hold"
+    uniform = good | {"mean noise-layer share (one carrier)": [1 / 7] * 5}  # credit spread evenly
+    assert sanity.rule.decide(_rows(uniform), False) == "does not hold"
+
+    rule = exps["layer_contributions"].rule
+    even = {f"layer {i}": [0.04 + 0.002 * s for s in range(5)] for i in range(7)}
+    even["all layers"] = [0.28 + 0.014 * s for s in range(5)]
+    assert rule.decide(_rows(even), False) == "holds"
+    one = {
+        k: ([0.001, -0.001, 0.0, 0.002, 0.0] if k != "all layers" else v) for k, v in even.items()
+    }
+    one["layer 3"] = even["all layers"]
+    assert rule.decide(_rows(one), False) == "does not hold"
+
+
+def test_at_least_rule():
+    from jaxpapers.cayley.experiments._rules import AtLeast
+    from jaxpapers.core.verdicts import Threshold
+
+    rows = _rows({"a": [1.0, 1.1, 0.9], "b": [0.0, 2.0, -1.0], "c": [-1.0, -1.1, -0.9]})
+    parts = tuple(Threshold(n, 0.0, below=False) for n in "abc")
+    assert AtLeast(1, parts).decide(rows, False) == "holds"
+    assert AtLeast(2, parts).decide(rows, False) == "inconclusive"  # b undecided
+    assert AtLeast(3, parts).decide(rows, False) == "does not hold"  # c fails
+    assert AtLeast(2, parts).evaluate(rows, False).comparisons[0].rule.startswith("a > 0")
+    with pytest.raises(ValueError, match="k=4"):
+        AtLeast(4, parts)
+
+
+# ------------------------------------------------------------------------------------------------
+# The nonlinear single-layer baseline
+# ------------------------------------------------------------------------------------------------
+
+
+def test_single_node_gnn_is_the_heads_mlp_on_one_layer():
+    """The one-node layer GNN has no messages: each round is ``h + gelu(W_u h + b_u)`` from
+    ``h = P x + b_P + e``, then the read-out; the Cayley head's width, rounds and initialiser."""
+    from jaxpapers.cayley.experiments._train import _single_node
+
+    head = _single_node(jax.random.key(0), layers=7, features=5, hidden=4)
+    x = jax.random.normal(jax.random.key(1), (1, 5))
+    got = np.asarray(head(x))
+
+    def lin(layer, v):
+        out = np.asarray(layer.weight[...], np.float64) @ v
+        return out if layer.bias is None else out + np.asarray(layer.bias[...], np.float64)
+
+    def gelu(v):  # jax.nn.gelu's default tanh approximation
+        return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))
+
+    h = lin(head.proj, np.asarray(x[0], np.float64)) + np.asarray(head.node_embedding[...][0])
+    for upd in head.update:
+        h = h + gelu(lin(upd, h))
+    np.testing.assert_allclose(got, lin(head.readout, h), **tolerance(np.float32, 10))
+    cayley = LayerGNN(layer_graph(7), 5, 4, key=jax.random.key(0), hidden=4)
+    assert count_params(head) == count_params(cayley) - 23 * 4  # 23 fewer node embeddings
+
+
+def test_best_single_layer_is_chosen_on_validation_not_test():
+    from jaxpapers.cayley.experiments._train import SINGLE, HeadRun, single_rows
+
+    val = np.array([[0.5, 0.9, 0.6], [0.7, 0.6, 0.8]])
+    test = np.array([[0.9, 0.55, 0.6], [0.95, 0.9, 0.5]])
+    rows = single_rows(HeadRun(val, test, np.ones(2, bool)))
+    np.testing.assert_array_equal(rows[SINGLE], [0.55, 0.5])
+    np.testing.assert_array_equal(rows["best layer index (1-node GNN)"], [1, 2])
+
+
+def test_layer_rules_compare_with_the_nonlinear_single_layer():
+    """A Cayley-Encoder ahead of the linear best single layer but not of the one-node GNN on it
+    (same width and training) does not pass few_shot or probe_accuracy."""
+    from jaxpapers.cayley.experiments import SHOTS
+    from jaxpapers.cayley.experiments._run import GNN, SINGLE
+
+    exps = _experiments()
+    base = [0.70, 0.74, 0.68, 0.72, 0.71]
+    up = [v + 0.05 for v in base]
+    rows = {}
+    for s in SHOTS:
+        rows |= {f"{GNN} @{s}": up, f"{SINGLE} @{s}": up, f"best single layer @{s}": base}
+        rows |= {f"fully connected GNN @{s}": base, f"last-layer probe @{s}": base}
+    assert exps["few_shot"].rule.decide(_rows(rows), False) != "holds"
+    rows |= {f"{SINGLE} @{s}": base for s in SHOTS}
+    assert exps["few_shot"].rule.decide(_rows(rows), False) == "holds"
+
+    ahead = [v + 0.1 for v in base]
+    probe = {GNN: ahead, "fully connected GNN": [v + 0.08 for v in base], SINGLE: ahead}
+    probe |= {"best single layer": [v + 0.02 for v in base], "last-layer probe": base}
+    assert exps["probe_accuracy"].rule.decide(_rows(probe), False) == "does not hold"
+    probe[SINGLE] = [v + 0.03 for v in base]
+    assert exps["probe_accuracy"].rule.decide(_rows(probe), False) == "holds"
+
+
+# ------------------------------------------------------------------------------------------------
+# Tuned LoRA and the tuned Cayley-Encoder of vs_lora
+# ------------------------------------------------------------------------------------------------
+
+
+def test_fit_head_takes_a_traced_learning_rate():
+    """One program trains a grid of learning rates (vmap), the same as separate runs."""
+    x = jax.random.normal(jax.random.key(0), (32, 3, 4))
+    y = (x[:, 1, 0] > 0).astype(jnp.int32)
+    rates = jnp.array([1e-3, 3e-2])
+
+    def run(lr):
+        probe = LayerProbe(3, 4, 2, layer=1, key=jax.random.key(1))
+        return fit_head(probe, x, y, steps=20, learning_rate=lr).losses
+
+    together = np.asarray(jax.jit(jax.vmap(run))(rates))
+    for i, lr in enumerate((1e-3, 3e-2)):
+        np.testing.assert_allclose(together[i], np.asarray(run(lr)), **tolerance(np.float32, 10))
+    assert together[1, -1] < together[0, -1]
+
+
+def test_lora_cells_use_the_heads_steps_and_validation_texts(monkeypatch):
+    """LoRA trains the heads' steps; it is tuned on the validation split (never the test texts)
+    with one learning rate per cell of the grid, on the cells' own training texts."""
+    from jaxpapers.cayley.experiments import SIZES, _run
+
+    config = SIZES["quick"]
+    seen = {}
+    monkeypatch.setattr(_run, "train_lora", lambda *a, **k: seen.update(args=a, kwargs=k))
+    total = config.pool + config.val + config.test
+    h = np.arange(total, dtype=np.float32)[:, None]  # each text's state is its index
+    mask, labels = np.ones((total, 1), np.int32), np.zeros(total, np.int32)
+    _run._lora_cells(
+        None, h, mask, labels, config=config, task=0, n=16, adapted=2, seeds=[3, 4],
+        rates=(1e-3, 1e-2),
+    )  # fmt: skip
+    args, kwargs = seen["args"], seen["kwargs"]
+    assert kwargs["steps"] == config.steps and kwargs["adapted"] == 2
+    np.testing.assert_array_equal(kwargs["learning_rate"], [1e-3, 1e-2, 1e-3, 1e-2])
+    h_val = kwargs["validation"][0][:, 0]
+    np.testing.assert_array_equal(h_val, np.arange(config.pool, config.pool + config.val))
+    np.testing.assert_array_equal(args[5][:, 0], np.arange(config.pool + config.val, total))
+    train = args[2][..., 0]
+    from jaxpapers.cayley.experiments._train import cell_order
+
+    np.testing.assert_array_equal(train[0], cell_order(0, 3, config.pool)[:16])
+    np.testing.assert_array_equal(train[1], train[0])  # same cell, the other learning rate
+    assert len(args[1]) == 4
+
+
+def test_tuning_grids_and_choice():
+    from jaxpapers.cayley.experiments import SIZES
+    from jaxpapers.cayley.experiments._run import _choose
+
+    for size in ("quick", "full"):
+        c = SIZES[size]
+        assert len(c.lora_learning_rates) >= 3 and len(c.lora_adapted) >= 2
+        assert 1 <= c.lora_tuning_seeds
+    assert _choose({(1, 1e-3): 0.7, (2, 1e-3): 0.8, (2, 1e-2): 0.8}) == (2, 1e-3)
+
+
+# ------------------------------------------------------------------------------------------------
+# The deep bed: Cayley graph against the complete graph at equal parameters
+# ------------------------------------------------------------------------------------------------
+
+
+def test_deep_bed_heads_differ_only_in_edges():
+    from jaxpapers.cayley.experiments._beds import DEEP_LAYERS, deep_graphs
+    from jaxpapers.cayley.experiments._train import _Switched
+
+    graphs = deep_graphs()
+    assert {h: int(m.sum()) for h, m in graphs.items()} == {
+        "Cayley-Encoder": 96,
+        "fully connected GNN": DEEP_LAYERS * (DEEP_LAYERS - 1),
+        "no-edge GNN": 0,
+    }
+    complete = layer_graph(DEEP_LAYERS, topology="complete")
+    x = jax.random.normal(jax.random.key(0), (DEEP_LAYERS, 3))
+    heads = {
+        h: _Switched(complete, 3, 2, key=jax.random.key(1), hidden=4, edge_mask=m)
+        for h, m in graphs.items()
+    }
+    assert len({count_params(h) for h in heads.values()}) == 1
+    cayley = LayerGNN(layer_graph(DEEP_LAYERS), 3, 2, key=jax.random.key(1), hidden=4)
+    assert cayley.proj.weight[...].shape == heads["Cayley-Encoder"].proj.weight[...].shape
+    np.testing.assert_allclose(
+        np.asarray(heads["Cayley-Encoder"](x)), np.asarray(cayley(x)), **tolerance(np.float32, 10)
+    )
+    empty = LayerGNN(
+        layer_graph(DEEP_LAYERS, topology="complete")._replace(
+            senders=np.zeros(0, np.int32), receivers=np.zeros(0, np.int32)
+        ),
+        3,
+        2,
+        key=jax.random.key(1),
+        hidden=4,
+    )
+    np.testing.assert_allclose(
+        np.asarray(heads["no-edge GNN"](x)), np.asarray(empty(x)), **tolerance(np.float32, 10)
+    )
+
+
+def test_deep_topology_rule():
+    from jaxpapers.cayley.experiments._beds import DEEP_BAYES_ALL, DEEP_BAYES_ONE
+
+    assert math.isclose(DEEP_BAYES_ONE, 0.5987, abs_tol=1e-4)
+    assert math.isclose(DEEP_BAYES_ALL, 0.8897, abs_tol=1e-4)
+    rule = _experiments()["deep_topology"].rule
+    base = [0.82, 0.83, 0.84, 0.83, 0.82]
+    rows = {"fully connected GNN @64": base, "no-edge GNN @64": base}
+    assert rule.decide(_rows(rows | {"Cayley-Encoder @64": [v + 0.01 for v in base]}), False) == (
+        "holds"
+    )
+    assert rule.decide(_rows(rows | {"Cayley-Encoder @64": [v - 0.01 for v in base]}), False) == (
+        "does not hold"
+    )
+    above_bayes = [0.92, 0.93, 0.92, 0.94, 0.93]  # a leak: above the Bayes accuracy
+    assert rule.decide(_rows(rows | {"Cayley-Encoder @64": above_bayes}), False) == (
+        "does not hold"
+    )
