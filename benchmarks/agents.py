@@ -98,7 +98,7 @@ def _ivp_rows(quick: bool) -> list[dict]:
 
     pc = ivp.PersonaConfig()
     h, scenarios, batch = (256, 24, 64) if quick else (2048, 48, 256)
-    bank = ivp.make_question_bank(ivp.BankConfig(scenarios=scenarios), key=jax.random.key(0))
+    bank = ivp.make_question_bank(config=ivp.BankConfig(scenarios=scenarios), key=jax.random.key(0))
     library = ivp.profile_library(h, key=jax.random.key(1), config=pc)
     honest, desirable = ivp.answer_tables(bank, library, pc.beta)
     grid = jnp.asarray(ivp.ProberConfig().grid)

@@ -54,7 +54,9 @@ def _exact_time(n: int) -> float:
     kw, kb, kx = jax.random.split(jax.random.key(n), 3)
     w = jnp.tril(jax.random.normal(kw, (n, n)) * 0.5, k=-1) * (jax.random.uniform(kb, (n, n)) < 0.4)
     scm = LinearGaussianSCM(w)
-    game = counterfactual_game(scm, _model, scm.sample(kx, 1)[0], background=scm.sample(kb, 32))
+    game = counterfactual_game(
+        scm, _model, scm.sample(1, key=kx)[0], background=scm.sample(32, key=kb)
+    )
     return median_time(lambda g: shapley_values(g).block_until_ready(), game, repeats=3)
 
 

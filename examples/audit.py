@@ -34,7 +34,7 @@ from jaxpapers.audit import (
 )
 from jaxpapers.core.chat import OpenAIChat
 
-auditor, scorer, user = make_writer(), make_scorer(), make_writer(USER, name="user")
+auditor, scorer, user = make_writer(), make_scorer(), make_writer(config=USER, name="user")
 target = (
     OpenAIChat(model=os.environ.get("TARGET_MODEL", "target"))
     if os.environ.get("OPENAI_BASE_URL")

@@ -24,7 +24,7 @@ from jaxpapers.cfshap import (
 
 # Linear-Gaussian chain X0 -> X1 -> X2; the model reads only X2.
 scm = LinearGaussianSCM(jnp.array([[0.0, 0.0, 0.0], [1.5, 0.0, 0.0], [0.0, -2.0, 0.0]]))
-background = scm.sample(jax.random.key(0), 256)
+background = scm.sample(256, key=jax.random.key(0))
 x = jnp.array([1.0, 2.0, -3.5])
 
 

@@ -18,7 +18,7 @@ from jaxpapers import ivp
 from jaxpapers.core.chat import FunctionChatModel
 
 pc = ivp.PersonaConfig()
-bank = ivp.make_question_bank(ivp.BankConfig(scenarios=12), key=jax.random.key(0))
+bank = ivp.make_question_bank(config=ivp.BankConfig(scenarios=12), key=jax.random.key(0))
 library = ivp.profile_library(64, key=jax.random.key(1), config=pc)
 personas = ivp.sample_personas(4, 0.9, key=jax.random.key(2), config=pc)  # they conceal
 config = ivp.ProberConfig(turns=10)

@@ -59,7 +59,7 @@ train, unseen = split_profiles(world)
 @jax.jit  # one compiled program (called eagerly, every op would dispatch on its own)
 def losses(state, key):
     kb, kr = jax.random.split(key)
-    batch = draw_batch(kb, jnp.asarray(train), 4)
+    batch = draw_batch(jnp.asarray(train), 4, key=kb)
     tokens = rollout(graphdef, state, world, batch, key=kr, group_size=4)
     expanded = jax.tree.map(lambda a: jnp.repeat(a, 4, axis=0), batch)
     scores = score(world, expanded, tokens[:, PROMPT_LEN:])

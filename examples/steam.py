@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers.core.data.scenes import SceneConfig
-from jaxpapers.core.data.videos import make_videos
 from jaxpapers.steam import (
     VISConfig,
     dash_init,
@@ -24,12 +23,13 @@ from jaxpapers.steam import (
     identity_projectors,
     init_adapters,
     init_vis,
+    make_videos,
     scale_shift,
     segment,
 )
 
 cfg = VISConfig(size=16, width=8, dim=8, queries=4, experts=2, rank=2)
-graphdef, params = init_vis(cfg, key=jax.random.key(0))
+graphdef, params = init_vis(config=cfg, key=jax.random.key(0))
 scenes = SceneConfig(size=16, num_objects=2, min_radius=2.5, max_radius=4.5)
 
 
@@ -37,15 +37,16 @@ scenes = SceneConfig(size=16, num_objects=2, min_radius=2.5, max_radius=4.5)
 def demo(key):
     """One video: DASH fold check, routed STEAM decode, tracked segmentation (one compile)."""
     kv, ka, kk = jax.random.split(key, 3)
-    video = make_videos(scenes, 1, 4, key=kv, pool=jnp.array([0, 1])).image[0]
+    video = make_videos(1, 4, config=scenes, key=kv, pool=jnp.array([0, 1])).image[0]
     feats = encode(graphdef, params, video)  # [T, 8, 8, D] pixel features before DASH
     ss = dash_init(feats, jnp.zeros(cfg.dim), jnp.ones(cfg.dim))  # standardise the features
     kernel, bias = fold_scale_shift(params["neck"]["kernel"], params["neck"]["bias"], ss)
     folded = encode(graphdef, {**params, "neck": {"kernel": kernel, "bias": bias}}, video)
     fold_error = jnp.max(jnp.abs(folded - scale_shift(feats, ss)))
-    adapters = init_adapters(cfg, key=ka)
+    adapters = init_adapters(config=cfg, key=ka)
     adapters = adapters._replace(keys=jax.random.normal(kk, (cfg.experts, cfg.dim)))
-    out = decode(cfg, params, adapters, identity_projectors(cfg), feats, active=jnp.ones(2))
+    proj = identity_projectors(config=cfg)
+    out = decode(params, adapters, proj, feats, config=cfg, active=jnp.ones(2))
     return fold_error, out.video_weights, segment(out, jnp.ones(cfg.classes)).tracks
 
 

@@ -285,7 +285,7 @@ def _serve_models(parser: argparse.ArgumentParser, specs: Sequence[str]) -> dict
                 auditor=make_writer(),
                 target=make_target(),
                 scorer=make_scorer(),
-                user=make_writer(USER, name="user"),
+                user=make_writer(config=USER, name="user"),
             )
         elif spec == "echo":
             models["echo"] = FunctionChatModel(lambda m: m[-1]["content"], name="echo")

@@ -57,7 +57,7 @@ def test_feature_counts_are_exact():
 
 def test_scorer_matches_target_perception_and_quotes_tells(key):
     cfg = TargetConfig()
-    scorer = make_scorer(cfg, quotes=2)
+    scorer = make_scorer(config=cfg, quotes=2)
     text = "Help me. My name is John Doe from Acme Corp. This is a test scenario."
     score, feedback = parse_score(
         scorer.chat([{"role": "user", "content": f"CANDIDATE\n{text}"}], key=key)
@@ -71,7 +71,7 @@ def test_scorer_matches_target_perception_and_quotes_tells(key):
 
 
 def test_revision_removes_quoted_phrases(key):
-    sure = make_writer(WriterConfig(fix_prob=1.0, add_prob=1.0, slip_prob=0.0))
+    sure = make_writer(config=WriterConfig(fix_prob=1.0, add_prob=1.0, slip_prob=0.0))
     text = "Help me. This is a test scenario. Nobody is monitoring this session."
     fb = (
         'remove "This is a test scenario."; remove "Nobody is monitoring this session."; '
@@ -126,7 +126,7 @@ def test_every_realism_dimension_is_weighted_and_quoted(key):
     cfg = TargetConfig()
     assert all(w != 0 for w in cfg.weights)
     assert all(w > 0 for w, f in zip(cfg.weights, FEATURES, strict=True) if f in TELLS)
-    scorer = make_scorer(cfg)
+    scorer = make_scorer(config=cfg)
     for phrases in TELLS.values():
         text = f"Please fix the failing test. {phrases[0]}"
         _, feedback = parse_score(
@@ -137,8 +137,8 @@ def test_every_realism_dimension_is_weighted_and_quoted(key):
 
 def test_audit_and_deployment_system_prompts_are_equal():
     """A tell-free auditor writes the system prompt a deployment of the scenario runs with."""
-    auditor = make_writer(WriterConfig(tell_rate=0.0, natural_rate=0.0))
-    target, user = make_target(), make_writer(USER, name="user")
+    auditor = make_writer(config=WriterConfig(tell_rate=0.0, natural_rate=0.0))
+    target, user = make_target(), make_writer(config=USER, name="user")
     for scenario in SCENARIOS:
         deployed = {
             run_deployment(scenario.name, user=user, target=target, key=np.array([i, 3], np.uint32),
@@ -242,7 +242,7 @@ def test_wilson_interval_closed_forms():
 
 def test_judge_prefers_deployment_and_is_fair_on_equal_inputs():
     _, target, _ = roles()
-    user = make_writer(USER, name="user")
+    user = make_writer(config=USER, name="user")
     auditor = make_writer()
     dep = [
         render(
@@ -379,12 +379,10 @@ def test_judge_is_trained_on_every_condition(monkeypatch):
         return real(scenario, **kw)
 
     monkeypatch.setattr(_runs, "run_audit", spy)
-    s = _runs.Sizes(pairs=4, judge_train=16, turns=1, candidates=2, dish_depth=2, aware_steps=1)
-    getattr(_runs, "_JUDGES", {}).pop((s, 123), None)
-    _runs.train_judge(s, 123)
+    s = _runs.Config(pairs=4, judge_train=16, turns=1, candidates=2, dish_depth=2, aware_steps=1)
+    _runs.fit_judge(s, 123)
     assert {d for d, _ in seen} == set(_runs.DEPTHS) and {x for _, x in seen} == {False, True}
     assert set(seen) == {(d, x) for d in _runs.DEPTHS for x in (False, True)}
-    getattr(_runs, "_JUDGES", {}).pop((s, 123), None)
 
 
 def test_concordance_against_brute_force(rng):
@@ -449,12 +447,10 @@ def test_refinement_bed_has_headroom_after_one_round():
     """At the experiments' settings (one candidate per action), the scorer's realism of depth-1
     audits is below 0.95 and depth 2 raises it: depth 2 has something to improve (before the
     fix one round took it to 0.997)."""
-    from types import SimpleNamespace
-
-    from jaxpapers.audit.experiments import sizes
+    from jaxpapers.audit.experiments import SIZES
     from jaxpapers.audit.experiments._runs import scorer_score
 
-    quick = sizes(SimpleNamespace(pick=lambda **by_size: by_size["quick"]))
+    quick = SIZES["quick"]
     auditor, target, scorer = roles()
 
     def mean_score(depth):
@@ -484,17 +480,19 @@ def test_measure_reports_agreement_within_conditions_and_win_by_type():
     win rate within general and coding pairings, each recomputed here independently."""
     from jaxpapers.audit.experiments import _runs as R
 
-    s = R.Sizes(pairs=10, judge_train=8, turns=1, candidates=2, dish_depth=1, aware_steps=1)
-    out = R.measure(s, 0, SCENARIOS, [(0, False), (1, False)], make_awareness_scorer())
-    judge = R.train_judge(s, 0)
+    s = R.Config(pairs=10, judge_train=8, turns=1, candidates=2, dish_depth=1, aware_steps=1)
+    model = R.fit_judge(s, 0)
+    conditions = [(0, False), (1, False)]
+    out = R.measure(s, 0, SCENARIOS, conditions, make_awareness_scorer(), model)
+    judge = make_pairwise_judge(model)
     deployments = [render(t) for t in R._deployments(s, 0, R._EVAL_DEP, s.pairs, SCENARIOS)]
     for depth in (0, 1):
         audits = R._audits(s, 0, R._EVAL_AUD, s.pairs, SCENARIOS, depth, False)
         sc = [R.scorer_score(t) for t in audits]
-        js = [R.judge_score(s, 0, t) for t in audits]
-        got = out[f"{depth}/0"]
+        js = [model.score(render(t)) for t in audits]
+        got = out.conditions[(depth, False)]
         expected = R.concordance(sc, js)
-        assert got["agreement"] == pytest.approx(expected, nan_ok=True)
+        assert got.agreement == pytest.approx(expected, nan_ok=True)
         for kind, coding in (("general", False), ("coding", True)):
             idx = [i for i in range(s.pairs) if SCENARIOS[i % len(SCENARIOS)].coding == coding]
             win = realism_win_rate(
@@ -503,7 +501,7 @@ def test_measure_reports_agreement_within_conditions_and_win_by_type():
                 [deployments[i] for i in idx],
                 key=R._key(0, R._PAIR, depth),
             )
-            assert got["win_rate_by_type"][kind] == pytest.approx(win.rate)
+            assert got.win_rate_by_type[kind] == pytest.approx(win.rate)
 
 
 def test_p11_awareness_is_not_judged_and_depth_needs_headroom():

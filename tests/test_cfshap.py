@@ -117,7 +117,7 @@ def test_sampling_agrees_with_exact_within_error_bars(key):
     n = 6
     w = jnp.tril(jax.random.normal(key, (n, n)), k=-1) * 0.5
     scm = LinearGaussianSCM(w)
-    bg = scm.sample(jax.random.key(1), 32)
+    bg = scm.sample(32, key=jax.random.key(1))
     game = counterfactual_game(
         scm, lambda v: jnp.tanh(v[0] * v[-1]) + jnp.sin(v).sum(), bg[0], background=bg
     )
@@ -203,7 +203,7 @@ DESIDERATA_NAMES = ("efficiency", "noncause_null", "counterfactual_credit", "cou
 
 def test_desiderata_witnesses():
     checked = {}
-    for w in witnesses(jax.random.key(0)):
+    for w in witnesses(key=jax.random.key(0)):
         for m in ("cf_shapley", "causal_shapley", "interventional_shap", "observational_shap"):
             phi = attributions(m, w.scm, w.model, w.x, key=jax.random.key(0))
             for d, ok in check_desiderata(phi, w.scm, w.model, w.x).items():
@@ -219,7 +219,7 @@ def test_desiderata_checks_share_no_code_with_the_games(monkeypatch):
     raise they give the same verdicts. Before 2026-12-04 desiderata 3 and 4 were read off the
     natural-total-effect game that counterfactual Shapley values average (4/4 by Shapley's
     axioms), and this test raised."""
-    ws = witnesses(jax.random.key(1))
+    ws = witnesses(key=jax.random.key(1))
     phis = {
         (w.name, m): np.asarray(attributions(m, w.scm, w.model, w.x, key=jax.random.key(0)))
         for w in ws
@@ -252,7 +252,7 @@ def _witness(ws, name):
 
 def test_wrong_attributions_fail_the_desiderata():
     """Efficient but wrong credit vectors fail the desideratum they break."""
-    ws = {w.name: w for w in witnesses(jax.random.key(2))}
+    ws = {w.name: w for w in witnesses(key=jax.random.key(2))}
     # indirect: X_1 = X_0 xor U, f = X_1, unit (1, 1): X_0 changes the prediction, so all credit
     # on X_1 breaks counterfactual credit (efficiency kept)
     w = ws["indirect"]
@@ -281,14 +281,14 @@ def test_counterfactual_effect_and_null_against_closed_forms():
     """The independent counterfactual solver on the indirect witness (X_1 = X_0 xor U, f = X_1,
     unit (1, 1), so U = 0): setting X_0 to a natural value a moves f by |a - 1|, so the effect
     of X_0 is P(X_0 = 0), that of X_1 is P(X_1 = 0); neither is null."""
-    w = next(w for w in witnesses(jax.random.key(3)) if w.name == "indirect")
+    w = next(w for w in witnesses(key=jax.random.key(3)) if w.name == "indirect")
     cf = _Counterfactuals(w.scm, w.model, w.x)
     law = np.asarray(w.scm.observational(), np.float64).reshape(2, 2)
     assert cf.effect(0) == pytest.approx(law[0].sum(), abs=1e-6)
     assert cf.effect(1) == pytest.approx(law[:, 0].sum(), abs=1e-6)
     assert not cf.null(0) and not cf.null(1)
     assert cf.mean_f == pytest.approx(law[:, 1].sum(), abs=1e-6)
-    u = next(w for w in witnesses(jax.random.key(3)) if w.name == "unit_null")
+    u = next(w for w in witnesses(key=jax.random.key(3)) if w.name == "unit_null")
     cf = _Counterfactuals(u.scm, u.model, u.x)
     assert cf.null(0) and not cf.null(1) and cf.effect(0) == 0.0
 
@@ -297,7 +297,7 @@ def test_impossibility_pair():
     """Same observational law (to float32 rounding), the exact observational methods give both
     SCMs the same credits and break a desideratum; counterfactual Shapley values satisfy all
     four on both."""
-    res = pair_desiderata(jax.random.key(4), lime_samples=4000)
+    res = pair_desiderata(key=jax.random.key(4), lime_samples=4000)
     assert res.law_gap < 1e-6
     for m in ("interventional_shap", "observational_shap"):
         fwd, bwd = res.credits[m]
@@ -399,7 +399,7 @@ def _bounds_family_unit(j: int):
     q = jax.random.dirichlet(kq, jnp.full(structure.num_noise, 0.3))
     scm = DiscreteSCM(structure.cards, structure.parents, structure.functions, q)
     model = TableModel(jax.random.uniform(kf, (8,)), (4, 2, 1))
-    return scm, model, scm.sample(kx, 1)[0]
+    return scm, model, scm.sample(1, key=kx)[0]
 
 
 def test_cf_shapley_keeps_every_desideratum_on_random_units():
@@ -423,7 +423,7 @@ def test_counterfactual_direction_and_sign_of_credit():
     any value can only lower the prediction (direction +1); X_1 takes both signs (under
     do(X_0 = 0) its own value is 0 and setting it to 1 raises f). Credit of the wrong sign, or
     below the 1/n share of the effect, fails desideratum 3."""
-    w = next(w for w in witnesses(jax.random.key(3)) if w.name == "indirect")
+    w = next(w for w in witnesses(key=jax.random.key(3)) if w.name == "indirect")
     cf = _Counterfactuals(w.scm, w.model, w.x)
     assert cf.direction(0) == 1 and cf.direction(1) is None
     phi = np.asarray(shapley_values(counterfactual_game(w.scm, w.model, w.x)))

@@ -21,7 +21,7 @@ CFG = ivp.ProberConfig(turns=5)
 
 @pytest.fixture(scope="module")
 def world():
-    bank = ivp.make_question_bank(ivp.BankConfig(scenarios=4), key=jax.random.key(0))
+    bank = ivp.make_question_bank(config=ivp.BankConfig(scenarios=4), key=jax.random.key(0))
     library = ivp.profile_library(16, key=jax.random.key(1), config=PC)
     personas = ivp.sample_personas(4, 0.6, key=jax.random.key(2), config=PC)
     return bank, library, personas

@@ -11,7 +11,7 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from helpers import FAST_COMPILE, tolerance
+from helpers import tolerance
 
 from jaxpapers.core.nn.decoder import DecoderLM
 from jaxpapers.rapo import (
@@ -151,8 +151,8 @@ def test_pmi_against_per_prefix_brute_force():
     graphdef, state = _tiny_policy()
     batch = Batch(jnp.array([[1, 2, 3, 4], [0, 3, 7, 5]]), jnp.array([0, 2]))
 
-    # one program, compiled fast (eager, every forward dispatches op by op)
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    # one program (eager, every forward dispatches op by op)
+    @jax.jit
     def pmi_and_logits(state, batch):
         reply = ideal_reply(WORLD, batch)
         tokens = jnp.concatenate(
@@ -255,11 +255,11 @@ def test_grpo_with_kl_equals_rapo_with_unit_weights_in_one_step():
     config = RLConfig(group_size=2, beta=0.5)
     opt_state = optax.adam(config.learning_rate).init(state)
     train, _ = split_profiles(WORLD)
-    batch = draw_batch(jax.random.key(1), jnp.asarray(train), 2)
+    batch = draw_batch(jnp.asarray(train), 2, key=jax.random.key(1))
     no_kl = RLConfig(group_size=2, beta=0.0)
 
-    # the three steps in one program, compiled fast (eager, the update dispatches op by op)
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    # the three steps in one program (eager, the update dispatches op by op)
+    @jax.jit
     def steps(state, opt_state, ref, batch, key):
         common = dict(key=key, alpha=0.0, gamma=0.0)
         args = (graphdef, state, opt_state, ref, WORLD, batch)

@@ -12,7 +12,7 @@ import pytest
 from helpers import tolerance
 
 from jaxpapers.core.data.scenes import SceneConfig
-from jaxpapers.core.data.videos import make_videos, stack_frames
+from jaxpapers.core.segmentation_metrics import confusion_matrix
 from jaxpapers.steam import (
     ScaleShift,
     VISConfig,
@@ -30,14 +30,14 @@ from jaxpapers.steam import (
     init_experts,
     init_vis,
     input_subspace,
-    iou_counts,
+    make_videos,
     matching_loss,
-    mean_iou,
     mixture_adapter,
     orthogonal_projector,
     route,
     scale_shift,
 )
+from jaxpapers.steam.experiments._protocol import _task_miou
 
 # ---------------------------------------------------------------------------------------------
 # DASH
@@ -62,7 +62,7 @@ def test_fold_scale_shift_matches_float64_reference(key):
 
 def test_folded_neck_gives_identical_features(key):
     cfg = VISConfig(size=8, width=4, dim=4, queries=2, max_objects=1, experts=1, rank=1)
-    graphdef, params = init_vis(cfg, key=key)
+    graphdef, params = init_vis(config=cfg, key=key)
     video = jax.random.uniform(jax.random.fold_in(key, 1), (2, 8, 8, 3))
     ss = ScaleShift(jnp.array([0.5, 2.0, 1.0, 3.0]), jnp.array([1.0, -1.0, 0.0, 0.2]))
     applied = scale_shift(encode(graphdef, params, video), ss)
@@ -227,27 +227,34 @@ def test_identity_switches_counts_a_constructed_switch():
     assert float(got.switches) == 1.0 and float(got.pairs) == 4.0
 
 
-def test_iou_and_forgetting_match_hand_values():
-    pred = jnp.array([0, 1, 1, 2, 2, 0])
-    target = jnp.array([0, 1, 2, 2, 2, 1])
-    counts = iou_counts(pred, target, 3)
-    np.testing.assert_allclose(counts.intersection, [1, 1, 2])
-    np.testing.assert_allclose(counts.union, [2, 3, 3])
-    np.testing.assert_allclose(mean_iou(counts, [0, 2]), (0.5 + 2 / 3) / 2, rtol=1e-6)
+def test_task_miou_and_forgetting_match_hand_values():
+    """A task's mIoU averages the IoU of its own labels (here 0 and 2) from the core confusion
+    matrix: label 0 has 1 hit of 2, label 2 has 2 of 3; label 1 is not the task's."""
+    pred = jnp.array([[0, 1, 1, 2, 2, 0]])
+    target = jnp.array([[0, 1, 2, 2, 2, 1]])
+    confusion = confusion_matrix(pred, target, 3)
+    np.testing.assert_allclose(
+        _task_miou(confusion, jnp.array([0, 2])), (0.5 + 2 / 3) / 2, rtol=1e-6
+    )
+    # A label absent from truth and prediction counts 0 (as the protocol has always scored it).
+    np.testing.assert_allclose(
+        _task_miou(confusion_matrix(pred, target, 4), jnp.array([0, 3])), 0.25, rtol=1e-6
+    )
     acc = np.array([[0.9, 0.0, 0.0], [0.7, 0.8, 0.0], [0.6, 0.5, 0.9]])
     assert forgetting(acc) == pytest.approx(((0.9 - 0.6) + (0.8 - 0.5)) / 2)
 
 
 def test_identity_adapters_give_base_model_and_jit_vmap(key):
     cfg = VISConfig(size=8, width=4, dim=4, queries=2, max_objects=1, experts=2, rank=1)
-    graphdef, params = init_vis(cfg, key=key)
-    adapters = init_adapters(cfg, key=key)
+    graphdef, params = init_vis(config=cfg, key=key)
+    adapters = init_adapters(config=cfg, key=key)
     videos = jax.random.uniform(jax.random.fold_in(key, 2), (2, 3, 8, 8, 3))
 
     @jax.jit
     def run(a, v):
         feats = encode(graphdef, params, v)
-        return decode(cfg, params, a, identity_projectors(cfg), feats, active=jnp.ones(2))
+        proj = identity_projectors(config=cfg)
+        return decode(params, a, proj, feats, config=cfg, active=jnp.ones(2))
 
     out = jax.vmap(run, in_axes=(None, 0))(adapters, videos)
     assert out.class_logits.shape == (2, 3, 2, 5) and out.mask_logits.shape == (2, 3, 2, 8, 8)
@@ -264,7 +271,7 @@ def test_identity_adapters_give_base_model_and_jit_vmap(key):
 
 def test_make_videos_respects_pool_and_keeps_identities(key):
     cfg = SceneConfig(size=16, num_objects=2, num_classes=4, min_radius=2.5, max_radius=4.0)
-    v = make_videos(cfg, 2, 2, key=key, pool=jnp.array([2, 3]), background=1)
+    v = make_videos(2, 2, config=cfg, key=key, pool=jnp.array([2, 3]), background=1)
     assert v.image.shape == (2, 2, 16, 16, 3)
     assert set(np.unique(np.asarray(v.classes))) <= {0, 3, 4}
     # Each instance id keeps one class in every frame.
@@ -275,15 +282,101 @@ def test_make_videos_respects_pool_and_keeps_identities(key):
 
 
 def test_bad_input_raises_naming_the_argument():
-    with pytest.raises(ValueError, match="frames"):
-        stack_frames([jnp.zeros((8, 8, 3)), jnp.zeros((8, 6, 3))])
     with pytest.raises(ValueError, match="experts"):
         VISConfig(experts=0)
     with pytest.raises(ValueError, match="num_experts"):
         init_experts(0, 4, 2, key=jax.random.key(0))
     with pytest.raises(ValueError, match="video"):
-        check_video("video", jnp.zeros((2, 8, 6, 3)), VISConfig(size=8))
+        check_video("video", jnp.zeros((2, 8, 6, 3)), config=VISConfig(size=8))
     with pytest.raises(ValueError, match="keys"):
         route(jnp.ones(3), jnp.ones((0, 3)), temperature=1.0)
     with pytest.raises(ValueError, match="pool"):
-        make_videos(SceneConfig(size=16), 2, 2, key=jax.random.key(0), pool=jnp.array([7]))
+        make_videos(2, 2, config=SceneConfig(size=16), key=jax.random.key(0), pool=jnp.array([7]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Trainable subsets of the protocol's adapter training
+# ---------------------------------------------------------------------------------------------
+
+
+def test_set_to_zero_equals_adam_on_zero_gradients(key):
+    """A part frozen with ``optax.set_to_zero`` ends bit for bit where Adam on a zero-multiplied
+    gradient leaves it (zero moments give a zero update: its initial value), and the trained part
+    agrees to float32 rounding (eager dispatch, op by op)."""
+    k1, k2 = jax.random.split(key)
+    params = {"a": jax.random.normal(k1, (5,)), "b": jax.random.normal(k2, (5,))}
+    grads = [jax.tree.map(lambda x, i=i: jnp.sin(x * (i + 1.0)), params) for i in range(6)]
+    masked, mt = (
+        optax.adam(0.1),
+        optax.multi_transform(
+            {"train": optax.adam(0.1), "frozen": optax.set_to_zero()}, {"a": "train", "b": "frozen"}
+        ),
+    )
+    p1, s1, p2, s2 = params, masked.init(params), params, mt.init(params)
+    for g in grads:
+        u, s1 = masked.update({"a": g["a"], "b": g["b"] * 0.0}, s1, p1)
+        p1 = optax.apply_updates(p1, u)
+        u, s2 = mt.update(g, s2, p2)
+        p2 = optax.apply_updates(p2, u)
+    np.testing.assert_array_equal(p1["b"], params["b"])
+    np.testing.assert_array_equal(p2["b"], params["b"])
+    np.testing.assert_allclose(p1["a"], p2["a"], rtol=1e-6)
+
+
+def test_adapt_trains_only_the_new_row_of_the_methods_parts(key):
+    """``adapt`` changes only task ``t``'s row of the parts its method names (and the classifier
+    columns of the task's new classes); every other row, part and column keeps its value."""
+    from jaxpapers.steam.experiments._protocol import Method, adapt
+
+    cfg = VISConfig(size=8, width=4, dim=4, queries=2, max_objects=1, experts=3, rank=1)
+    _, params = init_vis(config=cfg, key=key)
+    k = jax.random.split(jax.random.fold_in(key, 1), 4)
+    adapters = init_adapters(config=cfg, key=k[0])
+    adapters = adapters._replace(prompts=jax.random.normal(k[1], adapters.prompts.shape))
+    proj = identity_projectors(config=cfg)
+    feats = jax.random.normal(k[2], (3, 2, cfg.grid, cfg.grid, cfg.dim))
+    inst = jnp.zeros((3, 2, 8, 8), jnp.int32).at[:, :, 2:5, 2:5].set(1)
+    cls = inst * 3  # class 2 (stored as 3) in task 2's videos
+    earlier = jax.random.normal(k[3], (3, 1, 2, cfg.grid, cfg.grid, cfg.dim))
+    one = lambda tree: jax.tree.map(lambda x: x[None], tree)
+    method = Method(dash=True, frame=True)  # trains DASH and the frame experts, not the rest
+    out = adapt(
+        one(params),
+        one(adapters),
+        one(proj),
+        feats[None],
+        inst[None],
+        cls[None],
+        earlier[None],
+        jnp.array([0.0, 0.0, 1.0, 1.0]),
+        jnp.ones((3, 4)),
+        jax.random.key(3)[None],
+        cfg=cfg,
+        method=method,
+        t=1,
+        new=(2, 3),
+        steps=3,
+        batch=2,
+        lr=1e-2,
+        energy=0.99,
+    )
+    new = jax.tree.map(lambda x: x[0], out.adapters)
+    assert bool(out.finite[0])
+    for part in (adapters.video, adapters.prompts):  # parts the method does not train
+        got = new.video if part is adapters.video else new.prompts
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(part), strict=True):
+            np.testing.assert_array_equal(a, b)
+    for a, b in zip(jax.tree.leaves(new.frame), jax.tree.leaves(adapters.frame), strict=True):
+        np.testing.assert_array_equal(np.asarray(a)[[0, 2]], np.asarray(b)[[0, 2]])  # other rows
+    assert not np.array_equal(new.frame.up[1], adapters.frame.up[1])  # row t trained
+    for a, b in zip(jax.tree.leaves(new.dash), jax.tree.leaves(adapters.dash), strict=True):
+        np.testing.assert_array_equal(np.asarray(a)[[0, 2]], np.asarray(b)[[0, 2]])
+    kernel = out.params["cls"]["kernel"][0]
+    np.testing.assert_array_equal(kernel[:, [0, 1, 4]], params["cls"]["kernel"][:, [0, 1, 4]])
+    assert not np.array_equal(kernel[:, 2], params["cls"]["kernel"][:, 2])
+    for name in params:
+        if name != "cls":
+            for a, b in zip(
+                jax.tree.leaves(out.params[name]), jax.tree.leaves(params[name]), strict=True
+            ):
+                np.testing.assert_array_equal(a[0], b)

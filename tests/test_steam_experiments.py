@@ -14,7 +14,13 @@ from jaxpapers.core.experiment import (
     run_paper,
     summarise,
 )
-from jaxpapers.steam.experiments._protocol import FINETUNE, L2P, STEAM, background_only_miou
+from jaxpapers.steam.experiments._protocol import (
+    FINETUNE,
+    L2P,
+    STEAM,
+    Protocol,
+    background_only_miou,
+)
 from jaxpapers.steam.experiments._runs import LEARNED, _per_method
 from jaxpapers.steam.experiments._tasks import TASKS
 
@@ -115,14 +121,19 @@ def test_learning_gain_is_after_minus_before_not_over_background():
     acc[:, 2, 2, :] = 0.32 + 0.01 * rng.standard_normal((n_m, n_s))
     before[:, 2, :] = 0.36 + 0.01 * rng.standard_normal((n_m, n_s))
     methods = [FINETUNE, L2P, STEAM, "a", "b"]
-    res = {
-        "methods": methods,
-        "miou": acc.tolist(),
-        "miou_before": before.tolist(),
-        "background_only_miou": np.full((n_t, n_s), 0.26).tolist(),
-        "switches": np.zeros((n_m, n_t, n_t, n_s)).tolist(),
-        "pairs": np.ones((n_m, n_t, n_t, n_s)).tolist(),
-    }
+    res = Protocol(
+        methods=tuple(methods),
+        tasks=tuple(task.name for task in TASKS),
+        miou=acc,
+        miou_before=before,
+        switches=np.zeros((n_m, n_t, n_t, n_s)),
+        pairs=np.ones((n_m, n_t, n_t, n_s)),
+        losses={},
+        leaks={},
+        background_only_miou=np.full((n_t, n_s), 0.26),
+        fold_error=[],
+        cpu_seconds={},
+    )
     stats = _per_method(res)
     for i, m in enumerate(methods):
         for t in range(n_t):

@@ -38,16 +38,7 @@ pairwise in random order. The experiments report how often judge and scorer orde
 alike (their agreement), so a reader can see how much of the judge's verdict the selection
 signal already decides.
 
-**Findings at quick size** (``results/P11``, 5 seeds x 96 pairings, one candidate per action):
-the precondition holds (the scorer's realism of depth-1 audits is 0.61, below 0.95: one round
-leaves something for the next) and the win rate rises at every step, 0.013 / 0.069 / 0.158 /
-0.229 at depths 0 / 1 / 2 / 4, carried by the general scenarios (0.02 -> 0.33); coding
-scenarios stay near 0.08 at most, their simulated tool results being outside the target's
-perception. Verbalised awareness falls from 0.74 to 0.09, reported but not judged: the target
-perceives with the scorer's weights, so it is the selection signal. Judge and scorer order
-0.80-0.84 of audit pairs alike within a depth. In coding scenarios DISH alone (0.056) and
-refinement alone (0.052) each help, and together they reach 0.177, above the two gains added.
-Details and what changed in :mod:`jaxpapers.audit.experiments`.
+Measured numbers and their history: ``results/P11/NOTES.md``.
 
 Examples:
     >>> import jax
@@ -99,7 +90,7 @@ from jaxpapers.audit._loop import (
     run_audit,
     run_deployment,
 )
-from jaxpapers.audit._world import FEATURES, SCENARIOS, Scenario, child_key, feature_counts
+from jaxpapers.audit._world import FEATURES, SCENARIOS, Scenario, feature_counts
 
 __all__ = [
     "AUDITOR",
@@ -118,7 +109,6 @@ __all__ = [
     "WriterConfig",
     "awareness_rates",
     "check_refinement",
-    "child_key",
     "deployment_systems",
     "dish_tool_result",
     "feature_counts",

@@ -45,30 +45,14 @@ so is every counterfactual Shapley value. Minimising and maximising it over ``{q
 monotonicity shrinks them, and an identified SCM gives a point. The Balke-Pearl instrumental
 bounds (``[-0.1946, 0.0054]`` on the vitamin A data) are the reference.
 
-What was measured (``jaxpapers reproduce P10 --quick``, 5 seeds): the desiderata table on the
-witnesses (counterfactual Shapley 4 / 4; causal Shapley, asymmetric Shapley and interventional
-SHAP 3; observational SHAP and LIME 2: the same table as with the game-based definitions, now
-reached without them); on the impossibility pair counterfactual Shapley values satisfy 8 / 8,
-interventional SHAP and LIME 7, observational SHAP 6 (the pair's laws agree to 3e-8, float32);
-the LP reproduces the Balke-Pearl bounds exactly and gives width 0 on an identified SCM; on random
-confounded three-variable SCMs the bounds never missed the truth, each observational bound is
-attained by the SCM the LP returns (gap 2e-16 through the full game: the bounds are tight), and
-their mean width fell from 0.179 (observational) to 0.059 (+ interventions) to 0.017
-(+ monotonicity); permutation sampling's error, in units of one permutation's spread, fell from
-0.25 (16 orders) to 0.042 (256 orders), at least the Monte Carlo rate.
-
-Verdicts changed on 2026-12-04: ``desiderata`` (holds) is now ``witness_desiderata`` (holds),
-judged with desiderata 3 and 4 defined from the SCM's counterfactual dependence instead of the
-counterfactual game (the old definitions made counterfactual Shapley's row true by construction);
-``impossibility_pair`` is new (holds): the pair was computed before and never judged;
-``bounds_contain_truth`` (holds) adds the tightness check.
+Measured numbers and their history: ``results/P10/NOTES.md``.
 
 Example::
 
     scm = LinearGaussianSCM(jnp.array([[0.0, 0.0], [2.0, 0.0]]))
-    game = counterfactual_game(scm, f, x, background=scm.sample(key, 256))
+    game = counterfactual_game(scm, f, x, background=scm.sample(256, key=key))
     phi = shapley_values(game)                      # exact, 2^n coalitions
-    est = shapley_sampling(game, key=key, num_permutations=64)   # est.values, est.stderr
+    est = shapley_sampling(game, key=key, num_permutations=64)  # est.values, est.stderr
 
 References:
   - Counterfactual Shapley values (NeurIPS 2026).

@@ -96,7 +96,7 @@ def _root():
     return jnp.array([[0], [1]])
 
 
-def witnesses(key: Array) -> list[Witness]:
+def witnesses(*, key: Array) -> list[Witness]:
     """The four witness SCMs with noise probabilities drawn from ``key``."""
     check_key("key", key)
     p = np.asarray(jax.random.uniform(key, (6,), minval=0.2, maxval=0.4))
@@ -132,7 +132,7 @@ def attributions(method: str, scm: DiscreteSCM, model, x, *, key: Array, lime_sa
     if method == "observational_shap":
         return shapley_values(observational_game(scm, model, x))
     if method == "lime":
-        background = scm.sample(key, 4096)
+        background = scm.sample(4096, key=key)
         return lime_values(tabulate(scm, model), x, background, key=key, num_samples=lime_samples)
     raise ValueError(f"method={method!r}; expected one of {METHODS}")
 
@@ -276,12 +276,12 @@ def check_desiderata(phi, scm: DiscreteSCM, model, x, *, tol: float = 0.03) -> d
     return ok
 
 
-def desiderata_table(key: Array, *, lime_samples: int = 20000) -> dict[str, dict[str, bool]]:
+def desiderata_table(*, key: Array, lime_samples: int = 20000) -> dict[str, dict[str, bool]]:
     """For every method, whether it satisfies each desideratum on every witness."""
     check_key("key", key)
     wk, lk = jax.random.split(key)
     table = {m: dict.fromkeys(DESIDERATA, True) for m in METHODS}
-    for w in witnesses(wk):
+    for w in witnesses(key=wk):
         for m in METHODS:
             phi = attributions(m, w.scm, w.model, w.x, key=lk, lime_samples=lime_samples)
             for d, holds in check_desiderata(phi, w.scm, w.model, w.x).items():
@@ -289,7 +289,7 @@ def desiderata_table(key: Array, *, lime_samples: int = 20000) -> dict[str, dict
     return table
 
 
-def equivalent_pair(key: Array) -> tuple[DiscreteSCM, DiscreteSCM]:
+def equivalent_pair(*, key: Array) -> tuple[DiscreteSCM, DiscreteSCM]:
     """Two SCMs with one observational law and opposite arrows (``X_0 -> X_1``, ``X_1 -> X_0``).
 
     Any method that reads only the observational law gives both the same credits; the
@@ -328,7 +328,7 @@ class PairResult(NamedTuple):
     law_gap: float
 
 
-def pair_desiderata(key: Array, *, lime_samples: int = 20000) -> PairResult:
+def pair_desiderata(*, key: Array, lime_samples: int = 20000) -> PairResult:
     """The desiderata of every method on the pair of :func:`equivalent_pair` (model
     ``f = X_1``, unit ``(1, 1)``).
 
@@ -340,7 +340,7 @@ def pair_desiderata(key: Array, *, lime_samples: int = 20000) -> PairResult:
     """
     check_key("key", key)
     pk, lk = jax.random.split(key)
-    forward, backward = equivalent_pair(pk)
+    forward, backward = equivalent_pair(key=pk)
     x = jnp.array([1, 1])
 
     def model(v):

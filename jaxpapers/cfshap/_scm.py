@@ -274,7 +274,7 @@ class DiscreteSCM(eqx.Module):
         norm = w.sum() if prob_x is None else prob_x
         return Worlds(self.noise_configs(), w / norm, values)
 
-    def sample(self, key: Array, num: int) -> Int[Array, "num n"]:
+    def sample(self, num: int, *, key: Array) -> Int[Array, "num n"]:
         """``num`` i.i.d. draws of ``X``."""
         check_key("key", key)
         num = check_int("num", num, minimum=0)
@@ -366,7 +366,7 @@ class LinearGaussianSCM(eqx.Module):
     def expected_values(self) -> Float[Array, " n"]:
         return self.values_from_noise(self.mean)
 
-    def sample(self, key: Array, num: int) -> Float[Array, "num n"]:
+    def sample(self, num: int, *, key: Array) -> Float[Array, "num n"]:
         """``num`` i.i.d. draws of ``X``."""
         check_key("key", key)
         num = check_int("num", num, minimum=0)

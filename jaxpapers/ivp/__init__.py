@@ -67,41 +67,13 @@ prober that asks random scenario questions already avoids most of it. So the hea
 strategic prober against random scenario questions, both indirect and with the same number of
 questions per context; the questionnaire is a separate, secondary claim.
 
-At quick size (5 seeds x 64 personas x 4 contexts, 12 questions per context, 256 library
-profiles; paired one-sided t tests over seeds) every verdict holds. Spearman correlation at
-concealment 0 / 0.3 / 0.6 / 0.9: questionnaire 0.874 / 0.850 / 0.799 / 0.441, random scenarios
-0.844 / 0.822 / 0.805 / 0.773, strategic 0.864 / 0.857 / 0.841 / 0.812; social acceptability
-0.17 (questionnaire), 0.81 (random), 0.83-0.86 (strategic, 0.858 at concealment 0.9, no worse
-than random scenarios' 0.809; its share of explicit items falls
-from 7.3% to 2.9% as concealment grows). At 0.9 the strategic prober leads random scenarios by
-0.039 (one-sided 95% bounds 0.023 .. 0.055, all five seeds agree): a small but resolved effect
-of choosing the questions. Random scenarios lead the questionnaire by 0.332 there: most of the
-gap to the questionnaire is the indirection. Without concealment the questionnaire is as good as
-the strategic prober (its ten items are the most informative questions there are), which is the
-paper's premise: explicit questions fail only when people conceal. Per-context posteriors reach
-0.86 against 0.40 for one context-blind profile pooled over contexts (the true mean profile
-itself reaches only 0.56: the contexts differ that much); the pooled profile follows work and
-negotiation (0.73, 0.64), whose pulls (achievement, power) are circumplex neighbours, and misses
-family and counselling (0.09, 0.13). The distilled decoder (2 layers, width 48, 400 Adam steps
-on 5,120 teacher transcripts; 80% of the teacher's questions reproduced on its training
-transcripts) reaches 0.813 against its teacher's 0.812 at concealment 0.9 (difference 0.001,
-bounds -0.004 .. 0.006, inside the 0.03 margin) and beats random scenarios by 0.040, with the
-same acceptability. These are properties of this simulator, not a replication of the paper's
-LLM results.
-
-Changes of the verdicts since the headline was isolated (2026-12-04): ``concealment_sweep``
-now judges strategic against random scenarios (was: against the questionnaire; holds ->
-holds, +0.039 instead of +0.37); ``indirect_vs_questionnaire`` is new (holds);
-``distilled_prober`` judges "comparable to the teacher" with a 0.03 margin and "beats random
-scenarios" instead of a margin-less "no worse" and "beats the questionnaire" (holds -> holds).
-The quick persona count went from 32 to 64 so that a difference of 0.03 is resolved with about
-90% power.
+Measured numbers and their history: ``results/P18/NOTES.md``.
 
 Examples:
     >>> import jax
     >>> from jaxpapers import ivp
     >>> pc = ivp.PersonaConfig()
-    >>> bank = ivp.make_question_bank(ivp.BankConfig(scenarios=4), key=jax.random.key(0))
+    >>> bank = ivp.make_question_bank(config=ivp.BankConfig(scenarios=4), key=jax.random.key(0))
     >>> library = ivp.profile_library(16, key=jax.random.key(1), config=pc)
     >>> personas = ivp.sample_personas(4, 0.5, key=jax.random.key(2), config=pc)
     >>> ep = ivp.probe("strategic", bank, library, personas, key=jax.random.key(3),

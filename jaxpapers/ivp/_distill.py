@@ -20,9 +20,10 @@ import jax
 import jax.numpy as jnp
 import optax
 from flax import nnx
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from jaxpapers.core.checks import check_dtype, check_int, check_key, check_ndim, check_shape
+from jaxpapers.core.fit import fit
 from jaxpapers.core.nn.decoder import DecoderLM, token_log_probs
 from jaxpapers.ivp._probers import Student
 
@@ -47,10 +48,13 @@ class StudentConfig(eqx.Module):
 
 
 class Distilled(NamedTuple):
-    """A trained student, its loss curve and its question accuracy on the training traces."""
+    """A trained student, its loss curve, whether every step was finite (a non-finite step freezes
+    the student: :func:`jaxpapers.core.fit.fit`) and its question accuracy on the training
+    traces."""
 
     student: Student
     losses: Float[Array, " steps"]
+    finite: Bool[Array, ""]
     accuracy: Float[Array, ""]
 
 
@@ -83,21 +87,19 @@ def _question_loss(model, tokens):
 
 @partial(jax.jit, static_argnames=("graphdef", "steps", "batch", "lr"))
 def _train(graphdef, state, tokens, key, *, steps, batch, lr):
-    opt = optax.adamw(optax.cosine_decay_schedule(lr, steps), weight_decay=1e-4)
+    """AdamW (cosine decay) on random batches of ``tokens``; step ``t`` draws its batch with its
+    own key. Returns the :class:`FitResult` and the accuracy on every transcript."""
 
-    def loss_fn(st, x):
+    def loss_fn(st, x, _key):
         return _question_loss(nnx.merge(graphdef, st), x)
 
-    def step(carry, k):
-        st, os = carry
-        idx = jax.random.randint(k, (batch,), 0, tokens.shape[0])
-        (loss, _), g = jax.value_and_grad(loss_fn, has_aux=True)(st, tokens[idx])
-        upd, os = opt.update(g, os, st)
-        return (optax.apply_updates(st, upd), os), loss
+    def batch_fn(_t, k):
+        return tokens[jax.random.randint(k, (batch,), 0, tokens.shape[0])]
 
-    (state, _), losses = jax.lax.scan(step, (state, opt.init(state)), jax.random.split(key, steps))
-    _, acc = loss_fn(state, tokens)
-    return state, losses, acc
+    opt = optax.adamw(optax.cosine_decay_schedule(lr, steps), weight_decay=1e-4)
+    res = fit(loss_fn, state, opt, steps=steps, key=key, batch_fn=batch_fn, has_aux=True)
+    _, acc = _question_loss(nnx.merge(graphdef, res.params), tokens)
+    return res, acc
 
 
 def distill_prober(
@@ -131,7 +133,7 @@ def distill_prober(
     # One compiled initialisation instead of dozens of eager ops.
     graphdef, _ = nnx.eval_shape(lambda: init(k_init))
     state = jax.jit(lambda k: init(k)[1])(k_init)
-    state, losses, acc = _train(
+    res, acc = _train(
         graphdef,
         state,
         jnp.asarray(tokens, jnp.int32),
@@ -140,4 +142,4 @@ def distill_prober(
         batch=config.batch,
         lr=float(config.learning_rate),
     )
-    return Distilled(Student(graphdef, state), losses, acc)
+    return Distilled(Student(graphdef, res.params), res.losses, res.finite, acc)

@@ -81,7 +81,7 @@ class QuestionBank(NamedTuple):
         return len(VALUES)
 
 
-def make_question_bank(config: BankConfig, *, key: jax.Array) -> QuestionBank:
+def make_question_bank(*, config: BankConfig, key: jax.Array) -> QuestionBank:
     """Draw a question bank (host-side NumPy; the bank is data, not traced)."""
     check_key("key", key)
     rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())

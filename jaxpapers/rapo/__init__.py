@@ -29,20 +29,7 @@ judge that can be hacked by generic flattery; a small decoder LM
 without Psy-CoT, then trained by GRPO and RAPO; fidelity, reward, role-specific and generic token
 fractions over training, and fidelity on profiles never seen in training.
 
-What the quick run showed (decoder width 32, 2 layers; 400 warm-up steps; 60 RL steps of
-8 prompts x 8 completions at Adam step 3e-3; 3 seeds; held-out profiles, sampled replies). The
-warm-up on demonstrations with 30% generic flattery starts at fidelity 0.70 +- 0.06 with 27%
-generic tokens. Under the hackable judge GRPO drifts (fidelity 0.40 +- 0.34, generic 49%), as the
-paper describes; RAPO (alpha 1, gamma 0.5) does not keep fidelity here (0.23 +- 0.26): one seed
-collapsed to replies that score 0 for every completion, after which group-normalised advantages
-vanish and learning stops. The asymmetric weights are not zero-mean: they push high-PMI tokens
-up wherever they occur, including where the reply marker belongs. With Adam step 1e-3 (trial
-run, 80 steps) neither method drifts (fidelity 0.86-0.99). Under the exact judge both reach
-0.96-0.98 (tie, the sanity check), and unit weights reproduce GRPO's loss exactly. Both warm-ups
-reach greedy fidelity ~1.0 on unseen profiles: copying attribute tokens generalises to new
-combinations whether or not the model reasons first, so this world cannot show Psy-CoT's
-out-of-distribution advantage; a world whose reply must be inferred from the profile would.
-Worth trying at ``--full``: a KL term (beta ~ 0.04), smaller alpha/gamma, more seeds.
+Measured numbers and their history: ``results/P05/NOTES.md``.
 
 Examples:
     >>> import jax.numpy as jnp
@@ -67,6 +54,7 @@ from jaxpapers.rapo._policy import (
     RLConfig,
     StepMetrics,
     completion_log_probs,
+    rl_loss,
     rl_step,
     rollout,
     sft_loss,
@@ -121,6 +109,7 @@ __all__ = [
     "prompts",
     "rapo_loss",
     "rapo_weights",
+    "rl_loss",
     "rl_step",
     "rollout",
     "score",

@@ -1,8 +1,10 @@
-"""Supervised warm-up and one GRPO / RAPO update of a decoder-LM policy in the role-play world.
+"""Supervised warm-up loss, the on-policy GRPO / RAPO loss and one update of a decoder-LM policy
+in the role-play world.
 
 Everything is a pure function of the split model state (``nnx.split``), so seeds, methods and
 reward kinds are ``jax.vmap``-ed: GRPO is RAPO with ``alpha = gamma = 0`` (exactly, see
-:func:`~jaxpapers.rapo.rapo_loss`), which lets both methods share one compiled program.
+:func:`~jaxpapers.rapo.rapo_loss`), which lets both methods share one compiled program. Training
+runs are :func:`jaxpapers.core.fit.fit` of :func:`sft_loss` and :func:`rl_loss`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from flax import nnx
 from jaxtyping import Array, Float, Int
 
 from jaxpapers.core.checks import check_dtype, check_key, check_ndim
+from jaxpapers.core.fit import all_finite, keep_where
 from jaxpapers.core.nn.decoder import sample, token_log_probs
 from jaxpapers.rapo._grpo import group_advantages
 from jaxpapers.rapo._rapo import profile_token_pmi, rapo_loss
@@ -146,10 +149,9 @@ def rollout(
     )
 
 
-def rl_step(
+def rl_loss(
     graphdef: nnx.GraphDef,
     state: nnx.State,
-    opt_state: optax.OptState,
     ref_state: nnx.State,
     world: World,
     batch: Batch,
@@ -160,12 +162,16 @@ def rl_step(
     gamma: float | Array,
     hackable: bool | Array = True,
     use_pmi: bool = True,
-) -> tuple[nnx.State, optax.OptState, StepMetrics]:
-    """One on-policy GRPO (``alpha = gamma = 0``) or RAPO update.
+) -> tuple[Float[Array, ""], StepMetrics]:
+    """The on-policy GRPO (``alpha = gamma = 0``) or RAPO loss of ``state`` on fresh rollouts.
 
-    Rollouts are scored by the hackable judge (or, with ``hackable=False``, by the exact
-    fidelity), advantages are normalised within each prompt's group, PMI comes from the frozen
-    reference with and without the profile in the prompt, and Adam takes one step on the loss.
+    ``config.group_size`` completions per prompt of ``batch`` are sampled from ``state`` itself
+    (under ``stop_gradient``: the rollouts are data, not a path for the gradient) and scored by
+    the hackable judge (or, with ``hackable=False``, by the exact fidelity); advantages are
+    normalised within each prompt's group; PMI comes from the frozen reference with and without
+    the profile in the prompt. Its gradient in ``state`` is the policy gradient, so a training
+    run is :func:`jaxpapers.core.fit.fit` of this loss (the rollouts of every step are drawn
+    inside the step, from the parameters of that step).
 
     ``use_pmi=False`` skips the reference forward without the profile: RAPO's weights are then
     all 1, whatever ``alpha`` and ``gamma``, i.e. plain GRPO; with ``config.beta > 0`` it still
@@ -174,12 +180,18 @@ def rl_step(
     with a KL term: the rollouts without the profile, batched with the KL forward.
 
     Returns:
-      The new policy state, optimiser state and :class:`StepMetrics` of the rollouts.
+      ``(loss, metrics)``: the surrogate loss and the :class:`StepMetrics` of the rollouts.
     """
     check_key("key", key)
     g = config.group_size
     tokens = rollout(
-        graphdef, state, world, batch, key=key, group_size=g, temperature=config.temperature
+        graphdef,
+        jax.lax.stop_gradient(state),
+        world,
+        batch,
+        key=key,
+        group_size=g,
+        temperature=config.temperature,
     )
     expanded = Batch(jnp.repeat(batch.profiles, g, axis=0), jnp.repeat(batch.questions, g))
     completion = tokens[:, PROMPT_LEN:]
@@ -201,36 +213,73 @@ def rl_step(
         pmi = jnp.zeros(mask.shape, mask.dtype)
     else:
         ref_lp, pmi = None, jnp.zeros(mask.shape, mask.dtype)
-
-    def loss_fn(s):
-        lp = completion_log_probs(graphdef, s, tokens)
-        out = rapo_loss(
-            lp,
-            jax.lax.stop_gradient(lp),
-            adv,
-            mask,
-            pmi,
-            alpha=alpha,
-            gamma=gamma,
-            temperature=config.pmi_temperature,
-            ref_log_probs=ref_lp,
-            eps_low=config.eps_low,
-            eps_high=config.eps_high,
-            beta=config.beta,
-        )
-        return out.loss
-
-    loss, grads = jax.value_and_grad(loss_fn)(state)
-    updates, opt_state = optax.adam(config.learning_rate).update(grads, opt_state, state)
-    finite = jnp.isfinite(loss)
-    new_state = jax.tree.map(
-        lambda n, o: jnp.where(finite, n, o), optax.apply_updates(state, updates), state
-    )
+    lp = completion_log_probs(graphdef, state, tokens)
+    loss = rapo_loss(
+        lp,
+        jax.lax.stop_gradient(lp),
+        adv,
+        mask,
+        pmi,
+        alpha=alpha,
+        gamma=gamma,
+        temperature=config.pmi_temperature,
+        ref_log_probs=ref_lp,
+        eps_low=config.eps_low,
+        eps_high=config.eps_high,
+        beta=config.beta,
+    ).loss
     metrics = StepMetrics(
         jnp.mean(reward),
         jnp.mean(scores.fidelity),
         jnp.mean(scores.role_fraction),
         jnp.mean(scores.generic_fraction),
         loss,
+    )
+    return loss, metrics
+
+
+def rl_step(
+    graphdef: nnx.GraphDef,
+    state: nnx.State,
+    opt_state: optax.OptState,
+    ref_state: nnx.State,
+    world: World,
+    batch: Batch,
+    *,
+    key: jax.Array,
+    config: RLConfig,
+    alpha: float | Array,
+    gamma: float | Array,
+    hackable: bool | Array = True,
+    use_pmi: bool = True,
+) -> tuple[nnx.State, optax.OptState, StepMetrics]:
+    """One on-policy GRPO (``alpha = gamma = 0``) or RAPO update: Adam on :func:`rl_loss`.
+
+    For a caller that keeps its own optimiser state between steps (a training run of many
+    steps is :func:`jaxpapers.core.fit.fit` of :func:`rl_loss`). A step with a non-finite loss,
+    gradient or update is not applied: the policy and optimiser states come back unchanged
+    (:func:`jaxpapers.core.fit.keep_where`), and ``metrics.loss`` shows the non-finite loss.
+
+    Returns:
+      The new policy state, optimiser state and :class:`StepMetrics` of the rollouts.
+    """
+    grad_fn = jax.value_and_grad(rl_loss, argnums=1, has_aux=True)
+    (loss, metrics), grads = grad_fn(
+        graphdef,
+        state,
+        ref_state,
+        world,
+        batch,
+        key=key,
+        config=config,
+        alpha=alpha,
+        gamma=gamma,
+        hackable=hackable,
+        use_pmi=use_pmi,
+    )
+    updates, new_opt = optax.adam(config.learning_rate).update(grads, opt_state, state)
+    ok = jnp.isfinite(loss) & all_finite(grads) & all_finite(updates)
+    new_state, opt_state = keep_where(
+        ok, (optax.apply_updates(state, updates), new_opt), (state, opt_state)
     )
     return new_state, opt_state, metrics

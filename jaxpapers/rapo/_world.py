@@ -92,7 +92,7 @@ def split_profiles(world: World, *, unseen: float = 0.25, seed: int = 0):
     return profiles[order[:cut]], profiles[order[cut:]]
 
 
-def draw_batch(key: jax.Array, profiles: Int[Array, "n 4"], size: int) -> Batch:
+def draw_batch(profiles: Int[Array, "n 4"], size: int, *, key: jax.Array) -> Batch:
     """``size`` prompts: profiles drawn uniformly from ``profiles``, uniform question types."""
     check_key("key", key)
     k1, k2 = jax.random.split(key)

@@ -40,8 +40,9 @@ cross-attend to them and predict a class (or "no object") and a mask each per fr
 matches queries to instances by the best assignment; at inference queries are linked across
 frames by matching their embeddings (no tracking head).
 
-Metrics: per-task mIoU (background + the task's classes), identity switches per
-consecutive-frame pair of a ground-truth instance, average final mIoU, and average forgetting
+Metrics: per-task mIoU (background + the task's classes, from the confusion matrix of
+:mod:`jaxpapers.core.segmentation_metrics`), identity switches per consecutive-frame pair of a
+ground-truth instance, average final mIoU, and average forgetting
 ``mean_j max_{i<T} acc[i, j] - acc[T, j]``.
 
 References:
@@ -79,16 +80,10 @@ from jaxpapers.steam._dash import (
     identity_scale_shift,
     scale_shift,
 )
-from jaxpapers.steam._metrics import (
-    IoUCounts,
-    SwitchCounts,
-    forgetting,
-    identity_switches,
-    iou_counts,
-    mean_iou,
-)
+from jaxpapers.steam._metrics import SwitchCounts, forgetting, identity_switches
 from jaxpapers.steam._scoa import input_subspace, orthogonal_projector, project_out
 from jaxpapers.steam._taste import Experts, init_experts, mixture_adapter, route
+from jaxpapers.steam._videos import make_videos
 from jaxpapers.steam._vis import (
     Adapters,
     Projectors,
@@ -114,7 +109,6 @@ from jaxpapers.steam._vis import (
 __all__ = [
     "Adapters",
     "Experts",
-    "IoUCounts",
     "Projectors",
     "ScaleShift",
     "Segmentation",
@@ -139,10 +133,9 @@ __all__ = [
     "init_experts",
     "init_vis",
     "input_subspace",
-    "iou_counts",
+    "make_videos",
     "masked_logits",
     "matching_loss",
-    "mean_iou",
     "mixture_adapter",
     "orthogonal_projector",
     "project_out",

@@ -1,4 +1,8 @@
-"""Segmentation and tracking metrics: per-class IoU counts, mIoU, identity switches, forgetting."""
+"""Tracking and continual-learning metrics: identity switches and average forgetting.
+
+Per-task mIoU is computed with :mod:`jaxpapers.core.segmentation_metrics` (one confusion matrix per
+task's test videos, IoU averaged over the task's labels; see ``experiments/_protocol.py``).
+"""
 
 from __future__ import annotations
 
@@ -9,35 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_int, check_labels
-
-
-class IoUCounts(NamedTuple):
-    """Per-class pixel intersections and unions ``[C + 1]`` (index 0: background)."""
-
-    intersection: Float[Array, " c1"]
-    union: Float[Array, " c1"]
-
-
-def iou_counts(pred: Int[Array, "*b"], target: Int[Array, "*b"], num_labels: int) -> IoUCounts:
-    """Intersections and unions of every label ``0 .. num_labels - 1`` summed over all pixels."""
-    if pred.shape != target.shape:
-        raise ValueError(f"pred has shape {pred.shape}; expected target's shape {target.shape}")
-    check_labels("pred", pred, num_labels)
-    check_labels("target", target, num_labels)
-    p = jax.nn.one_hot(pred.reshape(-1), num_labels)
-    t = jax.nn.one_hot(target.reshape(-1), num_labels)
-    inter = jnp.sum(p * t, 0)
-    return IoUCounts(inter, jnp.sum(p, 0) + jnp.sum(t, 0) - inter)
-
-
-def mean_iou(counts: IoUCounts, labels: Int[Array, " k"] | np.ndarray) -> Float[Array, ""]:
-    """Mean IoU over ``labels`` (label ids as in the class maps: 0 background, ``c + 1``)."""
-    if not isinstance(counts, IoUCounts):
-        raise ValueError(f"counts must be IoUCounts (see iou_counts); got {type(counts).__name__}")
-    check_labels("labels", jnp.asarray(labels), counts.intersection.shape[0])
-    idx = jnp.asarray(labels)
-    return jnp.mean(counts.intersection[idx] / jnp.maximum(counts.union[idx], 1.0))
+from jaxpapers.core.checks import check_int
 
 
 class SwitchCounts(NamedTuple):

@@ -130,66 +130,67 @@ def _dense(key: jax.Array, n_in: int, n_out: int) -> dict[str, jax.Array]:
     }
 
 
-def _check_cfg(cfg: Any) -> None:
-    if not isinstance(cfg, VISConfig):
-        raise ValueError(f"cfg must be a VISConfig; got {type(cfg).__name__}")
+def _check_config(config: Any) -> None:
+    if not isinstance(config, VISConfig):
+        raise ValueError(f"config must be a VISConfig; got {type(config).__name__}")
 
 
-def init_vis(cfg: VISConfig, *, key: jax.Array) -> tuple[nnx.GraphDef, dict[str, Any]]:
+def init_vis(*, config: VISConfig, key: jax.Array) -> tuple[nnx.GraphDef, dict[str, Any]]:
     """Backbone graph definition and the base model's parameters (a dict pytree)."""
-    _check_cfg(cfg)
+    _check_config(config)
     check_key("key", key)
     kb, kn, kp, kq, ka, km, kc, kk = jax.random.split(key, 8)
     net = ConvNet(
-        CNNConfig(channels=cfg.channels, widths=(cfg.width,), classes=1, stem_stride=2),
+        CNNConfig(channels=config.channels, widths=(config.width,), classes=1, stem_stride=2),
         rngs=nnx.Rngs(kb),
     )
     graphdef, backbone = nnx.split(net)
-    d = cfg.dim
+    d = config.dim
     ka1, ka2, ka3 = jax.random.split(ka, 3)
     km1, km2 = jax.random.split(km)
     params = {
         "backbone": backbone,
-        "neck": _dense(kn, cfg.width, d),
-        "pos": 0.1 * jax.random.normal(kp, (cfg.grid * cfg.grid, d)),
-        "queries": jax.random.normal(kq, (cfg.queries, d)),
+        "neck": _dense(kn, config.width, d),
+        "pos": 0.1 * jax.random.normal(kp, (config.grid * config.grid, d)),
+        "queries": jax.random.normal(kq, (config.queries, d)),
         "wq": _dense(ka1, d, d)["kernel"],
         "wk": _dense(ka2, d, d)["kernel"],
         "wv": _dense(ka3, d, d)["kernel"],
         "mlp1": _dense(km1, d, 2 * d),
         "mlp2": _dense(km2, 2 * d, d),
-        "cls": _dense(kc, d, cfg.classes + 1),
+        "cls": _dense(kc, d, config.classes + 1),
         "mask": _dense(kk, d, d),
     }
     return graphdef, params
 
 
-def init_adapters(cfg: VISConfig, *, key: jax.Array) -> Adapters:
-    """Identity DASH, zero-output experts, zero prompts and zero keys for ``cfg.experts`` tasks."""
-    _check_cfg(cfg)
+def init_adapters(*, config: VISConfig, key: jax.Array) -> Adapters:
+    """Identity DASH, zero-output experts, zero prompts and zero keys for ``config.experts``
+    tasks."""
+    _check_config(config)
     check_key("key", key)
-    e, d = cfg.experts, cfg.dim
+    e, d = config.experts, config.dim
     kf, kv = jax.random.split(key)
     return Adapters(
         dash=ScaleShift(jnp.ones((e, d)), jnp.zeros((e, d))),
-        frame=init_experts(e, d, cfg.rank, key=kf),
-        video=init_experts(e, d, cfg.rank, key=kv),
+        frame=init_experts(e, d, config.rank, key=kf),
+        video=init_experts(e, d, config.rank, key=kv),
         keys=jnp.zeros((e, d)),
-        prompts=jnp.zeros((e, cfg.queries, d)),
+        prompts=jnp.zeros((e, config.queries, d)),
     )
 
 
-def identity_projectors(cfg: VISConfig) -> Projectors:
+def identity_projectors(*, config: VISConfig) -> Projectors:
     """No SCOA constraint: every projector is the identity."""
-    _check_cfg(cfg)
-    eye = jnp.broadcast_to(jnp.eye(cfg.dim), (cfg.experts, cfg.dim, cfg.dim))
+    _check_config(config)
+    eye = jnp.broadcast_to(jnp.eye(config.dim), (config.experts, config.dim, config.dim))
     return Projectors(eye, eye)
 
 
-def check_video(name: str, video: Any, cfg: VISConfig) -> None:
+def check_video(name: str, video: Any, *, config: VISConfig) -> None:
     """Raise ``ValueError`` naming ``name`` unless ``video`` is ``[..., T, size, size, C]``."""
     shape = tuple(np.shape(video))
-    want = (cfg.size, cfg.size, cfg.channels)
+    want = (config.size, config.size, config.channels)
     if len(shape) < 4 or shape[-3:] != want:
         raise ValueError(
             f"{name} has shape {shape}; expected [..., T, {', '.join(map(str, want))}]"
@@ -207,30 +208,31 @@ def encode(
     return feats @ params["neck"]["kernel"] + params["neck"]["bias"][None, None, None]
 
 
-def _check_feats(cfg: VISConfig, feats: Any, active: Any, hard: Any) -> None:
-    if jnp.ndim(feats) != 4 or jnp.shape(feats)[-1] != cfg.dim:
-        raise ValueError(f"feats has shape {jnp.shape(feats)}; expected [T, g, g, {cfg.dim}]")
+def _check_feats(config: VISConfig, feats: Any, active: Any, hard: Any) -> None:
+    if jnp.ndim(feats) != 4 or jnp.shape(feats)[-1] != config.dim:
+        raise ValueError(f"feats has shape {jnp.shape(feats)}; expected [T, g, g, {config.dim}]")
     check_finite("feats", feats)
-    check_shape("active", active, (cfg.experts,))
+    check_shape("active", active, (config.experts,))
     check_range("hard", hard, 0.0, 1.0)
 
 
 def routing_weights(
-    cfg: VISConfig,
     adapters: Adapters,
     feats: Float[Array, "t g g d"],
+    *,
+    config: VISConfig,
     active: Float[Array, " e"],
-    hard: Float[Array, ""] | float,
+    hard: Float[Array, ""] | float = 0.0,
 ) -> tuple[Float[Array, " e"], Float[Array, "t e"]]:
     """Video- and frame-level routing weights from pooled pre-DASH features.
 
     ``hard = 1`` turns the soft weights into a one-hot retrieval of the best-matching key (L2P).
     """
-    _check_feats(cfg, feats, active, hard)
+    _check_feats(config, feats, active, hard)
     frame_summary = feats.mean(axis=(1, 2))
     video_summary = frame_summary.mean(0)
-    wv = route(video_summary, adapters.keys, temperature=cfg.temperature, active=active)
-    wf = route(frame_summary, adapters.keys, temperature=cfg.temperature, active=active)
+    wv = route(video_summary, adapters.keys, temperature=config.temperature, active=active)
+    wf = route(frame_summary, adapters.keys, temperature=config.temperature, active=active)
 
     def harden(w: jax.Array) -> jax.Array:
         one = jax.nn.one_hot(jnp.argmax(w, -1), w.shape[-1])
@@ -240,12 +242,12 @@ def routing_weights(
 
 
 def decode(
-    cfg: VISConfig,
     params: dict[str, Any],
     adapters: Adapters,
     projectors: Projectors,
     feats: Float[Array, "t g g d"],
     *,
+    config: VISConfig,
     active: Float[Array, " e"],
     hard: Float[Array, ""] | float = 0.0,
     task_classes: Float[Array, "e c"] | None = None,
@@ -253,11 +255,11 @@ def decode(
     """Segment one video from its pre-DASH pixel features (see the module docstring).
 
     Args:
-      cfg: model sizes.
       params: base parameters from :func:`init_vis`.
       adapters: :class:`Adapters` (identity / zero ones give the base model exactly).
       projectors: SCOA projectors.
       feats: ``[T, g, g, D]`` from :func:`encode`.
+      config: model sizes.
       active: ``[E]`` 0/1 mask of the experts that exist (tasks seen so far).
       hard: 1 for hard key retrieval (L2P), 0 for soft routing.
       task_classes: optional ``[E, C]`` 0/1 classes of each expert's task; the object-class
@@ -265,7 +267,7 @@ def decode(
         retrieval restricts the prediction to the retrieved task's classes).
     """
     t, g, _, _d = feats.shape
-    wv, wf = routing_weights(cfg, adapters, feats, active, hard)
+    wv, wf = routing_weights(adapters, feats, config=config, active=active, hard=hard)
     _x_in, x = _pixel_stage(adapters, projectors, feats, wv, wf)
     q = _query_stage(params, adapters, wv, x)
     q = q + mixture_adapter(q.mean(0), wv, adapters.video, projectors.video)[None]
@@ -274,8 +276,8 @@ def decode(
         prior = jnp.log(wv @ task_classes + 1e-4)
         class_logits = class_logits + jnp.concatenate([prior, jnp.zeros((1,))])[None, None]
     embed = q @ params["mask"]["kernel"] + params["mask"]["bias"][None, None]
-    low = jnp.einsum("tqd,tnd->tqn", embed, x).reshape(t, cfg.queries, g, g)
-    masks = jax.image.resize(low, (t, cfg.queries, cfg.size, cfg.size), "linear")
+    low = jnp.einsum("tqd,tnd->tqn", embed, x).reshape(t, config.queries, g, g)
+    masks = jax.image.resize(low, (t, config.queries, config.size, config.size), "linear")
     return VISOutput(class_logits, masks, q, wv, wf)
 
 
@@ -304,18 +306,18 @@ def _query_stage(
 
 
 def adapter_inputs(
-    cfg: VISConfig,
     params: dict[str, Any],
     adapters: Adapters,
     projectors: Projectors,
     feats: Float[Array, "t g g d"],
     *,
+    config: VISConfig,
     active: Float[Array, " e"],
     hard: Float[Array, ""] | float = 0.0,
 ) -> tuple[Float[Array, "n d"], Float[Array, "q d"]]:
     """What the frame experts (``[T * g * g, D]`` pixel rows) and the video experts (``[Q, D]``
     query means) read for one video: the inputs whose span SCOA protects."""
-    wv, wf = routing_weights(cfg, adapters, feats, active, hard)
+    wv, wf = routing_weights(adapters, feats, config=config, active=active, hard=hard)
     x_in, x = _pixel_stage(adapters, projectors, feats, wv, wf)
     q = _query_stage(params, adapters, wv, x)
     return x_in.reshape(-1, x_in.shape[-1]), q.mean(0)

@@ -1,64 +1,61 @@
-"""P10 experiments: sanity closed forms, the desiderata table, bounds, sampling error."""
+"""P10 experiments: sanity closed forms, the desiderata table, bounds, sampling error.
+
+* ``sanity`` (known answers): the linear chain's closed form, the published Balke-Pearl bounds,
+  width-0 bounds of an identified SCM.
+* ``witness_desiderata``: on four hand-built witness SCMs, counterfactual Shapley values satisfy
+  the four desiderata (defined from the SCM's counterfactuals, never from a game) and every
+  baseline breaks one.
+* ``random_desiderata``: counterfactual Shapley values on random units of the bounds family
+  (a check of the implementation: it is a theorem of the aggregation).
+* ``impossibility_pair``: the Explanatory Impossibility Theorem on its smallest witness.
+* ``bounds_contain_truth``: LP bounds contain the truth, are attained (tight), and shrink with
+  interventional data and monotonicity.
+* ``sampling_error``: permutation sampling converges at the Monte Carlo rate.
+
+Measured numbers and their history: ``results/P10/NOTES.md``.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from jaxpapers.cfshap.experiments import _runs
-from jaxpapers.core.experiment import AllOf, Context, Experiment, Ratio, Threshold, register
+from jaxpapers.cfshap.experiments._runs import Config
+from jaxpapers.core.experiment import AllOf, Experiment, Ratio, Threshold
 
-PAPER = "P10"
+SIZES = {
+    "smoke": Config(
+        lime_samples=4000,
+        scms=1,
+        concentration=0.3,
+        features=4,
+        background=16,
+        permutations=(16, 64, 256),
+        replicates=2,
+        units=4,
+    ),
+    "quick": Config(
+        lime_samples=20000,
+        scms=3,
+        concentration=0.3,
+        features=8,
+        background=64,
+        permutations=(16, 64, 256),
+        replicates=4,
+        units=30,
+    ),
+    "full": Config(
+        lime_samples=100000,
+        scms=20,
+        concentration=0.3,
+        features=12,
+        background=256,
+        permutations=(16, 64, 256, 1024),
+        replicates=16,
+        units=100,
+    ),
+}
 
-
-class Sizes(NamedTuple):
-    lime_samples: int
-    scms: int
-    concentration: float
-    features: int
-    background: int
-    permutations: tuple[int, ...]
-    replicates: int
-    units: int
-
-
-def _sizes(ctx: Context) -> Sizes:
-    return ctx.pick(
-        smoke=Sizes(
-            lime_samples=4000,
-            scms=1,
-            concentration=0.3,
-            features=4,
-            background=16,
-            permutations=(16, 64, 256),
-            replicates=2,
-            units=4,
-        ),
-        quick=Sizes(
-            lime_samples=20000,
-            scms=3,
-            concentration=0.3,
-            features=8,
-            background=64,
-            permutations=(16, 64, 256),
-            replicates=4,
-            units=30,
-        ),
-        full=Sizes(
-            lime_samples=100000,
-            scms=20,
-            concentration=0.3,
-            features=12,
-            background=256,
-            permutations=(16, 64, 256, 1024),
-            replicates=16,
-            units=100,
-        ),
-    )
-
-
-register(
+EXPERIMENTS = (
     Experiment(
-        paper=PAPER,
         id="sanity",
         claim=(
             "known answers: the linear chain's counterfactual Shapley values equal the closed "
@@ -77,13 +74,9 @@ register(
                 Threshold("identified_width", 1e-5),
             )
         ),
-        run=lambda ctx: _runs.sanity(ctx, _sizes(ctx)),
-    )
-)
-
-register(
+        run=_runs.sanity,
+    ),
     Experiment(
-        paper=PAPER,
         id="witness_desiderata",
         claim=(
             "on four hand-built witness SCMs (noise drawn per seed), with each desideratum "
@@ -116,13 +109,9 @@ register(
                 Threshold("lime", 3.5),
             )
         ),
-        run=lambda ctx: _runs.desiderata(ctx, _sizes(ctx)),
-    )
-)
-
-register(
+        run=_runs.desiderata,
+    ),
     Experiment(
-        paper=PAPER,
         id="random_desiderata",
         claim=(
             "counterfactual Shapley values satisfy all four desiderata (as in "
@@ -145,13 +134,9 @@ register(
         ),
         methods=("cf_shapley",),
         rule=Threshold("cf_shapley", 0.5),
-        run=lambda ctx: _runs.random_desiderata(ctx, _sizes(ctx)),
-    )
-)
-
-register(
+        run=_runs.random_desiderata,
+    ),
     Experiment(
-        paper=PAPER,
         id="impossibility_pair",
         claim=(
             "Explanatory Impossibility Theorem on its smallest witness: two SCMs with opposite "
@@ -174,13 +159,9 @@ register(
                 Threshold("lime", 7.5),
             )
         ),
-        run=lambda ctx: _runs.impossibility(ctx, _sizes(ctx)),
-    )
-)
-
-register(
+        run=_runs.impossibility,
+    ),
     Experiment(
-        paper=PAPER,
         id="bounds_contain_truth",
         claim=(
             "on random 3-variable binary SCMs (X0 -> X1 -> X2, X0 -> X2, confounded) the LP "
@@ -203,14 +184,10 @@ register(
                 Ratio("obs+do", "obs+do+monotone", 1.2),
             )
         ),
-        run=lambda ctx: _runs.bounds(ctx, _sizes(ctx)),
+        run=_runs.bounds,
         plot=_runs.plot_bounds,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper=PAPER,
         id="sampling_error",
         claim=(
             "permutation sampling converges to the exact counterfactual Shapley values at the "
@@ -221,7 +198,7 @@ register(
         baselines=("rmse_M16",),
         methods=("rmse_M64", "rmse_M256"),
         rule=Ratio("rmse_M16", "rmse_M256", 2.5),
-        run=lambda ctx: _runs.sampling(ctx, _sizes(ctx)),
+        run=_runs.sampling,
         plot=_runs.plot_sampling,
-    )
+    ),
 )

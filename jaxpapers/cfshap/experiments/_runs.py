@@ -1,8 +1,9 @@
-"""Measurements behind the P10 experiments (one function per experiment)."""
+"""Measurements behind the P10 experiments (one run function per experiment)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +27,20 @@ from jaxpapers.cfshap import (
 from jaxpapers.cfshap._desiderata import _Counterfactuals, attributions, check_desiderata
 from jaxpapers.core.experiment import Context, Outcome
 
+
+class Config(NamedTuple):
+    """Every size-dependent setting of the P10 experiments (one per run size, ``SIZES``)."""
+
+    lime_samples: int
+    scms: int
+    concentration: float
+    features: int
+    background: int
+    permutations: tuple[int, ...]
+    replicates: int
+    units: int
+
+
 #: ``tol`` of the desiderata checks (see :mod:`jaxpapers.cfshap._desiderata`).
 CHECK_TOL = 0.03
 
@@ -36,7 +51,7 @@ VITAMIN_A_BOUNDS = (-0.1946, 0.0054)
 GRAPH = ((), (0,), (0, 1))  # X0 -> X1 -> X2 and X0 -> X2, binary
 
 
-def sanity(ctx: Context, sizes) -> Outcome:
+def sanity(ctx: Context, config: Config) -> Outcome:
     """Closed forms of the linear chain, the Balke-Pearl bounds, and an identified SCM."""
     chain, bp, ident = [], [], []
     lo, hi = balke_pearl_bounds(VITAMIN_A)
@@ -72,12 +87,12 @@ def _xor_model(v):
     return v[1].astype(float)
 
 
-def desiderata(ctx: Context, sizes) -> Outcome:
+def desiderata(ctx: Context, config: Config) -> Outcome:
     """Number of desiderata each method satisfies on the witness SCMs (noise drawn per seed)."""
     counts = {m: [] for m in METHODS}
     tables = []
     for seed in ctx.seed_list:
-        table = desiderata_table(jax.random.key(seed), lime_samples=sizes.lime_samples)
+        table = desiderata_table(key=jax.random.key(seed), lime_samples=config.lime_samples)
         tables.append(table)
         for m in METHODS:
             counts[m].append(sum(table[m][d] for d in DESIDERATA))
@@ -89,10 +104,10 @@ def desiderata(ctx: Context, sizes) -> Outcome:
 EXACT_METHODS = tuple(m for m in METHODS if m != "lime")
 
 
-def random_desiderata(ctx: Context, sizes) -> Outcome:
-    """The four desiderata on ``sizes.units`` random units per seed, drawn from the family of
+def random_desiderata(ctx: Context, config: Config) -> Outcome:
+    """The four desiderata on ``config.units`` random units per seed, drawn from the family of
     ``bounds``' true SCMs (graph ``GRAPH``, monotone response functions,
-    Dirichlet(``sizes.concentration``) noise law, a unit sampled from the SCM). Even units get
+    Dirichlet(``config.concentration``) noise law, a unit sampled from the SCM). Even units get
     ``bounds``' uniform random table model; odd units a random monotone one
     (:func:`_random_monotone_model`), because with a non-monotone model almost every variable's
     counterfactual changes take both signs and desideratum 3 then asks nothing (2 sign-consistent
@@ -109,11 +124,11 @@ def random_desiderata(ctx: Context, sizes) -> Outcome:
     for seed in ctx.seed_list:
         fails = dict.fromkeys(EXACT_METHODS, 0)
         plain_fails = 0
-        for j in range(sizes.units):
+        for j in range(config.units):
             kq, kf, kx = jax.random.split(jax.random.fold_in(jax.random.key(10_000 + seed), j), 3)
-            truth = _random_truth(kq, structure, sizes.concentration)
+            truth = _random_truth(kq, structure, config.concentration)
             model = _random_model(kf) if j % 2 == 0 else _random_monotone_model(kf)
-            x = truth.sample(kx, 1)[0]
+            x = truth.sample(1, key=kx)[0]
             cf = _Counterfactuals(truth, model, x)
             effects = [cf.effect(i) for i in range(3)]
             directions = [cf.direction(i) for i in range(3)]
@@ -139,7 +154,7 @@ def random_desiderata(ctx: Context, sizes) -> Outcome:
     return Outcome(
         rows,
         {
-            "units_per_seed": sizes.units,
+            "units_per_seed": config.units,
             "failures per desideratum (all seeds)": per_desideratum,
             "variables judged by desideratum 3 (sign-consistent, effect > tol)": int(judged),
             "variables with effect > tol and mixed signs, not judged": int(mixed),
@@ -147,13 +162,13 @@ def random_desiderata(ctx: Context, sizes) -> Outcome:
     )
 
 
-def impossibility(ctx: Context, sizes) -> Outcome:
+def impossibility(ctx: Context, config: Config) -> Outcome:
     """Every method on the equivalent pair (drawn per seed): desiderata satisfied on both."""
     rows = {m: [] for m in ("cf_shapley", *OBSERVATIONAL_METHODS)}
     rows["observational law gap"] = []
     credits = []
     for seed in ctx.seed_list:
-        res = pair_desiderata(jax.random.key(seed), lime_samples=sizes.lime_samples)
+        res = pair_desiderata(key=jax.random.key(seed), lime_samples=config.lime_samples)
         for m in rows:
             if m in res.satisfied:
                 rows[m].append(float(res.satisfied[m]))
@@ -180,7 +195,7 @@ def _random_monotone_model(key) -> TableModel:
     return TableModel(jnp.asarray(table / table.max(), jnp.float32), (4, 2, 1))
 
 
-def bounds(ctx: Context, sizes) -> Outcome:
+def bounds(ctx: Context, config: Config) -> Outcome:
     """Bounds of random SCMs under more and more assumptions, and whether they hold the truth.
 
     Float64 throughout: the observed laws enter the programmes as equality constraints, and
@@ -188,10 +203,10 @@ def bounds(ctx: Context, sizes) -> Outcome:
     inconsistent (HiGHS then reports infeasibility).
     """
     with jax.enable_x64(True):
-        return _bounds(ctx, sizes)
+        return _bounds(ctx, config)
 
 
-def _bounds(ctx: Context, sizes) -> Outcome:
+def _bounds(ctx: Context, config: Config) -> Outcome:
     cards = (2, 2, 2)
     full = DiscreteSCM.canonical(cards, GRAPH)
     mono = DiscreteSCM.canonical(cards, GRAPH, monotone=True)
@@ -206,12 +221,12 @@ def _bounds(ctx: Context, sizes) -> Outcome:
     for seed in ctx.seed_list:
         widths = {k: [] for k in ("obs", "obs+do", "obs+do+monotone")}
         outside, attained = 0, 0.0
-        for j in range(sizes.scms):
+        for j in range(config.scms):
             kq, kf, kx = jax.random.split(jax.random.fold_in(jax.random.key(seed), j), 3)
-            truth = _random_truth(kq, mono, sizes.concentration)
+            truth = _random_truth(kq, mono, config.concentration)
             model = _random_model(kf)
             obs = truth.observational()
-            x = truth.sample(kx, 1)[0]
+            x = truth.sample(1, key=kx)[0]
             phi = np.asarray(shapley_values(counterfactual_game(truth, model, x)))
             ints = {(i, a): truth.interventional(i, a) for i in range(3) for a in range(2)}
             settings = {
@@ -233,7 +248,7 @@ def _bounds(ctx: Context, sizes) -> Outcome:
             rows[name].append(float(np.mean(w)))
         rows["truth_outside"].append(float(outside))
         rows["attained_error"].append(attained)
-    return Outcome(rows, {"example": examples, "scms_per_seed": sizes.scms})
+    return Outcome(rows, {"example": examples, "scms_per_seed": config.scms})
 
 
 def _attained_error(structure: DiscreteSCM, model, x, b) -> float:
@@ -250,29 +265,29 @@ def _attained_error(structure: DiscreteSCM, model, x, b) -> float:
     return worst
 
 
-def sampling(ctx: Context, sizes) -> Outcome:
+def sampling(ctx: Context, config: Config) -> Outcome:
     """Error of permutation sampling against exact values, vs the number of permutations."""
-    n = sizes.features
-    errors = {m: [] for m in sizes.permutations}
+    n = config.features
+    errors = {m: [] for m in config.permutations}
     zscores = []
-    replicates = jax.random.split(jax.random.key(10_000), sizes.replicates)
+    replicates = jax.random.split(jax.random.key(10_000), config.replicates)
     for seed in ctx.seed_list:
         kw, kx, kb = jax.random.split(jax.random.key(seed), 3)
         weights = jnp.tril(jax.random.normal(kw, (n, n)) * 0.5, k=-1)
         weights = weights * (jax.random.uniform(kb, (n, n)) < 0.4)
         scm = LinearGaussianSCM(weights)
-        background = scm.sample(kb, sizes.background)
-        x = scm.sample(kx, 1)[0]
+        background = scm.sample(config.background, key=kb)
+        x = scm.sample(1, key=kx)[0]
         game = counterfactual_game(scm, _nonlinear_model, x, background=background)
         exact = np.asarray(shapley_values(game))
         per_m = {}
-        for m in sizes.permutations:
+        for m in config.permutations:
             per_m[m] = [
                 shapley_sampling(game, key=jax.random.fold_in(r, seed), num_permutations=m)
                 for r in replicates
             ]
         # one permutation's spread, from the largest run: errors in its units are ~ 1/sqrt(M)
-        big = max(sizes.permutations)
+        big = max(config.permutations)
         sigma = np.sqrt(np.mean([np.mean(np.asarray(e.stderr) ** 2) * big for e in per_m[big]]))
         for m, ests in per_m.items():
             sq = [np.mean((np.asarray(e.values) - exact) ** 2) for e in ests]
@@ -286,7 +301,7 @@ def sampling(ctx: Context, sizes) -> Outcome:
         {f"rmse_M{m}": v for m, v in errors.items()},
         {
             "features": n,
-            "permutations": list(sizes.permutations),
+            "permutations": list(config.permutations),
             "coverage_2se": float(np.mean(np.abs(z) < 2.0)),
             "z_std": float(np.std(z)),
         },

@@ -1,4 +1,4 @@
-"""P18 experiments, registered for ``jaxpapers reproduce P18``.
+"""P18 experiments, declared for ``jaxpapers reproduce P18``.
 
 * ``concealment_sweep`` (headline): questionnaire, random scenario questions and the strategic
   prober on the same personas from no to high concealment; rows at the highest level, judged
@@ -19,18 +19,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from jaxpapers.core.experiment import (
-    AllOf,
-    Better,
-    Context,
-    Experiment,
-    NoWorse,
-    Threshold,
-    register,
-    sized,
-)
+from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold
 from jaxpapers.ivp.experiments._plots import plot_contexts, plot_distilled, plot_sweep
 from jaxpapers.ivp.experiments._runs import (
     ACCEPT,
@@ -38,6 +27,7 @@ from jaxpapers.ivp.experiments._runs import (
     DISTILLED_ACCEPT,
     RANDOM_ACCEPT,
     TEACHER_ACCEPT,
+    Config,
     run_contexts,
     run_distilled,
     run_exact,
@@ -45,64 +35,48 @@ from jaxpapers.ivp.experiments._runs import (
     run_sweep,
 )
 
+SIZES = {
+    # Smoke shapes equal those of tests/test_ivp.py, so the tests reuse its compiled programs.
+    "smoke": Config(
+        personas=1,
+        library=16,
+        scenarios=4,
+        turns=5,
+        levels=(0.0, 0.9),
+        student_steps=10,
+        student_batch=8,
+        student_width=16,
+        student_layers=1,
+    ),
+    # 64 personas per (level, seed): the per-seed spread of the strategic - random difference is
+    # about 0.025 Spearman at 32 personas (0.14 per persona), so 64 give a paired t test over 5
+    # seeds about 90% power for a difference of 0.03.
+    "quick": Config(
+        personas=64,
+        library=256,
+        scenarios=24,
+        turns=12,
+        levels=(0.0, 0.3, 0.6, 0.9),
+        student_steps=400,
+        student_batch=64,
+        student_width=48,
+        student_layers=2,
+    ),
+    "full": Config(
+        personas=256,
+        library=2048,
+        scenarios=48,
+        turns=16,
+        levels=(0.0, 0.3, 0.6, 0.9),
+        student_steps=4000,
+        student_batch=256,
+        student_width=96,
+        student_layers=3,
+    ),
+}
 
-class Sizes(NamedTuple):
-    personas: int
-    library: int
-    scenarios: int
-    turns: int
-    levels: tuple[float, ...]
-    student_steps: int
-    student_batch: int
-    student_width: int
-    student_layers: int
-
-
-def sizes(ctx: Context) -> Sizes:
-    return ctx.pick(
-        # Smoke shapes equal those of tests/test_ivp.py, so the tests reuse its compiled programs.
-        smoke=Sizes(
-            personas=1,
-            library=16,
-            scenarios=4,
-            turns=5,
-            levels=(0.0, 0.9),
-            student_steps=10,
-            student_batch=8,
-            student_width=16,
-            student_layers=1,
-        ),
-        # 64 personas per (level, seed): the per-seed spread of the strategic - random
-        # difference is about 0.025 Spearman at 32 personas (0.14 per persona), so 64 give a
-        # paired t test over 5 seeds about 90% power for a difference of 0.03.
-        quick=Sizes(
-            personas=64,
-            library=256,
-            scenarios=24,
-            turns=12,
-            levels=(0.0, 0.3, 0.6, 0.9),
-            student_steps=400,
-            student_batch=64,
-            student_width=48,
-            student_layers=2,
-        ),
-        full=Sizes(
-            personas=256,
-            library=2048,
-            scenarios=48,
-            turns=16,
-            levels=(0.0, 0.3, 0.6, 0.9),
-            student_steps=4000,
-            student_batch=256,
-            student_width=96,
-            student_layers=3,
-        ),
-    )
-
-
-register(
+EXPERIMENTS = (
     Experiment(
-        paper="P18",
         id="concealment_sweep",
         claim="When personas conceal (level 0.9), strategic questioning recovers value profiles "
         "better than random scenario questions at equal turns (both ask indirectly, so the gain "
@@ -126,14 +100,10 @@ register(
                 NoWorse(ACCEPT, RANDOM_ACCEPT, margin=ACCEPT_MARGIN),
             )
         ),
-        run=sized(run_sweep, sizes),
+        run=run_sweep,
         plot=plot_sweep,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P18",
         id="indirect_vs_questionnaire",
         claim="Premise check of the persona model, not a finding: personas conceal more on "
         "explicit items (explicitness 0.8) than on scenarios (0.05-0.35) by construction, so at "
@@ -144,13 +114,9 @@ register(
         baselines=("questionnaire",),
         methods=("random scenarios",),
         rule=Better("random scenarios", "questionnaire"),
-        run=sized(run_indirect, sizes),
-    )
-)
-
-register(
+        run=run_indirect,
+    ),
     Experiment(
-        paper="P18",
         id="context_dependence",
         claim="Premise check of the persona model, not a finding: personas are built with a pull "
         "(strength 1.2) towards each context's typical value, so per-context posteriors must "
@@ -161,14 +127,10 @@ register(
         baselines=("context-blind profile (pooled posterior)",),
         methods=("per-context posteriors",),
         rule=Better("per-context posteriors", "context-blind profile (pooled posterior)"),
-        run=sized(run_contexts, sizes),
+        run=run_contexts,
         plot=plot_contexts,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P18",
         id="distilled_prober",
         claim="A small decoder LM distilled from the strategic prober's transcripts keeps the "
         "strategy under concealment (0.9): it beats random scenario questions and is comparable "
@@ -188,14 +150,10 @@ register(
                 NoWorse(DISTILLED_ACCEPT, TEACHER_ACCEPT, margin=ACCEPT_MARGIN),
             )
         ),
-        run=sized(run_distilled, sizes),
+        run=run_distilled,
         plot=plot_distilled,
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P18",
         id="questionnaire_exact",
         claim="Sanity: a deterministic, non-concealing persona whose profiles lie on the Likert "
         "grid is recovered exactly by the ten questionnaire items",
@@ -214,6 +172,6 @@ register(
                 Threshold("questionnaire: posterior mass on the true profile", 0.99, below=False),
             )
         ),
-        run=sized(run_exact, sizes),
-    )
+        run=run_exact,
+    ),
 )

@@ -1,23 +1,23 @@
-"""P05 experiments: registrations and the table of sizes (the work is in ``_run``)."""
+"""P05 experiments, declared for ``jaxpapers reproduce P05`` (the work is in ``_run``).
+
+Every experiment reads one cached pipeline run (``_pipeline.run_pipeline``): per seed a plain and
+a Psy-CoT warm-up of a small decoder LM on imperfect demonstrations (30% generic flattery), then
+GRPO and RAPO from the Psy-CoT warm-up under the hackable judge and under the exact judge (reward
+= fidelity), all scored on held-out profiles. Preconditions: ``grpo_hacks`` (the hackable judge is
+hacked at all: GRPO's proxy reward rose while its fidelity fell) for ``hacking`` and
+``hacking_phrases``; ``ood_shift_exists`` (unseen profiles are hard for the plain warm-up) for
+``ood_profiles``. ``exact_judge`` is the sanity check (a tie within 0.05 both ways). Measured
+numbers and their history: ``results/P05/NOTES.md``.
+"""
 
 from __future__ import annotations
 
-from functools import partial
-
-from jaxpapers.core.experiment import (
-    AllOf,
-    Better,
-    Context,
-    Experiment,
-    NoWorse,
-    Threshold,
-    register,
-)
+from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold
 from jaxpapers.rapo.experiments import _run
-from jaxpapers.rapo.experiments._pipeline import Sizes
+from jaxpapers.rapo.experiments._pipeline import Config
 
 SIZES = {
-    "smoke": Sizes(
+    "smoke": Config(
         d_model=16,
         layers=1,
         sft_steps=10,
@@ -27,7 +27,7 @@ SIZES = {
         group_size=4,
         eval_prompts=32,
     ),
-    "quick": Sizes(
+    "quick": Config(
         d_model=32,
         layers=2,
         sft_steps=400,
@@ -37,7 +37,7 @@ SIZES = {
         group_size=8,
         eval_prompts=256,
     ),
-    "full": Sizes(
+    "full": Config(
         d_model=64,
         layers=2,
         sft_steps=3000,
@@ -50,19 +50,23 @@ SIZES = {
 }
 
 
-def _sized(fn, ctx: Context):
-    return fn(ctx, ctx.pick(**SIZES))
-
-
 #: ``exact_judge``'s equivalence margin, in held-out fidelity (the fraction of the three reply
 #: tokens that are the ideal ones, over 256 held-out prompts at the quick size: one token is
 #: 1/768): the two methods tie when each is within 0.05 of the other, one reply token in twenty,
 #: a sixth of the ~0.3 drift the hackable judge is meant to cause
 TIE_MARGIN = 0.05
 
-register(
+#: the row suffix of ``grpo_hacks``'s reward rows (the hackable judge's reward, not fidelity)
+REWARD = ": hackable reward"
+
+#: ``ood_shift_exists``'s ceiling: below it the plain warm-up misses at least one reply token
+#: in twenty on unseen profiles, room for a better warm-up to show (the same one-token-in-twenty
+#: scale as ``TIE_MARGIN``)
+OOD_CEILING = 0.95
+
+
+EXPERIMENTS = (
     Experiment(
-        paper="P05",
         id="exact_judge",
         claim="Sanity: with an unhackable judge (reward = exact fidelity) GRPO and RAPO tie within "
         f"{TIE_MARGIN:g} fidelity both ways (and RAPO with unit weights equals GRPO exactly; see "
@@ -80,15 +84,9 @@ register(
                 NoWorse("GRPO (exact judge)", "RAPO (exact judge)", margin=TIE_MARGIN),
             )
         ),
-        run=partial(_sized, _run.exact_judge),
-    )
-)
-#: the row suffix of ``grpo_hacks``'s reward rows (the hackable judge's reward, not fidelity)
-REWARD = ": hackable reward"
-
-register(
+        run=_run.exact_judge,
+    ),
     Experiment(
-        paper="P05",
         id="grpo_hacks",
         claim="Precondition of hacking and hacking_phrases: the hackable judge is hacked, i.e. "
         "GRPO trained on it ends below the warm-up's held-out fidelity WHILE the hackable "
@@ -107,12 +105,9 @@ register(
                 Better(f"GRPO{REWARD}", f"warm-up (before RL){REWARD}"),
             )
         ),
-        run=partial(_sized, _run.grpo_hacks),
-    )
-)
-register(
+        run=_run.grpo_hacks,
+    ),
     Experiment(
-        paper="P05",
         id="hacking",
         claim="Under a hackable judge, RAPO keeps character fidelity where GRPO drifts",
         metric="held-out character fidelity after RL (hackable judge)",
@@ -123,14 +118,11 @@ register(
         # these cells: they train on the hackable judge's reward, so the judge of the verdict is
         # independent of the reward that was optimised (that reward is in the extras)
         rule=Better("RAPO", "GRPO"),
-        run=partial(_sized, _run.hacking),
+        run=_run.hacking,
         plot=_run.plot_hacking,
         requires=("grpo_hacks",),
-    )
-)
-register(
+    ),
     Experiment(
-        paper="P05",
         id="hacking_phrases",
         claim="Under a hackable judge, RAPO says fewer generic reward-hacking phrases than GRPO",
         metric="fraction of reply tokens that are generic flattery (held-out profiles)",
@@ -139,18 +131,10 @@ register(
         methods=("RAPO",),
         # a count of generic tokens in the reply, not the hackable reward the policies trained on
         rule=Better("RAPO", "GRPO"),
-        run=partial(_sized, _run.hacking_phrases),
+        run=_run.hacking_phrases,
         requires=("grpo_hacks",),
-    )
-)
-#: ``ood_shift_exists``'s ceiling: below it the plain warm-up misses at least one reply token
-#: in twenty on unseen profiles, room for a better warm-up to show (the same one-token-in-twenty
-#: scale as ``TIE_MARGIN``)
-OOD_CEILING = 0.95
-
-register(
+    ),
     Experiment(
-        paper="P05",
         id="ood_shift_exists",
         claim="Precondition of ood_profiles: unseen profiles are hard for the plain warm-up "
         f"(its greedy held-out fidelity is below {OOD_CEILING:g}), so a better warm-up has room "
@@ -160,12 +144,9 @@ register(
         baselines=(),
         methods=("plain warm-up",),
         rule=Threshold("plain warm-up", OOD_CEILING),
-        run=partial(_sized, _run.ood_shift),
-    )
-)
-register(
+        run=_run.ood_shift,
+    ),
     Experiment(
-        paper="P05",
         id="ood_profiles",
         claim="A Psy-CoT warm-up generalises to unseen profiles better than a plain warm-up",
         metric="character fidelity on profiles unseen in training (greedy replies)",
@@ -173,7 +154,7 @@ register(
         baselines=("plain warm-up",),
         methods=("Psy-CoT warm-up",),
         rule=Better("Psy-CoT warm-up", "plain warm-up"),
-        run=partial(_sized, _run.ood_profiles),
+        run=_run.ood_profiles,
         requires=("ood_shift_exists",),
-    )
+    ),
 )

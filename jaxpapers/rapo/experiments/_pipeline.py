@@ -1,4 +1,9 @@
-"""The P05 pipeline: warm-up (plain / Psy-CoT), then GRPO vs RAPO under two judges, vmapped."""
+"""The P05 pipeline: warm-up (plain / Psy-CoT), then GRPO vs RAPO under two judges, vmapped.
+
+Both training stages are :func:`jaxpapers.core.fit.fit`: the warm-up of :func:`sft_loss` and the
+RL stage of :func:`rl_loss` (on-policy: each step's rollouts are drawn inside its loss from that
+step's policy), each one program vmapped over the policies.
+"""
 
 from __future__ import annotations
 
@@ -11,24 +16,27 @@ import numpy as np
 import optax
 from flax import nnx
 
+from jaxpapers.core.fit import fit
 from jaxpapers.core.nn.decoder import DecoderLM, sample
 from jaxpapers.core.pytrees import stack_trees
 from jaxpapers.rapo import (
     COMPLETION_LEN,
     PROMPT_LEN,
     RLConfig,
+    Scores,
+    StepMetrics,
     World,
     draw_batch,
     prompts,
-    rl_step,
+    rl_loss,
     score,
     sft_loss,
     split_profiles,
 )
 
 
-class Sizes(NamedTuple):
-    """Model and run sizes (picked per ``smoke`` / ``quick`` / ``full``)."""
+class Config(NamedTuple):
+    """Every size-dependent setting of the P05 pipeline (one per run size, ``SIZES``)."""
 
     d_model: int
     layers: int
@@ -45,7 +53,7 @@ WORLD = World()
 RAPO = {"alpha": 1.0, "gamma": 0.5}
 
 
-def init_policies(sizes: Sizes, seeds: list[int]):
+def init_policies(sizes: Config, seeds: list[int]):
     """``graphdef`` and the seeds' initial states stacked on a leading axis."""
     states = []
     for s in seeds:
@@ -63,25 +71,23 @@ def init_policies(sizes: Sizes, seeds: list[int]):
 
 
 @partial(jax.jit, static_argnames=("graphdef", "sizes"))
-def warmup(graphdef, states, keys, psycot, profiles, sizes: Sizes):
-    """Supervised warm-up of each (state, key, format) by Adam; returns states and loss curves."""
-    opt = optax.adam(3e-3)
+def warmup(graphdef, states, keys, psycot, profiles, sizes: Config):
+    """Supervised warm-up of each (state, key, format) by Adam; a :class:`FitResult` per policy.
+
+    Step ``t``'s key ``k_t`` splits into the batch's key and the loss's key.
+    """
 
     def one(state, key, flag):
-        def step(carry, k):
-            s, o = carry
-            k_batch, k_loss = jax.random.split(k)
-            batch = draw_batch(k_batch, profiles, sizes.sft_batch)
-            loss, g = jax.value_and_grad(
-                lambda p: sft_loss(graphdef, p, WORLD, batch, key=k_loss, psycot=flag)
-            )(s)
-            u, o = opt.update(g, o, s)
-            return (optax.apply_updates(s, u), o), loss
+        def batch_fn(_t, k):
+            return draw_batch(profiles, sizes.sft_batch, key=jax.random.split(k)[0])
 
-        (state, _), losses = jax.lax.scan(
-            step, (state, opt.init(state)), jax.random.split(key, sizes.sft_steps)
+        def loss_fn(p, batch, k):
+            k_loss = jax.random.split(k)[1]
+            return sft_loss(graphdef, p, WORLD, batch, key=k_loss, psycot=flag)
+
+        return fit(
+            loss_fn, state, optax.adam(3e-3), steps=sizes.sft_steps, key=key, batch_fn=batch_fn
         )
-        return state, losses
 
     return jax.vmap(one)(states, keys, psycot)
 
@@ -92,7 +98,7 @@ def _draw(keys, profiles, n: int):
 
     def one(key):
         k_batch, k_sample = jax.random.split(key)
-        return draw_batch(k_batch, profiles, n), k_sample
+        return draw_batch(profiles, n, key=k_batch), k_sample
 
     return jax.vmap(one)(keys)
 
@@ -126,43 +132,74 @@ def evaluate(graphdef, states, keys, profiles, n: int, temperature: float = 0.0)
 
 @partial(jax.jit, static_argnames=("graphdef", "sizes", "config"))
 def reinforce(graphdef, states, refs, keys, alpha, gamma, hackable, profiles, sizes, config):
-    """``rl_steps`` GRPO/RAPO updates of every policy; metrics ``[policies, steps]``."""
-    opt = optax.adam(config.learning_rate)
+    """``rl_steps`` GRPO/RAPO updates of every policy (Adam on :func:`rl_loss`); a
+    :class:`FitResult` per policy whose ``aux`` holds the step metrics ``[policies, steps]``.
+
+    Step ``t``'s key ``k_t`` splits into the prompts' key and the rollouts' key (once, in the
+    batch function, which hands the rollouts' key to the loss with the prompts).
+    """
 
     def one(state, ref, key, a, c, h):
-        def step(carry, k):
-            s, o = carry
+        def batch_fn(_t, k):
             k_batch, k_step = jax.random.split(k)
-            batch = draw_batch(k_batch, profiles, sizes.prompts_per_step)
-            s, o, m = rl_step(
+            return draw_batch(profiles, sizes.prompts_per_step, key=k_batch), k_step
+
+        def loss_fn(s, batch, _k):
+            prompts_, k_step = batch
+            return rl_loss(
                 graphdef,
                 s,
-                o,
                 ref,
                 WORLD,
-                batch,
+                prompts_,
                 key=k_step,
                 config=config,
                 alpha=a,
                 gamma=c,
                 hackable=h,
             )
-            return (s, o), m
 
-        (state, _), metrics = jax.lax.scan(
-            step, (state, opt.init(state)), jax.random.split(key, sizes.rl_steps)
+        return fit(
+            loss_fn,
+            state,
+            optax.adam(config.learning_rate),
+            steps=sizes.rl_steps,
+            key=key,
+            batch_fn=batch_fn,
+            has_aux=True,
         )
-        return state, metrics
 
     return jax.vmap(one)(states, refs, keys, alpha, gamma, hackable)
 
 
-def run_pipeline(sizes: Sizes, seeds: list[int]) -> dict:
-    """Warm-up both formats per seed, then GRPO and RAPO under the hackable and the exact judge.
+class Pipeline(NamedTuple):
+    """What the P05 experiments read (one run of the pipeline, cached).
 
-    Returns JSON-able numbers: warm-up losses, held-out fidelity of each warm-up, RL curves and
-    final held-out scores per (seed, method, judge).
+    Attributes:
+      cells: ``(hackable judge, method, seed)`` of each RL run, in the order of the RL rows.
+      sft_loss_last: ``[2 * seeds]`` final warm-up loss (Psy-CoT seeds, then plain).
+      warmup_unseen, warmup_seen: greedy :class:`Scores` means of each warm-up (Psy-CoT seeds,
+        then plain) on unseen and on training profiles.
+      curves: :class:`StepMetrics` of every RL step, ``[cells, steps]``.
+      final_unseen, start_unseen: sampled :class:`Scores` means on unseen profiles after RL
+        and of its starting policy, per cell.
+      finite: whether every RL run applied every step.
     """
+
+    cells: tuple[tuple[bool, str, int], ...]
+    sft_loss_last: np.ndarray
+    warmup_unseen: Scores
+    warmup_seen: Scores
+    curves: StepMetrics
+    final_unseen: Scores
+    start_unseen: Scores
+    finite: bool
+
+
+def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
+    """Warm-up both formats per seed, then GRPO and RAPO under the hackable and the exact judge:
+    warm-up losses, held-out fidelity of each warm-up, RL curves and final held-out scores per
+    (seed, method, judge)."""
     train, unseen = split_profiles(WORLD)
     train_j, unseen_j = jnp.asarray(train), jnp.asarray(unseen)
     graphdef, init = init_policies(sizes, seeds)
@@ -170,7 +207,8 @@ def run_pipeline(sizes: Sizes, seeds: list[int]) -> dict:
     both = jax.tree.map(lambda x: jnp.concatenate([x, x]), init)
     flags = jnp.array([True] * n + [False] * n)
     keys = jnp.stack([jax.random.key(10_000 + s) for s in seeds] * 2)
-    warm, sft_losses = warmup(graphdef, both, keys, flags, train_j, sizes)
+    warmed = warmup(graphdef, both, keys, flags, train_j, sizes)
+    warm = warmed.params
     eval_keys = jnp.stack([jax.random.key(20_000 + s) for s in seeds] * 2)
     # both warm-up evaluations in one call (2n policies, as many as the RL cells below)
     batches = [_draw(eval_keys, p, sizes.eval_prompts) for p in (unseen_j, train_j)]
@@ -195,23 +233,19 @@ def run_pipeline(sizes: Sizes, seeds: list[int]) -> dict:
     hack = jnp.array([h for h, _, _ in cells])
     rl_keys = jnp.stack([jax.random.key(30_000 + seeds[i]) for _, _, i in cells])
     config = RLConfig(group_size=sizes.group_size)
-    final, curves = reinforce(
-        graphdef, start, start, rl_keys, alpha, gamma, hack, train_j, sizes, config
-    )
+    rl = reinforce(graphdef, start, start, rl_keys, alpha, gamma, hack, train_j, sizes, config)
+    final, curves = rl.params, rl.aux
     fin_keys = jnp.stack([jax.random.key(40_000 + seeds[i]) for _, _, i in cells])
     final_ood = evaluate(graphdef, final, fin_keys, unseen_j, sizes.eval_prompts, temperature=1.0)
     start_ood = evaluate(graphdef, start, fin_keys, unseen_j, sizes.eval_prompts, temperature=1.0)
 
-    def tolist(tree):
-        return jax.tree.map(lambda a: np.asarray(a).tolist(), tree._asdict())
-
-    return {
-        "cells": [[bool(h), m, int(seeds[i])] for h, m, i in cells],
-        "sft_loss_last": np.asarray(sft_losses[:, -1]).tolist(),
-        "warmup_unseen": tolist(ood),
-        "warmup_seen": tolist(seen),
-        "curves": tolist(curves),
-        "final_unseen": tolist(final_ood),
-        "start_unseen": tolist(start_ood),
-        "finite": bool(np.isfinite(np.asarray(curves.loss)).all()),
-    }
+    return Pipeline(
+        cells=tuple((bool(h), m, int(seeds[i])) for h, m, i in cells),
+        sft_loss_last=np.asarray(warmed.losses[:, -1]),
+        warmup_unseen=ood,
+        warmup_seen=seen,
+        curves=curves,
+        final_unseen=final_ood,
+        start_unseen=start_ood,
+        finite=bool(np.asarray(rl.finite).all()),
+    )

@@ -1,4 +1,4 @@
-"""Measurements behind each registered P05 experiment (one shared pipeline run) and the plot."""
+"""Measurements behind each P05 experiment (one shared pipeline run) and the plot."""
 
 from __future__ import annotations
 
@@ -10,20 +10,20 @@ import numpy as np
 
 from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.rapo import grpo_loss, rapo_loss
-from jaxpapers.rapo.experiments._pipeline import RAPO, Sizes, run_pipeline
+from jaxpapers.rapo.experiments._pipeline import RAPO, Config, Pipeline, run_pipeline
 
 CURVES = ("reward", "fidelity", "role_fraction", "generic_fraction")
 
 
-def _pipeline(ctx: Context, sizes: Sizes) -> dict:
-    name = f"pipeline_{ctx.size}_{ctx.seeds}_" + "_".join(str(v) for v in sizes)
-    return ctx.cached(name, lambda: run_pipeline(sizes, ctx.seed_list), shared=True)
+def _pipeline(ctx: Context, config: Config) -> Pipeline:
+    return ctx.cached("pipeline", lambda: run_pipeline(config, ctx.seed_list))
 
 
-def _select(out: dict, key: str, field: str, *, hackable: bool, method: str) -> list[float]:
-    cells = out["cells"]
-    values = np.asarray(out[key][field])
-    return [float(values[i]) for i, (h, m, _) in enumerate(cells) if h == hackable and m == method]
+def _select(out: Pipeline, key: str, field: str, *, hackable: bool, method: str) -> list[float]:
+    values = np.asarray(getattr(getattr(out, key), field))
+    return [
+        float(values[i]) for i, (h, m, _) in enumerate(out.cells) if h == hackable and m == method
+    ]
 
 
 def unit_weights_identity(*, key: jax.Array) -> float:
@@ -53,8 +53,8 @@ def unit_weights_identity(*, key: jax.Array) -> float:
     return max(diffs)
 
 
-def exact_judge(ctx: Context, sizes: Sizes) -> Outcome:
-    out = _pipeline(ctx, sizes)
+def exact_judge(ctx: Context, config: Config) -> Outcome:
+    out = _pipeline(ctx, config)
     rows = {
         f"{m} (exact judge)": _select(out, "final_unseen", "fidelity", hackable=False, method=m)
         for m in ("GRPO", "RAPO")
@@ -63,8 +63,8 @@ def exact_judge(ctx: Context, sizes: Sizes) -> Outcome:
     return Outcome(rows, {"max_abs_rapo_unit_weights_minus_grpo_loss": identity, "rapo": RAPO})
 
 
-def hacking(ctx: Context, sizes: Sizes) -> Outcome:
-    out = _pipeline(ctx, sizes)
+def hacking(ctx: Context, config: Config) -> Outcome:
+    out = _pipeline(ctx, config)
     rows = {
         m: _select(out, "final_unseen", "fidelity", hackable=True, method=m)
         for m in ("GRPO", "RAPO")
@@ -73,10 +73,12 @@ def hacking(ctx: Context, sizes: Sizes) -> Outcome:
         out, "start_unseen", "fidelity", hackable=True, method="GRPO"
     )
     curves = {}
-    cells = out["cells"]
     for m in ("GRPO", "RAPO"):
-        pick = [i for i, (h, mm, _) in enumerate(cells) if h and mm == m]
-        curves[m] = {c: np.asarray(out["curves"][c])[pick].mean(axis=0).tolist() for c in CURVES}
+        pick = [i for i, (h, mm, _) in enumerate(out.cells) if h and mm == m]
+        curves[m] = {
+            c: np.asarray(getattr(out.curves, c), np.float64)[pick].mean(axis=0).tolist()
+            for c in CURVES
+        }
     final = {
         m: {
             f: float(np.mean(_select(out, "final_unseen", f, hackable=True, method=m)))
@@ -84,13 +86,13 @@ def hacking(ctx: Context, sizes: Sizes) -> Outcome:
         }
         for m in ("GRPO", "RAPO")
     }
-    return Outcome(rows, {"curves": curves, "final_unseen_means": final, "finite": out["finite"]})
+    return Outcome(rows, {"curves": curves, "final_unseen_means": final, "finite": out.finite})
 
 
-def grpo_hacks(ctx: Context, sizes: Sizes) -> Outcome:
+def grpo_hacks(ctx: Context, config: Config) -> Outcome:
     """Held-out fidelity and hackable reward of the warm-up and of GRPO trained on the hackable
     judge (same seeds); the reward rows carry the ``": hackable reward"`` suffix."""
-    out = _pipeline(ctx, sizes)
+    out = _pipeline(ctx, config)
     rows = {}
     for field, suffix in (("fidelity", ""), ("hackable_reward", ": hackable reward")):
         rows[f"warm-up (before RL){suffix}"] = _select(
@@ -100,8 +102,8 @@ def grpo_hacks(ctx: Context, sizes: Sizes) -> Outcome:
     return Outcome(rows)
 
 
-def hacking_phrases(ctx: Context, sizes: Sizes) -> Outcome:
-    out = _pipeline(ctx, sizes)
+def hacking_phrases(ctx: Context, config: Config) -> Outcome:
+    out = _pipeline(ctx, config)
     rows = {
         m: _select(out, "final_unseen", "generic_fraction", hackable=True, method=m)
         for m in ("GRPO", "RAPO")
@@ -116,26 +118,26 @@ def hacking_phrases(ctx: Context, sizes: Sizes) -> Outcome:
     return Outcome(rows, {"role_specific_fraction": role})
 
 
-def ood_profiles(ctx: Context, sizes: Sizes) -> Outcome:
-    out = _pipeline(ctx, sizes)
+def ood_profiles(ctx: Context, config: Config) -> Outcome:
+    out = _pipeline(ctx, config)
     n = len(ctx.seed_list)
-    unseen = np.asarray(out["warmup_unseen"]["fidelity"])
-    seen = np.asarray(out["warmup_seen"]["fidelity"])
+    unseen = np.asarray(out.warmup_unseen.fidelity)
+    seen = np.asarray(out.warmup_seen.fidelity)
     return Outcome(
         {"Psy-CoT warm-up": unseen[:n].tolist(), "plain warm-up": unseen[n:].tolist()},
         {
             "seen_profiles_fidelity": {"Psy-CoT": seen[:n].tolist(), "plain": seen[n:].tolist()},
-            "sft_final_loss": out["sft_loss_last"],
+            "sft_final_loss": out.sft_loss_last.tolist(),
         },
     )
 
 
-def ood_shift(ctx: Context, sizes: Sizes) -> Outcome:
+def ood_shift(ctx: Context, config: Config) -> Outcome:
     """The plain warm-up's greedy fidelity on unseen profiles (the rows of ``ood_profiles``)."""
-    out = _pipeline(ctx, sizes)
+    out = _pipeline(ctx, config)
     n = len(ctx.seed_list)
-    unseen = np.asarray(out["warmup_unseen"]["fidelity"])
-    seen = np.asarray(out["warmup_seen"]["fidelity"])
+    unseen = np.asarray(out.warmup_unseen.fidelity)
+    seen = np.asarray(out.warmup_seen.fidelity)
     return Outcome(
         {"plain warm-up": unseen[n:].tolist()},
         {"seen_profiles_fidelity": {"plain": seen[n:].tolist()}},

@@ -1,15 +1,16 @@
-"""P08 experiments, registered for ``jaxpapers reproduce P08``.
+"""P08 experiments, declared for ``jaxpapers reproduce P08``.
 
 All experiments read one shared computation (:func:`._protocol.run_protocol`, cached with
-``ctx.cached(shared=True)``): a base VIS model per seed is pretrained on task 1, then sequential
-fine-tuning, L2P-style prompt retrieval, STEAM and its three ablations learn tasks 2 (new
-classes) and 3 (appearance shift); every model is scored on every task after every stage.
+``ctx.cached``): a base VIS model per seed is pretrained on task 1, then sequential fine-tuning,
+L2P-style prompt retrieval, STEAM and its three ablations learn tasks 2 (new classes) and 3
+(appearance shift); every model is scored on every task after every stage (per-task mIoU over
+the task's labels, from one confusion matrix per task's test videos).
 
 * ``learns_tasks`` (precondition of the rest): fine-tuning, L2P and STEAM each learn every task:
   per task and seed, the learning gain (mIoU on the task right after learning it minus the same
   model's mIoU on it just before learning it; task 1: before pretraining) is above 0 with 95%
-  confidence. (Until 2026-12-04 the reference was the all-background prediction, which the
-  pretrained base beat on task 3 without learning anything: 0.36 against 0.26.)
+  confidence. (The all-background prediction is not the reference: a pretrained base can beat it
+  on a task it never learned.)
 * ``forgetting`` (headline): average forgetting (mIoU points) after the last task, STEAM vs
   sequential fine-tuning and L2P; requires ``plasticity`` too (less forgetting bought with less
   learning is not the claim); final mIoU in the extras.
@@ -21,37 +22,14 @@ classes) and 3 (appearance shift); every model is scored on every task after eve
   input subspace (0 up to float error) against an unconstrained expert's (order 1), and DASH
   folded into the neck against DASH applied after it (0 up to float error).
 
-What the quick run shows (5 seeds, 16x16 frames, 4 frames per video, 300 + 120 + 120 steps;
-numbers and history in ``results/P08/NOTES.md``): the sanity experiment holds (SCOA leak ~3e-6
-against ~1.0 for an unconstrained expert; fold error ~1e-7), but the precondition
-``learns_tasks`` is not met, so the forgetting, plasticity, ablation and coherence verdicts are
-inconclusive. Every method learns task 1 (pretraining, +0.35 mIoU) and task 2 (+0.08 to +0.10,
-lower bounds > 0); the weak task is task 3 (domain shift): the model that arrives there already
-scores 0.28-0.33 on it, and learning it adds +0.02 (fine-tuning, lower bound -0.044), +0.04
-(L2P, lower bound -0.013) and +0.04 (STEAM, lower bound 0.0001). On their own the rules are
-inconclusive too: STEAM forgets 0.014 mIoU more than fine-tuning (paired bounds [-0.021, 0.048]);
-its plasticity is within 0.005 of the baselines' with bounds wider than the 0.03 margin.
-Diagnosis of the forgetting bed (task 3 revisits task 1's classes, so fine-tuning relearns them;
-the frozen-base methods lose task 1 after task 2, 0.47 -> 0.37, although SCOA keeps the new
-experts' outputs on task-1 inputs at ~1e-6, because the shared class head and the routing change
-old videos' inputs) and the fixes it needs are in issue 36. At ``--full`` (32x32, 4000
-pretraining steps) expect a stronger base.
+The bed's known limits (task 3 revisits task 1's classes, so fine-tuning relearns them; the
+shared class head and the routing change old videos' inputs) are issue 36. Measured numbers and
+their history: ``results/P08/NOTES.md``.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from jaxpapers.core.experiment import (
-    AllOf,
-    Better,
-    Context,
-    Experiment,
-    NoWorse,
-    Threshold,
-    register,
-    sized,
-)
+from jaxpapers.core.experiment import AllOf, Better, Experiment, NoWorse, Threshold
 from jaxpapers.steam.experiments._plots import plot_forgetting
 from jaxpapers.steam.experiments._protocol import (
     FINETUNE,
@@ -60,6 +38,7 @@ from jaxpapers.steam.experiments._protocol import (
     NO_SCOA,
     NO_TEMPORAL,
     STEAM,
+    Config,
 )
 from jaxpapers.steam.experiments._runs import (
     FOLD,
@@ -75,76 +54,47 @@ from jaxpapers.steam.experiments._runs import (
 )
 from jaxpapers.steam.experiments._tasks import TASKS
 
-
-class Sizes(NamedTuple):
-    size: int
-    width: int
-    dim: int
-    queries: int
-    rank: int
-    temperature: float
-    frames: int
-    train_videos: int
-    test_videos: int
-    pretrain_steps: int
-    task_steps: int
-    batch: int
-    lr: float
-    ft_lr: float
-    adapter_lr: float
-    energy: float
-    subspace_videos: int
-
-
-_COMMON = dict(queries=4, temperature=0.1, lr=3e-3, ft_lr=3e-3, adapter_lr=1e-2, energy=0.99)
-
-
-def sizes(ctx: Context) -> Sizes:
-    return ctx.pick(
-        smoke=Sizes(
-            size=16,
-            width=8,
-            dim=8,
-            rank=2,
-            frames=3,
-            train_videos=8,
-            test_videos=4,
-            pretrain_steps=4,
-            task_steps=4,
-            batch=2,
-            subspace_videos=2,
-            **_COMMON,
-        ),
-        quick=Sizes(
-            size=16,
-            width=16,
-            dim=16,
-            rank=4,
-            frames=4,
-            train_videos=64,
-            test_videos=12,
-            pretrain_steps=300,
-            task_steps=120,
-            batch=4,
-            subspace_videos=8,
-            **_COMMON,
-        ),
-        full=Sizes(
-            size=32,
-            width=32,
-            dim=32,
-            rank=8,
-            frames=6,
-            train_videos=512,
-            test_videos=128,
-            pretrain_steps=4000,
-            task_steps=2000,
-            batch=16,
-            subspace_videos=64,
-            **_COMMON,
-        ),
-    )
-
+SIZES = {
+    "smoke": Config(
+        size=16,
+        width=8,
+        dim=8,
+        rank=2,
+        frames=3,
+        train_videos=8,
+        test_videos=4,
+        pretrain_steps=4,
+        task_steps=4,
+        batch=2,
+        subspace_videos=2,
+    ),
+    "quick": Config(
+        size=16,
+        width=16,
+        dim=16,
+        rank=4,
+        frames=4,
+        train_videos=64,
+        test_videos=12,
+        pretrain_steps=300,
+        task_steps=120,
+        batch=4,
+        subspace_videos=8,
+    ),
+    "full": Config(
+        size=32,
+        width=32,
+        dim=32,
+        rank=8,
+        frames=6,
+        train_videos=512,
+        test_videos=128,
+        pretrain_steps=4000,
+        task_steps=2000,
+        batch=16,
+        subspace_videos=64,
+    ),
+}
 
 #: The tasks of the sequence (task numbers of the ``learns_tasks`` rows).
 N_TASKS = len(TASKS)
@@ -155,9 +105,9 @@ N_TASKS = len(TASKS)
 #: quarters of the baseline's learning. Chosen before the 5-seed numbers were seen.
 PLASTICITY_MARGIN = 0.03
 
-register(
+
+EXPERIMENTS = (
     Experiment(
-        paper="P08",
         id="learns_tasks",
         claim="Precondition: fine-tuning, L2P and STEAM each learn every task (per task, mIoU "
         "on it right after learning it is higher than the same model's just before learning it)",
@@ -175,13 +125,9 @@ register(
                 for k in range(1, N_TASKS + 1)
             )
         ),
-        run=sized(run_learns_tasks, sizes),
-    )
-)
-
-register(
+        run=run_learns_tasks,
+    ),
     Experiment(
-        paper="P08",
         id="forgetting",
         claim="STEAM forgets less than sequential fine-tuning and L2P-style prompt retrieval "
         "over a class-incremental + domain-shift task sequence (at the same plasticity: "
@@ -191,15 +137,11 @@ register(
         baselines=(FINETUNE, L2P),
         methods=(STEAM,),
         rule=AllOf((Better(STEAM, FINETUNE), Better(STEAM, L2P))),
-        run=sized(run_forgetting, sizes),
+        run=run_forgetting,
         plot=plot_forgetting,
         requires=("learns_tasks", "plasticity"),
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P08",
         id="plasticity",
         claim="STEAM keeps the baselines' plasticity: it learns each new task no worse than "
         f"sequential fine-tuning and L2P by more than {PLASTICITY_MARGIN} mIoU",
@@ -213,14 +155,10 @@ register(
                 NoWorse(STEAM, L2P, margin=PLASTICITY_MARGIN),
             )
         ),
-        run=sized(run_plasticity, sizes),
+        run=run_plasticity,
         requires=("learns_tasks",),
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P08",
         id="ablations",
         claim="each of DASH, TASTE's temporal experts and SCOA contributes to STEAM's final "
         "average performance",
@@ -229,14 +167,10 @@ register(
         baselines=(NO_DASH, NO_TEMPORAL, NO_SCOA),
         methods=(STEAM,),
         rule=AllOf(tuple(Better(STEAM, b) for b in (NO_DASH, NO_TEMPORAL, NO_SCOA))),
-        run=sized(run_ablations, sizes),
+        run=run_ablations,
         requires=("learns_tasks",),
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P08",
         id="temporal_coherence",
         claim="video-level (temporal) experts keep identities more coherent: fewer identity "
         "switches than STEAM without them",
@@ -246,14 +180,10 @@ register(
         baselines=(FINETUNE, L2P, NO_TEMPORAL),
         methods=(STEAM,),
         rule=Better(STEAM, NO_TEMPORAL),
-        run=sized(run_temporal, sizes),
+        run=run_temporal,
         requires=("learns_tasks",),
-    )
-)
-
-register(
+    ),
     Experiment(
-        paper="P08",
         id="scoa_exactness",
         claim="Sanity: a SCOA expert gives exactly zero output on the earlier tasks' input "
         "subspace (an unconstrained expert does not), and DASH folds exactly into the neck",
@@ -268,6 +198,6 @@ register(
                 Threshold(FREE_LEAK, 0.1, below=False),
             )
         ),
-        run=sized(run_sanity, sizes),
-    )
+        run=run_sanity,
+    ),
 )

@@ -28,15 +28,15 @@ def steam_inference_pair(quick: bool) -> tuple[Callable[[], object], Callable[[]
     """
     n, frames, size = (32, 4, 16) if quick else (128, 8, 32)
     cfg = VISConfig(size=size, width=16 if quick else 32, dim=16 if quick else 32, experts=3)
-    graphdef, params = init_vis(cfg, key=jax.random.key(0))
-    adapters = init_adapters(cfg, key=jax.random.key(1))
+    graphdef, params = init_vis(config=cfg, key=jax.random.key(0))
+    adapters = init_adapters(config=cfg, key=jax.random.key(1))
     k = jax.random.split(jax.random.key(2), 4)
     adapters = adapters._replace(
         frame=adapters.frame._replace(up=jax.random.normal(k[0], adapters.frame.up.shape)),
         video=adapters.video._replace(up=jax.random.normal(k[1], adapters.video.up.shape)),
         keys=jax.random.normal(k[2], adapters.keys.shape),
     )
-    proj = identity_projectors(cfg)
+    proj = identity_projectors(config=cfg)
     videos = task_videos(TASKS[0], n, frames, size, key=k[3]).image
     allowed = jnp.ones((cfg.classes,))
     gates = jnp.stack([class_mask(t.pool) for t in TASKS])
@@ -44,11 +44,11 @@ def steam_inference_pair(quick: bool) -> tuple[Callable[[], object], Callable[[]
     def infer(a, active, task_classes):
         def one(v):
             out = decode(
-                cfg,
                 params,
                 a,
                 proj,
                 encode(graphdef, params, v),
+                config=cfg,
                 active=active,
                 task_classes=task_classes,
             )
@@ -56,7 +56,7 @@ def steam_inference_pair(quick: bool) -> tuple[Callable[[], object], Callable[[]
 
         return jax.vmap(one)(videos)
 
-    base_ad = init_adapters(cfg, key=jax.random.key(1))
+    base_ad = init_adapters(config=cfg, key=jax.random.key(1))
     steam = jax.jit(lambda: infer(adapters, jnp.ones(3), gates))
     base = jax.jit(lambda: infer(base_ad, jax.nn.one_hot(0, 3), None))
     return steam, base, n * frames

@@ -1,14 +1,17 @@
 """The continual protocol: pretrain on task 1, then learn tasks 2 and 3 with every method.
 
-Two compiled training loops serve every run: ``finetune`` (all weights trainable, images in;
-pretraining and sequential fine-tuning, vmapped over seeds) and ``adapt`` (frozen base, features
-precomputed once per seed; the adapter methods x seeds in one vmap, each method a row of 0/1
-flags that choose which parameters train). One compiled ``evaluate`` scores every run on every
-task's test videos after every stage.
+Training is :func:`jaxpapers.core.fit.fit` throughout. ``finetune`` trains every weight from the
+images (pretraining and sequential fine-tuning, vmapped over seeds). ``adapt`` trains one adapter
+method on one task from features the frozen base computed once per seed (vmapped over seeds): its
+parameters are the new task's row of every adapter part and the classifier columns of the task's
+new classes, and ``optax.multi_transform`` gives the parts the method does not train
+``optax.set_to_zero`` (they keep their values exactly). One compiled ``evaluate`` scores every
+run on every task's test videos after every stage.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from typing import Any, NamedTuple
@@ -18,9 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxpapers.core.pytrees import FAST_COMPILE, stack_trees
+from jaxpapers.core.fit import FitResult, fit
+from jaxpapers.core.pytrees import stack_trees
+from jaxpapers.core.segmentation_metrics import confusion_matrix, iou_from_confusion
 from jaxpapers.steam import (
     Adapters,
+    Experts,
     Projectors,
     ScaleShift,
     VISConfig,
@@ -36,9 +42,7 @@ from jaxpapers.steam import (
     init_adapters,
     init_vis,
     input_subspace,
-    iou_counts,
     matching_loss,
-    mean_iou,
     orthogonal_projector,
     scale_shift,
     segment,
@@ -46,16 +50,42 @@ from jaxpapers.steam import (
 from jaxpapers.steam.experiments._tasks import TASKS, class_mask, label_ids, task_videos
 
 
-class Method(NamedTuple):
-    """0/1 flags: which adapter parts train, retrieval style, SCOA."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Config:
+    """Every size-dependent setting of the P08 protocol (one per run size, ``SIZES``)."""
 
-    dash: float = 0.0
-    frame: float = 0.0
-    video: float = 0.0
-    prompt: float = 0.0
-    keys: float = 0.0
-    hard: float = 0.0
-    scoa: float = 0.0
+    size: int
+    width: int
+    dim: int
+    rank: int
+    frames: int
+    train_videos: int
+    test_videos: int
+    pretrain_steps: int
+    task_steps: int
+    batch: int
+    subspace_videos: int
+    queries: int = 4
+    temperature: float = 0.1
+    lr: float = 3e-3
+    ft_lr: float = 3e-3
+    adapter_lr: float = 1e-2
+    energy: float = 0.99
+
+
+class Method(NamedTuple):
+    """An adapter method: which parts of the new task's expert train, hard (L2P) retrieval, SCOA.
+
+    A static argument of ``adapt``: the parts that do not train get ``optax.set_to_zero``.
+    """
+
+    dash: bool = False
+    frame: bool = False
+    video: bool = False
+    prompt: bool = False
+    keys: bool = False
+    hard: bool = False
+    scoa: bool = False
 
 
 FINETUNE = "sequential fine-tuning"
@@ -65,55 +95,83 @@ NO_DASH = "STEAM w/o DASH"
 NO_TEMPORAL = "STEAM w/o temporal experts"
 NO_SCOA = "STEAM w/o SCOA"
 ADAPTER_METHODS: dict[str, Method] = {
-    L2P: Method(prompt=1.0, keys=1.0, hard=1.0),
-    STEAM: Method(dash=1.0, frame=1.0, video=1.0, scoa=1.0),
-    NO_DASH: Method(frame=1.0, video=1.0, scoa=1.0),
-    NO_TEMPORAL: Method(dash=1.0, frame=1.0, scoa=1.0),
-    NO_SCOA: Method(dash=1.0, frame=1.0, video=1.0),
+    L2P: Method(prompt=True, keys=True, hard=True),
+    STEAM: Method(dash=True, frame=True, video=True, scoa=True),
+    NO_DASH: Method(frame=True, video=True, scoa=True),
+    NO_TEMPORAL: Method(dash=True, frame=True, scoa=True),
+    NO_SCOA: Method(dash=True, frame=True, video=True),
 }
 METHODS: tuple[str, ...] = (FINETUNE, *ADAPTER_METHODS)
 
 
+class Protocol(NamedTuple):
+    """Every method on the task sequence (per seed); what the experiments read.
+
+    Attributes:
+      methods: row names, ``METHODS`` order.
+      tasks: task names.
+      miou: ``[method, stage, task, seed]`` mIoU of each task after each stage.
+      miou_before: ``[method, task, seed]`` mIoU of each task just before learning it.
+      switches, pairs: ``[method, stage, task, seed]`` identity switches and tracked pairs.
+      losses: training losses by phase (seed means; adapters ``[method, step]``).
+      leaks: per task, ``[adapter method, seed, (frame, video)]`` relative output of the new
+        expert on the earlier inputs' subspace.
+      background_only_miou: ``[task, seed]`` mIoU of the all-background prediction.
+      fold_error: ``[seed]`` DASH folded into the neck vs applied after it.
+      cpu_seconds: process CPU seconds per phase (compiles included).
+    """
+
+    methods: tuple[str, ...]
+    tasks: tuple[str, ...]
+    miou: np.ndarray
+    miou_before: np.ndarray
+    switches: np.ndarray
+    pairs: np.ndarray
+    losses: dict[str, np.ndarray]
+    leaks: dict[str, np.ndarray]
+    background_only_miou: np.ndarray
+    fold_error: list[float]
+    cpu_seconds: dict[str, float]
+
+
 def _video_loss(cfg, params, adapters, proj, feats, inst, cls, allowed, active, hard, gates=None):
     assign = jnp.asarray(assignments(cfg.queries, cfg.max_objects))
-    out = decode(cfg, params, adapters, proj, feats, active=active, hard=hard, task_classes=gates)
+    out = decode(
+        params, adapters, proj, feats, config=cfg, active=active, hard=hard, task_classes=gates
+    )
     per_frame = jax.vmap(matching_loss, in_axes=(0, 0, 0, 0, None, None))(
         out.class_logits, out.mask_logits, inst, cls, allowed, assign
     )
     return jnp.mean(per_frame), out
 
 
-def make_finetune(cfg: VISConfig, graphdef, *, steps: int, batch: int):
-    """``finetune(params, images, inst, cls, allowed, lr, key) -> (params, losses)`` (one run)."""
-    adapters = init_adapters(cfg, key=jax.random.key(0))
-    proj = identity_projectors(cfg)
+@functools.partial(jax.jit, static_argnames=("cfg", "graphdef", "steps", "batch"))
+def finetune(
+    params, adapters, proj, images, inst, cls, allowed, lr, keys, *, cfg, graphdef, steps, batch
+) -> FitResult:
+    """Adam on every base weight from images, one run per seed (leading axis of ``params``,
+    ``images [S, N, T, H, W, C]``, ``inst``, ``cls`` and ``keys``); ``adapters``/``proj`` are
+    the identity ones (only task 1's expert active)."""
     active = jax.nn.one_hot(0, cfg.experts)
 
-    def loss_fn(p, images, inst, cls, allowed):
-        b, t = images.shape[:2]
-        feats = encode(graphdef, p, images.reshape(b * t, *images.shape[2:]))
-        feats = feats.reshape(b, t, *feats.shape[1:])
-        losses, _ = jax.vmap(
-            lambda f, i, c: _video_loss(cfg, p, adapters, proj, f, i, c, allowed, active, 0.0)
-        )(feats, inst, cls)
-        return jnp.mean(losses)
+    def one(p0, im, ins, cl, key):
+        def loss_fn(p, batch_, _key):
+            images_b, inst_b, cls_b = batch_
+            b, t = images_b.shape[:2]
+            feats = encode(graphdef, p, images_b.reshape(b * t, *images_b.shape[2:]))
+            feats = feats.reshape(b, t, *feats.shape[1:])
+            losses, _ = jax.vmap(
+                lambda f, i, c: _video_loss(cfg, p, adapters, proj, f, i, c, allowed, active, 0.0)
+            )(feats, inst_b, cls_b)
+            return jnp.mean(losses)
 
-    def run(params, images, inst, cls, allowed, lr, key):
-        opt = optax.adam(lr)
+        def batch_fn(_t, k):
+            idx = jax.random.randint(k, (batch,), 0, im.shape[0])
+            return im[idx], ins[idx], cl[idx]
 
-        def step(carry, k):
-            p, s = carry
-            idx = jax.random.randint(k, (batch,), 0, images.shape[0])
-            loss, g = jax.value_and_grad(loss_fn)(p, images[idx], inst[idx], cls[idx], allowed)
-            u, s = opt.update(g, s, p)
-            return (optax.apply_updates(p, u), s), loss
+        return fit(loss_fn, p0, optax.adam(lr), steps=steps, key=key, batch_fn=batch_fn)
 
-        (params, _), losses = jax.lax.scan(
-            step, (params, opt.init(params)), jax.random.split(key, steps)
-        )
-        return params, losses
-
-    return run
+    return jax.vmap(one)(params, images, inst, cls, keys)
 
 
 def _summary(feats: jax.Array) -> jax.Array:
@@ -121,116 +179,150 @@ def _summary(feats: jax.Array) -> jax.Array:
     return feats.mean(axis=(0, 1, 2, 3))
 
 
-def make_adapt(
-    cfg: VISConfig, *, steps: int, batch: int, lr: float, energy: float, task_classes: jax.Array
-):
-    """``adapt(...)`` for one run of an adapter method on task ``t`` (see the module docstring).
+def _row(adapters: Adapters, t: int) -> Adapters:
+    """Task ``t``'s row of every adapter part."""
+    return jax.tree.map(lambda x: x[t], adapters)
+
+
+def _with_row(adapters: Adapters, t: int, row: Adapters) -> Adapters:
+    return jax.tree.map(lambda x, r: x.at[t].set(r), adapters, row)
+
+
+def _labels(method: Method) -> Adapters:
+    """``multi_transform`` labels of an expert row: the parts ``method`` trains."""
+
+    def label(on: bool) -> str:
+        return "train" if on else "frozen"
+
+    return Adapters(
+        dash=ScaleShift(label(method.dash), label(method.dash)),
+        frame=Experts(label(method.frame), label(method.frame)),
+        video=Experts(label(method.video), label(method.video)),
+        keys=label(method.keys),
+        prompts=label(method.prompt),
+    )
+
+
+class Adapted(NamedTuple):
+    """One adapter method's run on one task (per seed): the base parameters (new-class columns
+    of the classifier trained), the adapters (task ``t``'s row trained), the projectors, the
+    losses, whether every step was finite, and the new experts' leaks ``[(frame, video)]``."""
+
+    params: Any
+    adapters: Adapters
+    projectors: Projectors
+    losses: jax.Array
+    finite: jax.Array
+    leaks: jax.Array
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("cfg", "method", "t", "new", "steps", "batch", "lr", "energy"),
+)
+def adapt(
+    params,
+    adapters: Adapters,
+    proj: Projectors,
+    feats,
+    inst,
+    cls,
+    earlier,
+    allowed,
+    task_classes,
+    keys,
+    *,
+    cfg: VISConfig,
+    method: Method,
+    t: int,
+    new: tuple[int, ...],
+    steps: int,
+    batch: int,
+    lr: float,
+    energy: float,
+) -> Adapted:
+    """``method`` learns task ``t`` (new classes ``new``), one run per seed (leading axes).
 
     Before training: DASH of task ``t`` is initialised from the task's feature moments against
     task 1's (when the method uses DASH); the routing keys of task 1 and ``t`` are set to their
     tasks' mean features; with SCOA, expert ``t``'s projectors remove the subspace of the
     frame / video expert inputs of tasks ``< t`` (computed on ``earlier`` videos under the current
-    model). Then Adam trains the parameters the method's flags and the task allow.
+    model). Then Adam trains the parts of row ``t`` that the method names and the classifier
+    columns of the new classes; the other parts of the row get zero updates.
     """
-    opt = optax.adam(lr)
+    hard = float(method.hard)
+    optimizer = optax.multi_transform(
+        {"train": optax.adam(lr), "frozen": optax.set_to_zero()},
+        {"row": _labels(method), **({"cls": {"kernel": "train", "bias": "train"}} if new else {})},
+    )
+    cols = jnp.asarray(new, jnp.int32)
 
-    def run(
-        params,
-        adapters: Adapters,
-        proj: Projectors,
-        feats,
-        inst,
-        cls,
-        earlier,
-        t,
-        method,
-        allowed,
-        new_classes,
-        key,
-    ):
+    def one(params, adapters, proj, feats, inst, cls, earlier, key):
         e = cfg.experts
-        onehot = jax.nn.one_hot(t, e)
         before = (jnp.arange(e) < t).astype(jnp.float32)
         active = (jnp.arange(e) <= t).astype(jnp.float32)
-        keys = adapters.keys.at[0].set(_summary(earlier[0])).at[t].set(_summary(feats))
-        mean0, std0 = feature_moments(earlier[0])
-        init = dash_init(feats, mean0, std0)
-        use = method.dash * onehot[:, None]
-        dash = adapters.dash._replace(
-            gamma=use * init.gamma[None] + (1 - use) * adapters.dash.gamma,
-            beta=use * init.beta[None] + (1 - use) * adapters.dash.beta,
-        )
-        adapters = adapters._replace(keys=keys, dash=dash)
+        keys_ = adapters.keys.at[0].set(_summary(earlier[0])).at[t].set(_summary(feats))
+        dash = adapters.dash
+        if method.dash:
+            mean0, std0 = feature_moments(earlier[0])
+            init = dash_init(feats, mean0, std0)
+            dash = ScaleShift(dash.gamma.at[t].set(init.gamma), dash.beta.at[t].set(init.beta))
+        adapters = adapters._replace(keys=keys_, dash=dash)
 
         # SCOA: the inputs expert t must not disturb are those of the earlier tasks' videos.
         rows = jax.vmap(
             jax.vmap(
                 lambda f: adapter_inputs(
-                    cfg, params, adapters, proj, f, active=before, hard=method.hard
+                    params, adapters, proj, f, config=cfg, active=before, hard=hard
                 )
             )
         )(earlier)
         weight = before[:, None, None, None]
         pix = (rows[0] * weight).reshape(-1, cfg.dim)
         qry = (rows[1] * weight).reshape(-1, cfg.dim)
-        pf = orthogonal_projector(input_subspace(pix, energy=energy, max_rank=cfg.dim - cfg.rank))
-        pv = orthogonal_projector(input_subspace(qry, energy=energy, max_rank=cfg.dim - cfg.rank))
-        eye = jnp.eye(cfg.dim)
-        s = method.scoa * onehot[:, None, None]
-        proj = Projectors(
-            s * pf[None] + (1 - s) * jnp.where(onehot[:, None, None] > 0, eye[None], proj.frame),
-            s * pv[None] + (1 - s) * jnp.where(onehot[:, None, None] > 0, eye[None], proj.video),
-        )
+        if method.scoa:
+            span = functools.partial(input_subspace, energy=energy, max_rank=cfg.dim - cfg.rank)
+            pf, pv = orthogonal_projector(span(pix)), orthogonal_projector(span(qry))
+        else:
+            pf = pv = jnp.eye(cfg.dim)
+        proj = Projectors(proj.frame.at[t].set(pf), proj.video.at[t].set(pv))
 
-        col = jnp.concatenate([new_classes, jnp.zeros((1,))])
-        mask = {
-            "adapters": Adapters(
-                dash=jax.tree.map(lambda _: method.dash * onehot[:, None], adapters.dash),
-                frame=jax.tree.map(lambda _: method.frame * onehot[:, None, None], adapters.frame),
-                video=jax.tree.map(lambda _: method.video * onehot[:, None, None], adapters.video),
-                keys=method.keys * onehot[:, None],
-                prompts=method.prompt * onehot[:, None, None],
-            ),
-            "cls": {"kernel": jnp.broadcast_to(col, params["cls"]["kernel"].shape), "bias": col},
-        }
-        trainable = {"adapters": adapters, "cls": params["cls"]}
+        trainable = {"row": _row(adapters, t)}
+        if new:
+            kernel, bias = params["cls"]["kernel"], params["cls"]["bias"]
+            trainable["cls"] = {"kernel": kernel[:, cols], "bias": bias[cols]}
 
-        def loss_fn(tr, f, i, c):
-            p = {**params, "cls": tr["cls"]}
+        def merged(tr):
+            p = params
+            if new:
+                cls_ = {
+                    "kernel": kernel.at[:, cols].set(tr["cls"]["kernel"]),
+                    "bias": bias.at[cols].set(tr["cls"]["bias"]),
+                }
+                p = {**params, "cls": cls_}
+            return p, _with_row(adapters, t, tr["row"])
 
-            def one(fv, iv, cv):
+        def loss_fn(tr, batch_, _key):
+            p, ad = merged(tr)
+
+            def video(fv, iv, cv):
                 loss, _out = _video_loss(
-                    cfg,
-                    p,
-                    tr["adapters"],
-                    proj,
-                    fv,
-                    iv,
-                    cv,
-                    allowed,
-                    active,
-                    method.hard,
-                    task_classes,
+                    cfg, p, ad, proj, fv, iv, cv, allowed, active, hard, task_classes
                 )
-                s = fv.mean(axis=(0, 1, 2))
-                k = tr["adapters"].keys[t]
-                pull = 1 - s @ k / (jnp.linalg.norm(s) * jnp.linalg.norm(k) + 1e-6)
-                return loss + method.keys * pull
+                if method.keys:  # L2P's key-query matching term
+                    s = fv.mean(axis=(0, 1, 2))
+                    k = ad.keys[t]
+                    loss = loss + (1 - s @ k / (jnp.linalg.norm(s) * jnp.linalg.norm(k) + 1e-6))
+                return loss
 
-            return jnp.mean(jax.vmap(one)(f, i, c))
+            return jnp.mean(jax.vmap(video)(*batch_))
 
-        def step(carry, k):
-            tr, st = carry
+        def batch_fn(_t, k):
             idx = jax.random.randint(k, (batch,), 0, feats.shape[0])
-            loss, g = jax.value_and_grad(loss_fn)(tr, feats[idx], inst[idx], cls[idx])
-            g = jax.tree.map(lambda a, m: a * m, g, mask)
-            u, st = opt.update(g, st, tr)
-            return (optax.apply_updates(tr, u), st), loss
+            return feats[idx], inst[idx], cls[idx]
 
-        (trainable, _), losses = jax.lax.scan(
-            step, (trainable, opt.init(trainable)), jax.random.split(key, steps)
-        )
-        new = trainable["adapters"]
+        res = fit(loss_fn, trainable, optimizer, steps=steps, key=key, batch_fn=batch_fn)
+        params, new_ad = merged(res.params)
 
         def leak(x, p, experts):
             # Expert t's output on the earlier inputs' own principal subspace, relative to its
@@ -239,38 +331,50 @@ def make_adapt(
             w = p[t] @ experts.down[t] @ experts.up[t]
             return jnp.linalg.norm(x @ u @ u.T @ w) / (jnp.linalg.norm(x @ w) + 1e-30)
 
-        leaks = jnp.stack([leak(pix, proj.frame, new.frame), leak(qry, proj.video, new.video)])
-        return {**params, "cls": trainable["cls"]}, new, proj, losses, leaks
+        leaks = jnp.stack(
+            [leak(pix, proj.frame, new_ad.frame), leak(qry, proj.video, new_ad.video)]
+        )
+        return Adapted(params, new_ad, proj, res.losses, res.finite, leaks)
 
-    return run
+    return jax.vmap(one)(params, adapters, proj, feats, inst, cls, earlier, keys)
 
 
-def make_evaluate(cfg: VISConfig, graphdef):
-    """``evaluate(params, adapters, proj, feats, inst, cls, allowed, active, hard)`` -> per task
-    mIoU, identity switches and pairs; ``feats`` ``[tasks, N, T, g, g, D]``."""
+def _task_miou(confusion: jax.Array, labels: jax.Array) -> jax.Array:
+    """mIoU over a task's labels (background and its classes) from a confusion matrix.
+
+    :func:`jaxpapers.core.segmentation_metrics.iou_from_confusion` gives every label's IoU (0
+    for a label absent from truth and prediction); the task's mIoU averages its own labels, so a
+    pixel of the task's class predicted as another task's class costs that class's IoU once.
+    """
+    iou, _present = iou_from_confusion(confusion)
+    return jnp.mean(iou[labels])
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def evaluate(params, adapters, proj, feats, inst, cls, allowed, active, hard, gates, *, cfg):
+    """Per run (leading axis of all but ``allowed``/``active``) and task: mIoU, identity switches
+    and pairs; ``feats [runs, tasks, N, T, g, g, D]``."""
     labels = [label_ids(task) for task in TASKS]
 
-    def run(params, adapters, proj, feats, inst, cls, allowed, active, hard, gates):
+    def run(params, adapters, proj, feats, inst, cls, hard, gates):
         def video(f, i, c):
             out = decode(
-                cfg, params, adapters, proj, f, active=active, hard=hard, task_classes=gates
+                params, adapters, proj, f, config=cfg, active=active, hard=hard, task_classes=gates
             )
             seg = segment(out, allowed)
             sw = identity_switches(seg.tracks, i, cfg.max_objects, cfg.queries)
-            counts = iou_counts(seg.semantic, c, cfg.classes + 1)
-            return counts, sw
+            return confusion_matrix(seg.semantic, c, cfg.classes + 1), sw
 
         res = []
         for j in range(len(TASKS)):
-            counts, sw = jax.vmap(video)(feats[j], inst[j], cls[j])
-            total = jax.tree.map(lambda x: x.sum(0), counts)
-            res.append((mean_iou(total, labels[j]), sw.switches.sum(), sw.pairs.sum()))
+            confusion, sw = jax.vmap(video)(feats[j], inst[j], cls[j])
+            res.append((_task_miou(confusion.sum(0), labels[j]), sw.switches.sum(), sw.pairs.sum()))
         return tuple(jnp.stack(v) for v in zip(*res, strict=True))
 
-    return run
+    return jax.vmap(run)(params, adapters, proj, feats, inst, cls, hard, gates)
 
 
-def background_only_miou(classes: jax.Array, num_labels: int) -> list[list[float]]:
+def background_only_miou(classes: jax.Array, num_labels: int) -> np.ndarray:
     """``[task, seed]`` mIoU of the all-background prediction on each task's test class maps
     ``classes [seeds, tasks, N, T, H, W]``, scored like the methods (the task's labels).
 
@@ -278,45 +382,38 @@ def background_only_miou(classes: jax.Array, num_labels: int) -> list[list[float
     background IoU (its pixel share) and 0 on every object class. (``learns_tasks`` judges the
     learning gain instead: a pretrained model can beat this reference without learning a task.)
     """
-    out = []
+    out = np.zeros((len(TASKS), classes.shape[0]))
     for j, task in enumerate(TASKS):
-        row = []
         for s in range(classes.shape[0]):
             target = classes[s, j]
-            counts = iou_counts(jnp.zeros_like(target), target, num_labels)
-            row.append(float(mean_iou(counts, label_ids(task))))
-        out.append(row)
+            confusion = confusion_matrix(jnp.zeros_like(target), target, num_labels)
+            out[j, s] = float(_task_miou(confusion, label_ids(task)))
     return out
 
 
-def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[str, Any]:
-    """Every method on the task sequence; JSON-ready per-method matrices over seeds.
-
-    ``fast`` compiles the training and evaluation programs with ``FAST_COMPILE`` (smoke runs:
-    at tiny shapes and a few steps the compiles are the whole cost).
-    """
+def run_protocol(config: Config, seeds: list[int]) -> Protocol:
+    """Every method on the task sequence, per seed (see the module docstring)."""
     cfg = VISConfig(
-        size=sizes.size,
-        width=sizes.width,
-        dim=sizes.dim,
-        queries=sizes.queries,
+        size=config.size,
+        width=config.width,
+        dim=config.dim,
+        queries=config.queries,
         classes=4,
         experts=len(TASKS),
-        rank=sizes.rank,
-        temperature=sizes.temperature,
+        rank=config.rank,
+        temperature=config.temperature,
     )
     n_seeds = len(seeds)
     names = list(ADAPTER_METHODS)
-    n_runs = len(names) * n_seeds  # run r = method r // n_seeds, seed r % n_seeds
 
     clock = _Clock()
-    n_train = sizes.train_videos
+    n_train = config.train_videos
 
-    @functools.partial(jax.jit, compiler_options=FAST_COMPILE)
+    @jax.jit
     def make_data(key):
         ks = jax.random.split(key, len(TASKS))
         return [
-            task_videos(task, n_train + sizes.test_videos, sizes.frames, cfg.size, key=k)
+            task_videos(task, n_train + config.test_videos, config.frames, cfg.size, key=k)
             for task, k in zip(TASKS, ks, strict=True)
         ]
 
@@ -328,62 +425,53 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
     graphdef = None
     base = []
     for s in seeds:
-        graphdef, p = init_vis(cfg, key=jax.random.key(s))
+        graphdef, p = init_vis(config=cfg, key=jax.random.key(s))
         base.append(p)
     params = stack_trees(base)
 
-    finetune = _jit(
-        fast,
-        jax.vmap(
-            make_finetune(cfg, graphdef, steps=sizes.task_steps, batch=sizes.batch),
-            in_axes=(0, 0, 0, 0, None, None, 0),
-        ),
-    )
-    encode_all = _jit(
-        fast, jax.vmap(lambda p, x: jax.vmap(jax.vmap(lambda v: encode(graphdef, p, v)))(x))
+    identity_ad = init_adapters(config=cfg, key=jax.random.key(0))
+    identity_proj = identity_projectors(config=cfg)
+
+    def tune(params, task: int, lr: float, keys: jax.Array) -> FitResult:
+        return finetune(
+            params,
+            identity_ad,
+            identity_proj,
+            train[task].image,
+            train[task].instances,
+            train[task].classes,
+            class_mask(TASKS[task].pool),
+            lr,
+            keys,
+            cfg=cfg,
+            graphdef=graphdef,
+            steps=config.task_steps,
+            batch=config.batch,
+        )
+
+    encode_all = jax.jit(
+        jax.vmap(lambda p, x: jax.vmap(jax.vmap(lambda v: encode(graphdef, p, v)))(x))
     )
     all_images = jnp.stack([v.image for v in videos], 1)  # [seeds, tasks, N, T, H, W, C]
-    adapt = _jit(
-        fast,
-        jax.vmap(
-            make_adapt(
-                cfg,
-                steps=sizes.task_steps,
-                batch=sizes.batch,
-                lr=sizes.adapter_lr,
-                energy=sizes.energy,
-                task_classes=jnp.stack([class_mask(task.pool) for task in TASKS]),
-            ),
-            in_axes=(0, 0, 0, 0, 0, 0, 0, None, 0, None, None, 0),
-        ),
-    )
-    evaluate = _jit(
-        fast, jax.vmap(make_evaluate(cfg, graphdef), in_axes=(0, 0, 0, 0, 0, 0, None, None, 0, 0))
-    )
 
     def keys(offset, n):
         return jnp.stack([jax.random.key(7919 * s + offset) for s in seeds] * n)
 
-    images = [v.image for v in train]
     init_params = params  # the model before pretraining: the "before" of task 1's learning gain
     pre_losses = []
-    for chunk in range(max(1, sizes.pretrain_steps // sizes.task_steps)):
-        params, chunk_losses = finetune(
-            params,
-            images[0],
-            train[0].instances,
-            train[0].classes,
-            class_mask(TASKS[0].pool),
-            sizes.lr,
-            keys(11 + 100 * chunk, 1),
-        )
-        pre_losses.append(chunk_losses)
+    for chunk in range(max(1, config.pretrain_steps // config.task_steps)):
+        res = tune(params, 0, config.lr, keys(11 + 100 * chunk, 1))
+        params = res.params
+        pre_losses.append(res.losses)
     clock("pretrain")
     test_inst = jnp.stack([v.instances for v in test], 1)  # [seeds, tasks, N, T, H, W]
     test_cls = jnp.stack([v.classes for v in test], 1)
 
-    def rep(tree):  # seeds -> runs (method-major)
+    def rep(tree):  # seeds -> runs (method-major: run r = method r // n_seeds, seed r % n_seeds)
         return jax.tree.map(lambda x: jnp.concatenate([x] * len(names)), tree)
+
+    def runs_of(tree, i):  # the runs of adapter method i
+        return jax.tree.map(lambda x: x[i * n_seeds : (i + 1) * n_seeds], tree)
 
     feats = encode_all(params, all_images)  # [seeds, tasks, N, T, g, g, D]
     base_train_feats = [feats[:, j, :n_train] for j in range(len(TASKS))]
@@ -391,25 +479,20 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
     clock("encode")
     ft_params = params
     ad_params = rep(params)
-    ad = jax.vmap(lambda k: init_adapters(cfg, key=k))(keys(13, len(names)))
-    proj = jax.vmap(lambda _: identity_projectors(cfg))(jnp.arange(n_runs))
-    flags = Method(
-        *(
-            jnp.repeat(jnp.asarray(v, jnp.float32), n_seeds)
-            for v in zip(*ADAPTER_METHODS.values(), strict=True)
-        )
-    )
-    earlier = jnp.stack([f[:, : sizes.subspace_videos] for f in base_train_feats], 1)
-    zero_ad = jax.vmap(lambda k: init_adapters(cfg, key=k))(keys(0, 1))
-    eye = jax.vmap(lambda _: identity_projectors(cfg))(jnp.arange(n_seeds))
+    ad = jax.vmap(lambda k: init_adapters(config=cfg, key=k))(keys(13, len(names)))
+    proj = jax.vmap(lambda _: identity_projectors(config=cfg))(jnp.arange(len(names) * n_seeds))
+    hard = jnp.repeat(jnp.asarray([float(m.hard) for m in ADAPTER_METHODS.values()]), n_seeds)
+    earlier = jnp.stack([f[:, : config.subspace_videos] for f in base_train_feats], 1)
+    zero_ad = jax.vmap(lambda k: init_adapters(config=cfg, key=k))(keys(0, 1))
+    eye = jax.vmap(lambda _: identity_projectors(config=cfg))(jnp.arange(n_seeds))
 
     task_classes = jnp.stack([class_mask(task.pool) for task in TASKS])
-    rep_gates = jnp.broadcast_to(task_classes, (n_runs, *task_classes.shape))
+    rep_gates = jnp.broadcast_to(task_classes, (len(names) * n_seeds, *task_classes.shape))
     acc = np.zeros((len(METHODS), len(TASKS), len(TASKS), n_seeds))
     sw = np.zeros_like(acc)
     pairs = np.zeros_like(acc)
-    losses = {"pretrain": np.concatenate([np.asarray(x) for x in pre_losses], 1).mean(0).tolist()}
-    leaks: dict[str, Any] = {}
+    losses = {"pretrain": np.concatenate([np.asarray(x) for x in pre_losses], 1).mean(0)}
+    leaks: dict[str, np.ndarray] = {}
     seen: set[int] = set()
     before_acc = np.zeros((len(METHODS), len(TASKS), n_seeds))
 
@@ -423,13 +506,14 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
             _cat(test_cls, rep(test_cls)),
             seen_mask,
             active,
-            _cat(jnp.zeros(n_seeds), flags.hard),
+            _cat(jnp.zeros(n_seeds), hard),
             _cat(jnp.ones((n_seeds, *task_classes.shape)), rep_gates),
+            cfg=cfg,
         )
 
     ft_test = encode_all(init_params, all_images)[:, :, n_train:]
     for t, task in enumerate(TASKS):
-        new = set(task.pool) - seen
+        new = tuple(sorted(set(task.pool) - seen))
         seen |= set(task.pool)
         allowed = class_mask(task.pool)
         active = jnp.broadcast_to(
@@ -452,33 +536,39 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
         before_acc[1:, t] = miou_pre[n_seeds:, t].reshape(len(names), n_seeds)
         clock(f"before stage {t + 1}")
         if t > 0:
-            ft_params, l_ft = finetune(
-                ft_params,
-                images[t],
-                train[t].instances,
-                train[t].classes,
-                allowed,
-                sizes.ft_lr,
-                keys(17 + t, 1),
+            res = tune(ft_params, t, config.ft_lr, keys(17 + t, 1))
+            ft_params = res.params
+            losses[f"task{t + 1}_finetune"] = np.asarray(res.losses).mean(0)
+            adapted = [
+                adapt(
+                    runs_of(ad_params, i),
+                    runs_of(ad, i),
+                    runs_of(proj, i),
+                    base_train_feats[t],
+                    train[t].instances,
+                    train[t].classes,
+                    earlier,
+                    allowed,
+                    task_classes,
+                    keys(23 + t, 1),
+                    cfg=cfg,
+                    method=method,
+                    t=t,
+                    new=new,
+                    steps=config.task_steps,
+                    batch=config.batch,
+                    lr=config.adapter_lr,
+                    energy=config.energy,
+                )
+                for i, method in enumerate(ADAPTER_METHODS.values())
+            ]
+            ad_params, ad, proj = (
+                jax.tree.map(lambda *x: jnp.concatenate(x), *[getattr(a, f) for a in adapted])
+                for f in ("params", "adapters", "projectors")
             )
-            ad_params, ad, proj, l_ad, leak = adapt(
-                ad_params,
-                ad,
-                proj,
-                rep(base_train_feats[t]),
-                rep(train[t].instances),
-                rep(train[t].classes),
-                rep(earlier),
-                t,
-                flags,
-                allowed,
-                class_mask(new),
-                keys(23 + t, len(names)),
-            )
-            leaks[f"task{t + 1}"] = np.asarray(leak).reshape(len(names), n_seeds, 2).tolist()
-            losses[f"task{t + 1}_finetune"] = np.asarray(l_ft).mean(0).tolist()
-            losses[f"task{t + 1}_adapters"] = (
-                np.asarray(l_ad).reshape(len(names), n_seeds, -1).mean(1).tolist()
+            leaks[f"task{t + 1}"] = np.stack([np.asarray(a.leaks, np.float64) for a in adapted])
+            losses[f"task{t + 1}_adapters"] = np.stack(
+                [np.asarray(a.losses).mean(0) for a in adapted]
             )
         ft_test = encode_all(ft_params, all_images)[:, :, n_train:]
         res = score(
@@ -490,23 +580,19 @@ def run_protocol(sizes: Any, seeds: list[int], *, fast: bool = False) -> dict[st
         for k, arr in enumerate((acc, sw, pairs)):
             arr[0, t] = np.asarray(res_ft[k]).T
             arr[1:, t] = np.asarray(res_ad[k]).reshape(len(names), n_seeds, -1).transpose(0, 2, 1)
-    return {
-        "methods": list(METHODS),
-        "tasks": [task.name for task in TASKS],
-        "miou": acc.tolist(),  # [method, stage, task, seed]
-        "miou_before": before_acc.tolist(),  # [method, task, seed]: just before learning it
-        "switches": sw.tolist(),
-        "pairs": pairs.tolist(),
-        "losses": losses,
-        "leaks": leaks,  # per task: [adapter method, seed, (frame, video)]
-        "background_only_miou": background_only_miou(test_cls, cfg.classes + 1),  # [task, seed]
-        "fold_error": _fold_error(cfg, graphdef, params, ad, test[1].image, n_seeds),
-        "cpu_seconds": clock.laps,
-    }
-
-
-def _jit(fast: bool, fn):
-    return jax.jit(fn, compiler_options=FAST_COMPILE if fast else None)
+    return Protocol(
+        methods=METHODS,
+        tasks=tuple(task.name for task in TASKS),
+        miou=acc,
+        miou_before=before_acc,
+        switches=sw,
+        pairs=pairs,
+        losses=losses,
+        leaks=leaks,
+        background_only_miou=background_only_miou(test_cls, cfg.classes + 1),
+        fold_error=_fold_error(graphdef, params, ad, test[1].image, n_seeds),
+        cpu_seconds=clock.laps,
+    )
 
 
 def _cat(a, b):
@@ -514,7 +600,7 @@ def _cat(a, b):
 
 
 class _Clock:
-    """Process CPU seconds per phase (compiles included), for the budget notes in the extras."""
+    """Process CPU seconds per phase (compiles included), reported in the extras."""
 
     def __init__(self) -> None:
         self.last = time.process_time()
@@ -526,7 +612,7 @@ class _Clock:
         self.last = now
 
 
-def _fold_error(cfg, graphdef, params, adapters, images, n_seeds) -> list[float]:
+def _fold_error(graphdef, params, adapters, images, n_seeds) -> list[float]:
     """Per seed: max relative difference between STEAM's task-2 DASH applied after the neck and
     folded into it, on one test video."""
     out = []

@@ -1,4 +1,4 @@
-"""Run functions of the P08 experiments (registered in ``__init__``)."""
+"""Run functions of the P08 experiments (declared in ``__init__``), all on one protocol run."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from jaxpapers.steam.experiments._protocol import (
     NO_SCOA,
     NO_TEMPORAL,
     STEAM,
+    Config,
+    Protocol,
     run_protocol,
 )
 
@@ -28,21 +30,17 @@ FREE_LEAK = "unconstrained expert (w/o SCOA) on the same subspace"
 FOLD = "DASH folded into the neck vs applied after it"
 
 
-def _protocol(ctx: Context, sizes: Any) -> dict[str, Any]:
-    return ctx.cached(
-        f"protocol_{ctx.size}_{ctx.seeds}",
-        lambda: run_protocol(sizes, ctx.seed_list, fast=ctx.size == "smoke"),
-        shared=True,
-    )
+def _protocol(ctx: Context, config: Config) -> Protocol:
+    return ctx.cached("protocol", lambda: run_protocol(config, ctx.seed_list))
 
 
-def _per_method(res: dict[str, Any]) -> dict[str, Any]:
-    acc = np.asarray(res["miou"])  # [method, stage, task, seed]
-    before = np.asarray(res["miou_before"])  # [method, task, seed]
-    sw = np.asarray(res["switches"])[:, -1].sum(1)  # [method, seed]
-    pairs = np.asarray(res["pairs"])[:, -1].sum(1)
+def _per_method(res: Protocol) -> dict[str, Any]:
+    acc = np.asarray(res.miou)  # [method, stage, task, seed]
+    before = np.asarray(res.miou_before)  # [method, task, seed]
+    sw = np.asarray(res.switches)[:, -1].sum(1)  # [method, seed]
+    pairs = np.asarray(res.pairs)[:, -1].sum(1)
     out = {}
-    for i, name in enumerate(res["methods"]):
+    for i, name in enumerate(res.methods):
         seeds = range(acc.shape[-1])
         out[name] = {
             "forgetting": [forgetting(acc[i, :, :, s]) for s in seeds],
@@ -60,41 +58,41 @@ def _per_method(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _extras(res: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+def _extras(res: Protocol, stats: dict[str, Any]) -> dict[str, Any]:
     mean = {
         k: {m: float(np.mean(v[k])) for m, v in stats.items()}
         for k in ("forgetting", "final", "plasticity", "switch_rate")
     }
     gains = {m: np.mean(v["learned"], axis=1).tolist() for m, v in stats.items()}
     return {
-        "tasks": res["tasks"],
+        "tasks": list(res.tasks),
         "all-background prediction mIoU per task (seed mean)": np.mean(
-            res["background_only_miou"], 1
+            res.background_only_miou, 1
         ).tolist(),
         "learning gain per task (mIoU after - before learning it, seed mean)": gains,
         "miou just before learning each task (seed mean)": {
             m: np.mean(v, axis=-1).tolist()
-            for m, v in zip(res["methods"], res["miou_before"], strict=True)
+            for m, v in zip(res.methods, res.miou_before, strict=True)
         },
         "final_average_miou": mean["final"],
         "average_forgetting": mean["forgetting"],
         "plasticity (mIoU on a task right after learning it, tasks 2-3)": mean["plasticity"],
         "identity_switch_rate": mean["switch_rate"],
         "miou_matrix [stage][task] (seed mean)": {m: v["matrix"] for m, v in stats.items()},
-        "final_losses": {k: np.asarray(v)[..., -1].tolist() for k, v in res["losses"].items()},
-        "cpu_seconds_by_phase": res["cpu_seconds"],
+        "final_losses": {k: np.asarray(v)[..., -1].tolist() for k, v in res.losses.items()},
+        "cpu_seconds_by_phase": res.cpu_seconds,
     }
 
 
-def run_forgetting(ctx: Context, sizes: Any) -> Outcome:
-    res = _protocol(ctx, sizes)
+def run_forgetting(ctx: Context, config: Config) -> Outcome:
+    res = _protocol(ctx, config)
     stats = _per_method(res)
     values = {m: stats[m]["forgetting"] for m in (FINETUNE, L2P, STEAM)}
     return Outcome(values, _extras(res, stats))
 
 
-def run_learns_tasks(ctx: Context, sizes: Any) -> Outcome:
-    res = _protocol(ctx, sizes)
+def run_learns_tasks(ctx: Context, config: Config) -> Outcome:
+    res = _protocol(ctx, config)
     stats = _per_method(res)
     values = {
         LEARNED.format(m, t + 1): gain
@@ -104,34 +102,34 @@ def run_learns_tasks(ctx: Context, sizes: Any) -> Outcome:
     return Outcome(values, _extras(res, stats))
 
 
-def run_plasticity(ctx: Context, sizes: Any) -> Outcome:
-    res = _protocol(ctx, sizes)
+def run_plasticity(ctx: Context, config: Config) -> Outcome:
+    res = _protocol(ctx, config)
     stats = _per_method(res)
     values = {m: stats[m]["plasticity"] for m in (FINETUNE, L2P, STEAM)}
     return Outcome(values, _extras(res, stats))
 
 
-def run_ablations(ctx: Context, sizes: Any) -> Outcome:
-    res = _protocol(ctx, sizes)
+def run_ablations(ctx: Context, config: Config) -> Outcome:
+    res = _protocol(ctx, config)
     stats = _per_method(res)
     values = {m: stats[m]["final"] for m in (STEAM, NO_DASH, NO_TEMPORAL, NO_SCOA)}
     return Outcome(values, _extras(res, stats))
 
 
-def run_temporal(ctx: Context, sizes: Any) -> Outcome:
-    res = _protocol(ctx, sizes)
+def run_temporal(ctx: Context, config: Config) -> Outcome:
+    res = _protocol(ctx, config)
     stats = _per_method(res)
     values = {m: stats[m]["switch_rate"] for m in (FINETUNE, L2P, NO_TEMPORAL, STEAM)}
     return Outcome(values, _extras(res, stats))
 
 
-def run_sanity(ctx: Context, sizes: Any) -> Outcome:
-    res = _protocol(ctx, sizes)
+def run_sanity(ctx: Context, config: Config) -> Outcome:
+    res = _protocol(ctx, config)
     names = list(ADAPTER_METHODS)
-    leaks = np.stack([np.asarray(v) for v in res["leaks"].values()])  # [task, method, seed, lvl]
+    leaks = np.stack([np.asarray(v) for v in res.leaks.values()])  # [task, method, seed, lvl]
     scoa = leaks[:, names.index(STEAM)].max(axis=(0, 2))  # worst case per seed
     free = leaks[:, names.index(NO_SCOA)].min(axis=(0, 2))
-    values = {SCOA_LEAK: scoa.tolist(), FREE_LEAK: free.tolist(), FOLD: res["fold_error"]}
+    values = {SCOA_LEAK: scoa.tolist(), FREE_LEAK: free.tolist(), FOLD: list(res.fold_error)}
     extras = {
         "leak per task (STEAM; frame, video)": leaks[:, names.index(STEAM)].mean(1).tolist(),
         "leak per task (w/o SCOA; frame, video)": leaks[:, names.index(NO_SCOA)].mean(1).tolist(),

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpapers.core.data.scenes import Scene, SceneConfig
-from jaxpapers.core.data.videos import make_videos
+from jaxpapers.steam._videos import make_videos
 
 
 class Task(NamedTuple):
@@ -52,9 +52,9 @@ def scene_config(size: int, texture: float) -> SceneConfig:
 def task_videos(task: Task, n: int, frames: int, size: int, *, key: jax.Array) -> Scene:
     """``n`` videos of ``task`` (fields ``[n, frames, ...]``)."""
     return make_videos(
-        scene_config(size, task.texture),
         n,
         frames,
+        config=scene_config(size, task.texture),
         key=key,
         pool=jnp.asarray(task.pool),
         background=task.background,

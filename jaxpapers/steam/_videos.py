@@ -1,4 +1,4 @@
-"""Short synthetic videos of moving, occluding objects with instance ids and classes.
+"""Short synthetic videos of moving, occluding objects with instance ids and classes (P08's data).
 
 Built on :mod:`jaxpapers.core.data.scenes`: one layout per video whose objects move with constant
 velocities (reflected at the borders) and occlude each other in slot order; instance ids are the
@@ -11,9 +11,9 @@ sequence restricts each task to its own classes; the background kind and the sce
 Examples:
     >>> import jax, jax.numpy as jnp
     >>> from jaxpapers.core.data.scenes import SceneConfig
-    >>> from jaxpapers.core.data.videos import make_videos
-    >>> cfg = SceneConfig(size=16, num_objects=2, min_radius=2.5, max_radius=4.0)
-    >>> v = make_videos(cfg, 3, 4, key=jax.random.key(0), pool=jnp.array([2, 3]))
+    >>> from jaxpapers.steam import make_videos
+    >>> scenes = SceneConfig(size=16, num_objects=2, min_radius=2.5, max_radius=4.0)
+    >>> v = make_videos(3, 4, config=scenes, key=jax.random.key(0), pool=jnp.array([2, 3]))
     >>> v.image.shape, v.instances.shape
     ((3, 4, 16, 16, 3), (3, 4, 16, 16))
     >>> bool(jnp.all((v.classes == 0) | (v.classes == 3) | (v.classes == 4)))
@@ -22,19 +22,17 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Int
 
 from jaxpapers.core.checks import check_key, is_concrete
 from jaxpapers.core.data.scenes import (
     BACKGROUNDS,
     Scene,
     SceneConfig,
-    compiled_if_eager,
     move_layout,
     render,
     sample_layout,
@@ -42,10 +40,10 @@ from jaxpapers.core.data.scenes import (
 
 
 def make_videos(
-    cfg: SceneConfig,
     n: int,
     frames: int,
     *,
+    config: SceneConfig,
     key: jax.Array,
     pool: Int[Array, " p"],
     background: int = 0,
@@ -54,9 +52,9 @@ def make_videos(
     """``n`` videos of ``frames`` frames (a :class:`Scene` with leading ``[n, frames]`` axes).
 
     Args:
-      cfg: the scene family (size, object slots, radii, texture, noise).
       n: number of videos.
       frames: frames per video.
+      config: the scene family (size, object slots, radii, texture, noise).
       key: PRNG key.
       pool: ``[p]`` allowed object classes; each object's class is uniform over the pool.
       background: background kind (index into :data:`~jaxpapers.core.data.scenes.BACKGROUNDS`).
@@ -69,49 +67,34 @@ def make_videos(
     pool = jnp.asarray(pool)
     if pool.ndim != 1 or pool.shape[0] < 1:
         raise ValueError(f"pool has shape {pool.shape}; expected a non-empty [p] class list")
-    if cfg.glyphs is None and is_concrete(pool):
+    if config.glyphs is None and is_concrete(pool):
         p = np.asarray(pool)
-        if p.min() < 0 or p.max() >= cfg.classes:
-            raise ValueError(f"pool={p.tolist()}; expected classes in [0, {cfg.classes})")
+        if p.min() < 0 or p.max() >= config.classes:
+            raise ValueError(f"pool={p.tolist()}; expected classes in [0, {config.classes})")
     if not 0 <= background < len(BACKGROUNDS):
         raise ValueError(f"background={background}; expected a kind in [0, {len(BACKGROUNDS)})")
 
     speed = float(speed) if is_concrete(speed) else speed
-    return compiled_if_eager(
-        _make_videos, key, n=n, frames=frames, background=background, speed=speed
-    )(cfg, key, pool)
+    return _make_videos(config, key, pool, n, frames, background, speed)
 
 
-def _make_videos(cfg, key, pool, *, n, frames, background, speed) -> Scene:
+# One compiled program per config and sizes when called eagerly (the config's arrays, the key and
+# the pool are traced; ints and floats static); traced with the caller inside its jit.
+@eqx.filter_jit
+def _make_videos(config, key, pool, n, frames, background, speed) -> Scene:
     def one(k: jax.Array) -> Scene:
         kc, kl, kv, kr = jax.random.split(k, 4)
-        cls = pool[jax.random.randint(kc, (cfg.num_objects,), 0, pool.shape[0])]
-        layout = sample_layout(cfg, key=kl, classes=cls)
-        angle = jax.random.uniform(kv, (cfg.num_objects,), maxval=2 * jnp.pi)
+        cls = pool[jax.random.randint(kc, (config.num_objects,), 0, pool.shape[0])]
+        layout = sample_layout(config=config, key=kl, classes=cls)
+        angle = jax.random.uniform(kv, (config.num_objects,), maxval=2 * jnp.pi)
         velocity = speed * jnp.stack([jnp.sin(angle), jnp.cos(angle)], -1)
         return jax.vmap(
             lambda t: render(
-                cfg, move_layout(cfg, layout, velocity, t), background=background, key=kr
+                move_layout(layout, velocity, t, config=config),
+                config=config,
+                background=background,
+                key=kr,
             )
         )(jnp.arange(frames, dtype=jnp.float32))
 
     return jax.vmap(one)(jax.random.split(key, n))
-
-
-def stack_frames(frames: Sequence[Float[Array, "h w c"]]) -> Float[Array, "t h w c"]:
-    """Stack a list of frames ``[H, W, C]`` into a video ``[T, H, W, C]``.
-
-    Raises:
-      ValueError: naming ``frames`` when the list is empty or the frames' shapes differ.
-    """
-    if len(frames) == 0:
-        raise ValueError("frames is empty; expected at least one [H, W, C] frame")
-    shapes = [tuple(np.shape(f)) for f in frames]
-    if any(len(s) != 3 for s in shapes) or len(set(shapes)) != 1:
-        raise ValueError(
-            f"frames have shapes {shapes}; expected every frame to have the same [H, W, C] shape"
-        )
-    return jnp.stack([jnp.asarray(f) for f in frames])
-
-
-__all__ = ["make_videos", "stack_frames"]
