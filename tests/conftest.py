@@ -16,14 +16,14 @@ os.environ.setdefault("JAXPAPERS_CACHE_DIR", tempfile.mkdtemp(prefix="jaxpapers-
 # CPU time by more than half. The semantics are the same; only code generation differs (results
 # agree at the tolerances the tests use). Subprocesses started by tests (examples, ``jaxpapers
 # reproduce``) inherit it. Set ``JAXPAPERS_TEST_DEFAULT_XLA=1`` to test with XLA's defaults.
-from jaxpapers.core.compilation import use_compile_policy  # noqa: E402
+from jaxpapers.core.compilation import use_compile_policy
 
 if not os.environ.get("JAXPAPERS_TEST_DEFAULT_XLA"):
     use_compile_policy("smoke")
 
-import jax  # noqa: E402 (after the XLA flags above)
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import jax
+import numpy as np
+import pytest
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
 

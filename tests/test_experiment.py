@@ -222,7 +222,9 @@ def test_cached_keeps_pytrees_and_keys_on_name_config_and_seeds(tmp_path):
     assert isinstance(first["p"][1], _Point) and isinstance(first["p"][1].x, np.ndarray)
     assert first["t"] == (1.5, [2, 3]) and first["p"][1].label == 7
     again = ctx(exp="other").cached("x", lambda: pytest.fail("recomputed a cached step"))
-    np.testing.assert_array_equal(again["p"][1].x, [0.0, 1.0, 2.0])  # shared by the paper's experiments
+    np.testing.assert_array_equal(
+        again["p"][1].x, [0.0, 1.0, 2.0]
+    )  # shared by the paper's experiments
     calls = []
     ctx(depth=3).cached("x", lambda: calls.append("depth") or 1)  # any config field changes the key
     ctx(seeds=2).cached("x", lambda: calls.append("seeds") or 1)
