@@ -2861,6 +2861,21 @@ def _boundary_cases() -> list[Case]:
     e = lambda: jnp.array([0, 1])
     return [
         Case("cayley.apply_head", "x", "shape", lambda: cayley.apply_head(head, jnp.ones((2, 3)))),
+        Case(
+            "cayley.shapley_values", "values", "shape", lambda: cayley.shapley_values(jnp.ones(3))
+        ),
+        Case(
+            "cayley.coalition_accuracy",
+            "x",
+            "range",
+            lambda: cayley.coalition_accuracy(head, jnp.ones((2, 13, 4)), e()),
+        ),
+        Case(
+            "cayley.layer_shapley",
+            "x",
+            "shape",
+            lambda: cayley.layer_shapley(head, jnp.ones((2, 3)), e()),
+        ),
         Case("cayley.apply_head", "x", "dtype", lambda: cayley.apply_head(head, x3() > 0)),
         Case(
             "cayley.encode_layers",

@@ -111,7 +111,7 @@ def test_every_exported_name_is_in_the_reference(site):
 
 def test_reference_shows_shapes(site):
     html = (site / "reference" / "jaxpapers.ievi" / "index.html").read_text()
-    assert "Float[Array, &#39;A S S&#39;]" in html or "Float[Array, 'A S S']" in html
+    assert "Float[Array, &#39;S A S&#39;]" in html or "Float[Array, 'S A S']" in html
 
 
 def test_cli_page_has_every_command_and_both_schemas(site):
