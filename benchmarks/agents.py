@@ -1,4 +1,4 @@
-"""P11/P18 benchmark (issue 16): agent evaluation costs.
+"""P11/P18 benchmark: agent evaluation costs.
 
 Rows (P11):
 * ``http_over_inprocess_turn_time``: one turn (32 sampled tokens) of the local decoder LM

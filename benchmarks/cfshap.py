@@ -6,7 +6,7 @@ aggregated with the (n, 2^n) Shapley weight matrix. Bounds: the three-variable b
 X0 -> X1 -> X2, X0 -> X2 with observational and all single-variable interventional laws
 (6 programmes, 128 response-function combinations, HiGHS).
 
-Peer rows (issue 38): shap's ``ExactExplainer`` and ``PermutationExplainer`` against our
+Peer rows: shap's ``ExactExplainer`` and ``PermutationExplainer`` against our
 :func:`shapley_values` / :func:`shapley_sampling` of the same game. shap's explainers with an
 ``Independent`` masker compute *interventional* SHAP, ``v(S) = mean_b f(x_S, b_{-S})`` over the
 background rows ``b``: our :class:`InterventionalGame` with the background as uniformly weighted

@@ -8,7 +8,7 @@ The symmetric estimator subtracts the step-graphon control variate on a 16 x 16 
 ``*_equal_evaluations`` rows give plain Monte Carlo as many graphon evaluations instead
 (``(m (m - 1) / 2 + g (g + 1) / 2) / e(H)`` tuples, the grid's evaluations counted).
 
-Peer row (issue 38) ``numpy_over_ours_time_density_K4_m512``: the K4 U-statistic of one
+Peer row ``numpy_over_ours_time_density_K4_m512``: the K4 U-statistic of one
 512-point sample (the injective homomorphism density of the weighted graph ``A_ij = W(x_i, x_j)``,
 ``sum over ordered 4-tuples of distinct points of prod_{6 edges} A / (m)_4``), float64 NumPy
 against our :func:`jaxpapers.graphons._density.matrix_density` (float32, jitted) on the same

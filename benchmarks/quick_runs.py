@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,15 @@ def _papers(selected: str | None) -> list[str]:
     return chosen
 
 
-def run(quick: bool = True, papers: str | None = None) -> list[dict]:
+def run(
+    quick: bool = True,
+    papers: str | None = None,
+    out: Path | None = None,
+    keep: Path | None = None,
+) -> list[dict]:
+    """Rows for ``papers``; with ``out``, the finished papers' rows are written after each paper
+    (an interrupted run keeps them); with ``keep``, each cold run's output folder is copied to
+    ``keep/PXX`` (its ``result.json`` is a quiet cold quick run of the paper)."""
     rows = []
     totals = {"cold": 0.0, "warm": 0.0}
     cli = [sys.executable, "-m", "jaxpapers", "reproduce", "--quick"]
@@ -104,6 +113,10 @@ def run(quick: bool = True, papers: str | None = None) -> list[dict]:
             rows.append(
                 row(f"quick_run_warm_rows_identical_{paper}", "agreement", float(same), "1 = same")
             )
+            if keep is not None:
+                shutil.copytree(Path(tmp) / "cold" / paper, Path(keep) / paper, dirs_exist_ok=True)
+        if out is not None:
+            write_json_atomic(Path(out) / "bench" / "quick_runs.json", rows)
         print(rows[-3:], flush=True)
     stamp = {"date": datetime.date.today().isoformat(), "commit": _commit()}
     rows.append(
@@ -123,9 +136,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="benchmarks/quick_runs.py")
     parser.add_argument("--papers", default=None, help="comma-separated paper ids (default all)")
     parser.add_argument("--out", default="results", help="writes OUT/bench/quick_runs.json")
+    parser.add_argument("--keep", default=None, help="copy each cold run's output to KEEP/PXX")
     args = parser.parse_args()
     try:
-        found = run(papers=args.papers)
+        found = run(papers=args.papers, out=Path(args.out), keep=args.keep)
     except ValueError as err:
         parser.error(str(err))
     write_json_atomic(Path(args.out) / "bench" / "quick_runs.json", found)

@@ -45,7 +45,7 @@ of the margin. :math:`r` is known from object masks, or estimated from the map i
 the mean magnitude, held fixed). The Grad-CAM-regularised baseline uses the same penalty with
 Grad-CAM.
 
-*Why this form (issue 13).* The first implementation penalised the context *share*
+*Why this form.* The first implementation penalised the context *share*
 :math:`\sum |\mathrm{CCAM}| r / \sum |\mathrm{CCAM}|`. It is scale-free, so it cannot be lowered
 by a less confident context-free model; the only way below it is a vanishing map
 (:math:`0 / (0 + \epsilon) = 0`), i.e. equal class weights and a constant predictor at CE

@@ -28,7 +28,7 @@ per-grid-point bandwidths 0.1/0.2/0.5/1 (``jaxpapers.core.metrics.mmd_rbf``); de
 spectrum MSE, the Hilbert Sinkhorn divergence (RBF on L2) and the evaluation counts go into the
 extras.
 
-The floor (issue 11): every MMD table carries the row ``data_floor``, the MMD between two random
+The floor: every MMD table carries the row ``data_floor``, the MMD between two random
 halves of the held-out set (one split per seed). It is what the estimator reports for two samples
 of the *same* distribution, so a difference between two pairings smaller than its root mean
 square is not resolved by the table, whatever the seed spread says (the seeds share one held-out
@@ -65,7 +65,7 @@ longer training than quick mode allows and are not resolvable in quick mode; ``-
 5,000 steps at 128 points. The evaluation experiment resolves already at quick size. Measured
 costs and their history: ``results/P06/NOTES.md``.
 
-Longer training on a CPU (issue 11's "--full trains to convergence"): the ``long_*``
+Longer training on a CPU ("--full trains to convergence"): the ``long_*``
 experiments are the quick test beds trained ``LONG_STEPS`` steps (2,000 in 1-D, 1,000 in 2-D;
 same grids, widths, data, seeds and rules, families of their own with their own checkpoints and
 scores), declared for ``--full`` only; ``results/full/P06`` holds such a run with its command.
@@ -135,7 +135,7 @@ FAMILIES = (FAMILY_1D, FAMILY_2D)
 # The long study: the quick test beds trained longer (``Config.sizes_*_long``), at --full only.
 FAMILY_1D_LONG = dataclasses.replace(FAMILY_1D, name="1d_long", sizes="1d_long")
 FAMILY_2D_LONG = dataclasses.replace(FAMILY_2D, name="2d_long", sizes="2d_long")
-# The pair draw in training (issue 11): two OT pairings, each drawn with replacement (the paper's
+# The pair draw in training: two OT pairings, each drawn with replacement (the paper's
 # draw) and without (``*_perm``), on Burgers, trained like ``FAMILY_1D_LONG``.
 DRAW_METHODS = ("ot_euclid", "ot_euclid_perm", "kffm_sobolev", "kffm_sobolev_perm")
 FAMILY_DRAW_LONG = dataclasses.replace(
@@ -198,7 +198,7 @@ SIZES = {
     ),
 }  # fmt: skip
 
-# The 2-D family's experiments run at smoke and --full sizes only (budget, issue 11).
+# The 2-D family's experiments run at smoke and --full sizes only (budget).
 NOT_QUICK = ("smoke", "full")
 ALL_SIZES = ("smoke", "quick", "full")
 

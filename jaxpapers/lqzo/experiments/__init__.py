@@ -21,7 +21,7 @@
    smoke and ``--full`` only.
 4. ``estimator_quality_cpu`` (``--full`` only): the same study at a size a 2-core CPU runs in
    minutes (``Config.estimator_cpu``: pool 4096, quantized lower layers, batch 32, 128 directions;
-   issue 11's CPU-sized ``--full`` run, ``results/full/P02/``, its outcome and diagnosis in
+   the CPU-sized ``--full`` run, ``results/full/P02/``, its outcome and diagnosis in
    ``results/full/P02/README.md``). The other ``--full`` sizes (3000-step fine-tuning with the
    learning-rate pilot, 256 directions at batch 64) are for an accelerator.
 
@@ -115,7 +115,7 @@ GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
 #: at quick size says whether the rows separate at those rates.
 QUICK_GRID = (1.0,)
 #: ``estimator_quality_cpu`` (``--full`` only): the estimator study at a size a 2-core CPU runs
-#: in minutes (issue 11): the full pool and quantized lower layers, batch 32 (full: 64), 128
+#: in minutes: the full pool and quantized lower layers, batch 32 (full: 64), 128
 #: directions per seed and bit width (quick: 16, full: 256); run with ``--seeds 5``.
 ESTIMATOR_CPU = Sizes(est_pool=4096, est_batch=32, est_dirs=128)
 

@@ -37,7 +37,7 @@ training length, where the learned transitions contract instead of staying on th
 ``s5_recipe`` (``_recipe.py``, ``--full`` only, its own CPU-sized sizes ``RECIPE``): S_5 alone,
 2,000 steps, with a length curriculum (labelled prefix length 4 -> 40 over the first half of the
 steps) against the same training without it, to separate "too few steps / too hard a start" from
-"the optimiser does not find the permutation transitions" (issue 11; its measured rows and what
+"the optimiser does not find the permutation transitions" (its measured rows and what
 is left untried: ``results/P13/NOTES.md``).
 
 Sizes (``SIZES``, one :class:`Config` per run size): the quick size trains the three
@@ -93,7 +93,7 @@ class Config:
     recipe: RecipeSizes
 
 
-#: S_5 with a training recipe (issue 11; ``_recipe.py``): ``--full`` only, sized to run on CPU in
+#: S_5 with a training recipe (``_recipe.py``): ``--full`` only, sized to run on CPU in
 #: minutes (the "full" label names the run size, not a GPU size).
 RECIPE = RecipeSizes(
     d_model=32, d_state=32, n_layers=1, batch=16, steps=2000, train_len=40, test_len=256,

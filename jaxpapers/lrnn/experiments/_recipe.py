@@ -1,4 +1,4 @@
-"""S_5 with a training recipe (issue 11): more steps and a length curriculum, at ``--full`` only.
+"""S_5 with a training recipe: more steps and a length curriculum, at ``--full`` only.
 
 The tracking experiments train every mixer on all four tasks with one shared recipe (300 steps in
 quick mode); BD-LRU b = 8 does not learn S_5 there even at the training lengths, although a
