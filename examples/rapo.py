@@ -7,7 +7,9 @@ it with GRPO and RAPO (``rl_step``) to compare them.
 
 What you should see: a Psy-CoT prompt and a formatted reply, then the GRPO and RAPO losses of
 one batch of 16 rollouts (4 prompts x 4 samples), and the batch's judge reward and profile
-fidelity. The policy is untrained, so the numbers only show the API: expected are finite losses
+fidelity. RAPO's PMI compares the reference with the full context and with the role information
+masked (``mask_role``: the profile and the Psy-CoT empathy / logic contents become NULL). The
+policy is untrained, so the numbers only show the API: expected are finite losses
 that differ (RAPO reweights the same advantages by each token's profile PMI) and a reward and
 fidelity near 0, what an untrained policy earns.
 """
@@ -19,7 +21,6 @@ from flax import nnx
 from jaxpapers.core.nn.decoder import DecoderLM
 from jaxpapers.rapo import (
     COMPLETION_LEN,
-    NULL_TOKEN,
     PROMPT_LEN,
     PsyCoT,
     World,
@@ -30,8 +31,8 @@ from jaxpapers.rapo import (
     format_psycot,
     group_advantages,
     grpo_loss,
-    profile_token_pmi,
     rapo_loss,
+    role_pmi,
     rollout,
     score,
     split_profiles,
@@ -66,8 +67,11 @@ def losses(state, key):
     adv = group_advantages(scores.hackable_reward.reshape(4, 4)).reshape(-1)
     mask = completion_mask(tokens[:, PROMPT_LEN:])
     logp = completion_log_probs(graphdef, state, tokens)
-    no_profile = tokens.at[:, 1:5].set(NULL_TOKEN)
-    pmi = profile_token_pmi(logp, completion_log_probs(graphdef, state, no_profile))
+    # the reference (here the same untrained policy) reads the rollouts with and without the role
+    pmi, _ = role_pmi(
+        lambda contexts, targets: completion_log_probs(graphdef, state, targets, context=contexts),
+        tokens,
+    )
     grpo = grpo_loss(logp, logp, adv, mask).loss
     rapo = rapo_loss(logp, logp, adv, mask, pmi, alpha=1.0, gamma=0.5).loss
     return grpo, rapo, scores.hackable_reward.mean(), scores.fidelity.mean()

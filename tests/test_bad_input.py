@@ -2723,6 +2723,25 @@ def _owned_cases() -> list[Case]:
             lambda: rapo.split_profiles(rapo.World(), unseen=1.5),
         ),
         Case("rapo.parse_psycot", "text", "range", lambda: rapo.parse_psycot("no sections here")),
+        Case("rapo.mask_role", "tokens", "shape", lambda: rapo.mask_role(jnp.zeros(3, jnp.int32))),
+        Case(
+            "rapo.role_pmi",
+            "tokens",
+            "shape",
+            lambda: rapo.role_pmi(lambda c, t: c, jnp.zeros(3, jnp.int32)),
+        ),
+        Case(
+            "rapo.stereotyped_split",
+            "unseen",
+            "range",
+            lambda: rapo.stereotyped_split(rapo.World(), unseen=1.5),
+        ),
+        Case(
+            "rapo.rl_optimizer",
+            "learning_rate",
+            "range",
+            lambda: rapo.rl_optimizer(rapo.RLConfig(), -1.0),
+        ),
         Case(
             "scale.frechet_distance",
             "f2",

@@ -1,5 +1,6 @@
 """P05 Psy-CoT + RAPO: GRPO against NumPy loops, RAPO = GRPO with unit weights, PMI against a
-per-prefix brute force, the role-play world's scores, the Psy-CoT format, and clear errors."""
+per-prefix brute force and against closed forms on a tabular policy, the role-play world's scores,
+the Psy-CoT format, the tuning protocol, and clear errors."""
 
 from __future__ import annotations
 
@@ -31,14 +32,26 @@ from jaxpapers.rapo import (
     group_advantages,
     grpo_loss,
     ideal_reply,
+    mask_role,
     parse_psycot,
-    profile_token_pmi,
     prompts,
     rapo_loss,
     rapo_weights,
+    rl_loss,
+    rl_optimizer,
     rl_step,
+    role_pmi,
+    rollout,
     score,
     split_profiles,
+)
+from jaxpapers.rapo._world import (
+    EMPATHY,
+    EOS,
+    LOGIC,
+    NULL,
+    PERCEIVE,
+    RESPONSE,
 )
 
 WORLD = World()
@@ -147,9 +160,14 @@ def _tiny_policy():
 
 
 def test_pmi_against_per_prefix_brute_force():
-    """The PMI the RL step uses equals log-softmax differences recomputed prefix by prefix."""
+    """The PMI the RL step uses (:func:`role_pmi` over :func:`completion_log_probs`) equals
+    log-softmax differences recomputed prefix by prefix, the reference reading the rollouts with
+    the profile and the role-reasoning contents masked."""
     graphdef, state = _tiny_policy()
     batch = Batch(jnp.array([[1, 2, 3, 4], [0, 3, 7, 5]]), jnp.array([0, 2]))
+
+    def lp(contexts, targets):
+        return completion_log_probs(graphdef, state, targets, context=contexts)
 
     # one program (eager, every forward dispatches op by op)
     @jax.jit
@@ -158,28 +176,200 @@ def test_pmi_against_per_prefix_brute_force():
         tokens = jnp.concatenate(
             [prompts(WORLD, batch), completions(WORLD, batch, reply, psycot=True)], 1
         )
-        prompt = prompts(WORLD, batch, with_profile=False)
-        null = jnp.concatenate([prompt, tokens[:, PROMPT_LEN:]], 1)
-        pmi = profile_token_pmi(
-            completion_log_probs(graphdef, state, tokens),
-            completion_log_probs(graphdef, state, null),
-        )
+        masked = mask_role(tokens)
+        pmi, full = role_pmi(lp, tokens)
         model = nnx.merge(graphdef, state)
-        return pmi, (tokens, null), (model(tokens), model(null))
+        return pmi, full, (tokens, masked), (model(tokens), model(masked))
 
-    pmi, (tokens, null), full_logits = pmi_and_logits(state, batch)
-    # one full forward per prompt version; causality (tested for the decoder) makes the logits at
-    # position pos - 1 those of the prefix; the offsets and the subtraction are what is checked
-    want = np.zeros((2, COMPLETION_LEN))
-    for seq, sign, seq_logits in zip((tokens, null), (1, -1), full_logits, strict=True):
+    pmi, full, (tokens, masked), full_logits = pmi_and_logits(state, batch)
+    # one full forward per context; causality (tested for the decoder) makes the logits at
+    # position pos - 1 those of the prefix; the offsets, the masking and the subtraction are
+    # what is checked (the target is always the true token, also where the context is masked)
+    want = np.zeros((2, 2, COMPLETION_LEN))
+    for k, seq_logits in enumerate(full_logits):
         logits = np.asarray(seq_logits, np.float64)
         for b in range(2):
             for j in range(COMPLETION_LEN):
                 pos = PROMPT_LEN + j
                 row = logits[b, pos - 1]
                 logp = row - row.max() - np.log(np.exp(row - row.max()).sum())
-                want[b, j] += sign * logp[int(seq[b, pos])]
-    np.testing.assert_allclose(np.asarray(pmi), want, atol=2e-5)
+                want[k, b, j] = logp[int(tokens[b, pos])]
+    np.testing.assert_allclose(np.asarray(full), want[0], atol=2e-5)
+    np.testing.assert_allclose(np.asarray(pmi), want[0] - want[1], atol=2e-5)
+    # the masked context hides the profile and the empathy / logic contents, nothing else
+    m = np.asarray(masked)
+    assert (m[:, 1:5] == NULL).all() and (m[:, PROMPT_LEN + 3] == NULL).all()
+    assert (m[:, PROMPT_LEN + 5 : PROMPT_LEN + 8] == NULL).all()
+    keep = np.ones(PROMPT_LEN + COMPLETION_LEN, bool)
+    keep[[1, 2, 3, 4, PROMPT_LEN + 3, PROMPT_LEN + 5, PROMPT_LEN + 6, PROMPT_LEN + 7]] = False
+    np.testing.assert_array_equal(m[:, keep], np.asarray(tokens)[:, keep])
+
+
+def test_mask_role_layouts():
+    """Plain completions keep everything but the profile; a reasoning step without a reply is
+    masked to the end; ``reasoning=False`` is the profile-only mask; markers always stay."""
+    batch = Batch(jnp.array([[1, 2, 3, 4]]), jnp.array([1]))
+    reply = ideal_reply(WORLD, batch)
+    plain = jnp.concatenate(
+        [prompts(WORLD, batch), completions(WORLD, batch, reply, psycot=False)], 1
+    )
+    np.testing.assert_array_equal(
+        np.asarray(mask_role(plain)), np.asarray(plain.at[:, 1:5].set(NULL))
+    )
+    psy = jnp.concatenate([prompts(WORLD, batch), completions(WORLD, batch, reply, psycot=True)], 1)
+    np.testing.assert_array_equal(
+        np.asarray(mask_role(psy, reasoning=False)), np.asarray(psy.at[:, 1:5].set(NULL))
+    )
+    # a sampled completion that never replies: everything after LOGIC is masked but markers
+    t = [int(x) for x in np.asarray(psy)[0, PROMPT_LEN:]]
+    broken = [PERCEIVE, t[1], LOGIC, t[5], t[6], EMPATHY, t[3], t[7], t[5], t[6], t[7], EOS, EOS]
+    row = jnp.concatenate([prompts(WORLD, batch), jnp.array([broken], jnp.int32)], 1)
+    got = np.asarray(mask_role(row))[0, PROMPT_LEN:].tolist()
+    assert got == [PERCEIVE, t[1], LOGIC] + [NULL] * 2 + [EMPATHY] + [NULL] * 5 + [EOS, EOS]
+
+
+def _bayes_warmup_policy(world: World, rho: float):
+    """A tabular policy: the exact next-token distribution of Psy-CoT warm-up data (reply token =
+    the planned one w.p. ``1 - rho``, a uniform generic one otherwise) given any context, profile
+    or role reasoning masked or not. Returns ``log_probs(contexts, targets)`` for
+    :func:`role_pmi`."""
+    sizes = np.asarray(world.attribute_sizes)
+    offsets = np.asarray(world.attribute_offsets)
+    kinds_of = np.asarray([[0, 3, 2], [1, 2, 0], [3, 0, 2], [2, 1, 3]])
+    generic = world.generic_offset + np.arange(world.num_generic)
+
+    def dist(ctx):  # {token: probability} of the next completion token after ``ctx``
+        j, comp = len(ctx) - PROMPT_LEN, ctx[PROMPT_LEN:]
+        q = ctx[6] - world.question_offset
+        profile = None if ctx[1] == NULL else ctx[1:5]
+        fixed = {0: PERCEIVE, 1: ctx[6], 2: EMPATHY, 4: LOGIC, 8: RESPONSE, 12: EOS}
+        if j in fixed:
+            return {fixed[j]: 1.0}
+        if j == 3 or 5 <= j <= 7:  # temperament, or a plan token of kind k
+            k = 1 if j == 3 else kinds_of[q][j - 5]
+            if profile is not None:
+                return {profile[k]: 1.0}
+            return {offsets[k] + v: 1.0 / sizes[k] for v in range(sizes[k])}
+        k = kinds_of[q][j - 9]  # a reply token
+        out = {g: rho / len(generic) for g in generic}
+        if profile is not None:
+            out[profile[k]] = 1 - rho
+        elif comp[5 + j - 9] != NULL:  # the plan shows it
+            out[comp[5 + j - 9]] = 1 - rho
+        else:
+            out.update({offsets[k] + v: (1 - rho) / sizes[k] for v in range(sizes[k])})
+        return out
+
+    def log_probs(contexts, targets):
+        c, t = np.asarray(contexts), np.asarray(targets)
+        out = np.zeros((c.shape[0], COMPLETION_LEN))
+        for b in range(c.shape[0]):
+            for j in range(COMPLETION_LEN):
+                p = dist(c[b, : PROMPT_LEN + j]).get(int(t[b, PROMPT_LEN + j]), 0.0)
+                out[b, j] = np.log(p)
+        return jnp.asarray(out)
+
+    return log_probs
+
+
+def test_role_pmi_known_answers_on_a_tabular_policy():
+    """Closed forms under the exact warm-up distribution: a reply token naming an attribute of
+    kind k gets PMI log n_k, a generic token 0, the temperament log 4, a plan token log n_k. With
+    the profile-only reference (the code before issue 35, ``reasoning=False``) the same reply
+    tokens get 0: the plan explains them, and RAPO's weight on the judged reply would be ~1."""
+    rho = 0.3
+    log_probs = _bayes_warmup_policy(WORLD, rho)
+    batch = Batch(jnp.array([[1, 2, 3, 4], [7, 0, 5, 2], [3, 3, 0, 6]]), jnp.array([0, 1, 3]))
+    ideal = ideal_reply(WORLD, batch)
+    g0 = WORLD.generic_offset
+    reply = ideal.at[1, 1].set(g0 + 2).at[2, 0].set(g0)  # two generic tokens among role ones
+    tokens = jnp.concatenate(
+        [prompts(WORLD, batch), completions(WORLD, batch, reply, psycot=True)], 1
+    )
+    pmi, full = role_pmi(log_probs, tokens)
+    old = role_pmi(log_probs, tokens, reasoning=False)[0]
+    pmi, full, old = (np.asarray(a) for a in (pmi, full, old))
+    assert np.isfinite(full).all()
+    sizes = np.asarray(WORLD.attribute_sizes)
+    kinds = np.asarray([[0, 3, 2], [1, 2, 0], [3, 0, 2], [2, 1, 3]])[np.asarray(batch.questions)]
+    log_n = np.log(sizes[kinds])  # [3, 3]: log n_k of each reply / plan slot
+    is_generic = np.asarray(reply) >= g0
+    want_reply = np.where(is_generic, 0.0, log_n)
+    np.testing.assert_allclose(pmi[:, 9:12], want_reply, atol=1e-6)
+    np.testing.assert_allclose(pmi[:, 5:8], log_n, atol=1e-6)
+    np.testing.assert_allclose(pmi[:, 3], np.log(4.0), atol=1e-6)
+    np.testing.assert_allclose(pmi[:, [0, 1, 2, 4, 8, 12]], 0.0, atol=1e-6)
+    # the profile-only reference: the reasoning tokens keep their PMI, the reply loses it
+    np.testing.assert_allclose(old[:, 3:8], pmi[:, 3:8], atol=1e-6)
+    np.testing.assert_allclose(old[:, 9:12], 0.0, atol=1e-6)
+    # RAPO's weights on the reply under positive advantage: ~1 + tanh(log n_k) vs exactly 1
+    w = np.asarray(rapo_weights(jnp.asarray(pmi), jnp.ones(3)))[:, 9:12]
+    w_old = np.asarray(rapo_weights(jnp.asarray(old), jnp.ones(3)))[:, 9:12]
+    np.testing.assert_allclose(w[~is_generic], 1 + np.tanh(log_n[~is_generic]), rtol=1e-6)
+    np.testing.assert_allclose(w[is_generic], 1.0)
+    np.testing.assert_allclose(w_old, 1.0)
+
+
+def test_rl_loss_weights_by_the_role_masked_reference():
+    """``rl_loss`` is RAPO's surrogate on its rollouts with the PMI of :func:`role_pmi` (the
+    reference reads neither profile nor role reasoning), recomputed here step by step; with the
+    profile-only PMI (the code before issue 35) the loss differs."""
+    graphdef, state = _tiny_policy()
+    # an untrained policy that says the step markers, role and generic tokens often, so that the
+    # judge's rewards differ within a group and the rollouts hold reasoning steps to mask
+    bias = np.full(WORLD.vocab_size, -4.0, np.float32)
+    bias[[EMPATHY, LOGIC]] = 3.0
+    bias[RESPONSE] = 4.0
+    bias[WORLD.question_offset + 4 :] = 2.0  # attribute and generic tokens
+    state = jax.tree.map(lambda x: x, state)
+    state["head"]["bias"] = nnx.Param(jnp.asarray(bias))
+    ref = jax.tree.map(lambda x: x + 0.05 * jnp.ones_like(x), state)
+    config = RLConfig(group_size=8, beta=0.1)
+    batch = Batch(jnp.array([[1, 2, 3, 4], [0, 3, 7, 5], [5, 1, 0, 2], [2, 2, 6, 7]]),
+                  jnp.array([0, 2, 1, 3]))  # fmt: skip
+    key = jax.random.key(3)
+
+    def ref_lp(contexts, targets):
+        return completion_log_probs(graphdef, ref, targets, context=contexts)
+
+    @jax.jit
+    def both(state):
+        got = rl_loss(graphdef, state, ref, WORLD, batch, key=key, config=config, alpha=1.0,
+                      gamma=0.5)[0]  # fmt: skip
+        tokens = rollout(graphdef, state, WORLD, batch, key=key, group_size=8)
+        expanded = Batch(jnp.repeat(batch.profiles, 8, 0), jnp.repeat(batch.questions, 8))
+        reward = score(WORLD, expanded, tokens[:, PROMPT_LEN:]).hackable_reward
+        adv = group_advantages(reward.reshape(-1, 8)).reshape(-1)
+        mask = completion_mask(tokens[:, PROMPT_LEN:])
+        lp = completion_log_probs(graphdef, state, tokens)
+        out = []
+        for reasoning in (True, False):
+            pmi, full = role_pmi(ref_lp, tokens, reasoning=reasoning)
+            kw = dict(ref_log_probs=full, beta=0.1, eps_high=config.eps_high)
+            out.append(rapo_loss(lp, lp, adv, mask, pmi, alpha=1.0, gamma=0.5, **kw).loss)
+        return got, out[0], out[1], adv
+
+    got, want, profile_only, adv = both(state)
+    assert float(jnp.max(jnp.abs(adv))) > 0  # the rollouts carry signal
+    np.testing.assert_allclose(float(got), float(want), rtol=1e-5, atol=1e-6)
+    assert abs(float(want) - float(profile_only)) > 1e-4
+
+
+def test_warmup_trains_the_role_masked_reference():
+    """``sft_loss``'s dropout reads the role-masked context: with dropout 1 the loss is the
+    cross-entropy of the true completion given ``mask_role`` of it."""
+    from jaxpapers.rapo import sft_loss, warmup_replies
+
+    graphdef, state = _tiny_policy()
+    batch = Batch(jnp.array([[1, 2, 3, 4], [0, 3, 7, 5]]), jnp.array([0, 2]))
+    key = jax.random.key(4)
+    got = sft_loss(graphdef, state, WORLD, batch, key=key, psycot=True, profile_dropout=1.0)
+    reply = warmup_replies(WORLD, batch, key=jax.random.split(key)[0], generic_rate=0.3)
+    target = completions(WORLD, batch, reply, psycot=True)
+    tokens = jnp.concatenate([prompts(WORLD, batch), target], 1)
+    lp = completion_log_probs(graphdef, state, tokens, context=mask_role(tokens))
+    mask = completion_mask(target)
+    np.testing.assert_allclose(float(got), float(-jnp.sum(lp * mask) / jnp.sum(mask)), rtol=1e-5)
 
 
 def test_world_scores_known_cases():
@@ -226,6 +416,15 @@ def test_bad_input(batch_inputs):
         group_advantages(jnp.ones((4, 1)))
     with pytest.raises(ValueError, match="group_size=1"):
         RLConfig(group_size=1)
+    with pytest.raises(ValueError, match="max_grad_norm=0"):
+        RLConfig(max_grad_norm=0.0)
+    with pytest.raises(ValueError, match="learning_rate=-1.0"):
+        rl_optimizer(RLConfig(), -1.0)
+    with pytest.raises(ValueError, match="context has shape"):
+        completion_log_probs(*_tiny_policy(), jnp.zeros((2, 21), jnp.int32),
+                             context=jnp.zeros((2, 20), jnp.int32))  # fmt: skip
+    with pytest.raises(ValueError, match="tokens has shape"):
+        mask_role(jnp.zeros((2, 5), jnp.int32))
     with pytest.raises(ValueError, match="profile is empty"):
         build_prompt({}, "Hi")
     with pytest.raises(ValueError, match="attributes \\['occupation'\\] are empty"):
@@ -328,8 +527,59 @@ def test_grpo_hacks_needs_the_proxy_up_and_ood_profiles_needs_room():
     assert exps["ood_profiles"].requires == ("ood_shift_exists",)
     rule = exps["ood_shift_exists"].rule
 
-    def shift(values):
-        return rule.decide({"plain warm-up": RowStats.from_values("p", "row", values)}, False)
+    def shift(ood, seen):
+        rows = {
+            "plain warm-up": RowStats.from_values("p", "row", ood),
+            "plain warm-up (training profiles)": RowStats.from_values("s", "row", seen),
+        }
+        return rule.decide(rows, False)
 
-    assert shift([1.0, 1.0, 0.9948, 1.0, 1.0]) == "does not hold"  # at the ceiling
-    assert shift([OOD_CEILING - 0.2 + 0.01 * i for i in range(5)]) == "holds"
+    top = [1.0, 1.0, 0.9948, 1.0, 1.0]
+    assert shift(top, top) == "does not hold"  # at the ceiling (the old bed)
+    low = [OOD_CEILING - 0.2 + 0.01 * i for i in range(5)]
+    assert shift(low, [v + 0.1 + 0.01 * (i % 2) for i, v in enumerate(low)]) == "holds"
+    # low everywhere is no shift: the training characters are as hard (the new half of the rule)
+    assert shift(low, [v - 0.005 * (i % 2) for i, v in enumerate(low)]) != "holds"
+
+
+def test_tuning_selects_on_validation_never_on_test_rows():
+    """Each (method, judge) keeps the grid point with the best mean validation fidelity, the same
+    rule for GRPO and RAPO; the test rows (``final_unseen``) play no part in the choice."""
+    from jaxpapers.rapo import Scores
+    from jaxpapers.rapo.experiments._pipeline import Pipeline, cell_indices, chosen
+
+    grid = [(1e-3, 0.0), (1e-3, 0.04), (3e-3, 0.0)]
+    cells, val, test = [], [], []
+    for h in (True, False):
+        for m in ("GRPO", "RAPO"):
+            for k, (lr, b) in enumerate(grid):
+                for seed in range(3):
+                    cells.append((h, m, lr, b, seed))
+                    # validation prefers the second point (the third for RAPO), test the first
+                    best = 2 if m == "RAPO" else 1
+                    val.append(0.9 if k == best else 0.5 + 0.01 * seed)
+                    test.append(1.0 if k == 0 else 0.1)
+    z = np.zeros(len(cells))
+    scores = Scores(np.asarray(test), z, z, z)
+    out = Pipeline(tuple(cells), z, scores, scores, None, np.asarray(val), scores, scores, z, z)
+    assert chosen(out, hackable=True, method="GRPO") == (1e-3, 0.04)
+    assert chosen(out, hackable=False, method="RAPO") == (3e-3, 0.0)
+    idx = cell_indices(out, hackable=True, method="GRPO")
+    assert [cells[i] for i in idx] == [(True, "GRPO", 1e-3, 0.04, s) for s in range(3)]
+
+
+def test_stereotyped_split():
+    """Training and held-out characters follow the stereotype and do not overlap; the
+    out-of-distribution ones are every other profile (each breaks it)."""
+    from jaxpapers.rapo import all_profiles, stereotyped_split
+
+    train, held, ood = stereotyped_split(WORLD)
+    for p in (train, held):
+        assert (p[:, 1] == p[:, 0] * 4 // 8).all()
+    assert (ood[:, 1] != ood[:, 0] * 4 // 8).all()
+    rows = {tuple(r) for r in np.concatenate([train, held, ood])}
+    assert len(rows) == len(all_profiles(WORLD)) == len(train) + len(held) + len(ood)
+    assert len(train) == 3 * len(held)
+    # every attribute value still occurs in training (only the combinations are new)
+    for k, n in enumerate(WORLD.attribute_sizes):
+        assert set(train[:, k]) == set(range(n))

@@ -8,15 +8,19 @@ same advantage, so when an LLM judge pays generic flattering phrases as much as 
 content, both kinds of token receive identical gradient signals and the policy drifts towards the
 cheaper generic ones (reward hacking).
 
-RAPO weights each token by how much the character profile explains it: the pointwise mutual
+RAPO weights each token by how much the character's role explains it: the pointwise mutual
 information :math:`\mathrm{PMI}_t = \log\pi_{ref}(y_t \mid p, x, y_{<t}) - \log\pi_{ref}(y_t \mid x,
-y_{<t})` under the frozen reference (the warm-up model, trained with the profile sometimes masked
-so that it also models :math:`p(y_t \mid x, y_{<t})`). With :math:`s_t = \tanh(\max(\mathrm{PMI}_t,
-0)/\tau)`, the per-token surrogate is multiplied by :math:`w_t = 1 + \alpha s_t` when
-:math:`A > 0` (amplify role-specific tokens of good completions) and :math:`w_t = 1 - \gamma s_t`
-when :math:`A < 0` (attenuate them in bad ones); :math:`w_t \in [1 - \gamma, 1 + \alpha]` is
-bounded and :math:`\alpha = \gamma = 0` recovers GRPO exactly (:func:`rapo_weights`,
-:func:`rapo_loss`).
+y_{<t}^{\neg role})` under the frozen reference (the warm-up model). The second term must not see
+the profile *nor* the Psy-CoT role reasoning (the empathy step's temperament, the logic step's
+plan), which is a function of the profile: a reference that reads the plan finds the reply
+already explained and gives the judged reply tokens PMI ~0 (derivation in :mod:`._rapo`;
+:func:`mask_role`, :func:`role_pmi`). The warm-up model is trained with both masked on a
+fraction of its examples, so it also models the second term. With
+:math:`s_t = \tanh(\max(\mathrm{PMI}_t, 0)/\tau)`, the per-token surrogate is multiplied by
+:math:`w_t = 1 + \alpha s_t` when :math:`A > 0` (amplify role-specific tokens of good
+completions) and :math:`w_t = 1 - \gamma s_t` when :math:`A < 0` (attenuate them in bad ones);
+:math:`w_t \in [1 - \gamma, 1 + \alpha]` is bounded and :math:`\alpha = \gamma = 0` recovers
+GRPO exactly (:func:`rapo_weights`, :func:`rapo_loss`).
 
 Psy-CoT structures the warm-up completions as three reasoning steps before the reply,
 Interaction Perception, Psychological Empathy and Logical Construction (:mod:`._psycot` for
@@ -25,9 +29,11 @@ text; :func:`completions` for the token world).
 What is measured (``jaxpapers reproduce P05``): a synthetic role-play world (:class:`World`)
 with character profiles of four attributes, four question types, an exact fidelity rule and a
 judge that can be hacked by generic flattery; a small decoder LM
-(:class:`jaxpapers.core.nn.decoder.DecoderLM`) warmed up on imperfect demonstrations with and
-without Psy-CoT, then trained by GRPO and RAPO; fidelity, reward, role-specific and generic token
-fractions over training, and fidelity on profiles never seen in training.
+(:class:`jaxpapers.core.nn.decoder.DecoderLM`) warmed up on imperfect demonstrations of
+stereotyped characters (:func:`stereotyped_split`) with and without Psy-CoT, then trained by GRPO
+and RAPO, each tuned on one grid of step sizes and KL coefficients on validation characters;
+fidelity, reward, role-specific and generic token fractions over training, the PMI of each kind
+of token under the reference, and fidelity on characters that break the training stereotype.
 
 Measured numbers and their history: ``results/P05/NOTES.md``.
 
@@ -55,12 +61,13 @@ from jaxpapers.rapo._policy import (
     StepMetrics,
     completion_log_probs,
     rl_loss,
+    rl_optimizer,
     rl_step,
     rollout,
     sft_loss,
 )
 from jaxpapers.rapo._psycot import PsyCoT, build_prompt, format_psycot, parse_psycot
-from jaxpapers.rapo._rapo import profile_token_pmi, rapo_loss, rapo_weights
+from jaxpapers.rapo._rapo import profile_token_pmi, rapo_loss, rapo_weights, role_pmi
 from jaxpapers.rapo._world import (
     COMPLETION_LEN,
     PROMPT_LEN,
@@ -73,9 +80,11 @@ from jaxpapers.rapo._world import (
     draw_batch,
     extract_reply,
     ideal_reply,
+    mask_role,
     prompts,
     score,
     split_profiles,
+    stereotyped_split,
     warmup_replies,
 )
 from jaxpapers.rapo._world import (
@@ -104,16 +113,20 @@ __all__ = [
     "group_advantages",
     "grpo_loss",
     "ideal_reply",
+    "mask_role",
     "parse_psycot",
     "profile_token_pmi",
     "prompts",
     "rapo_loss",
     "rapo_weights",
     "rl_loss",
+    "rl_optimizer",
     "rl_step",
+    "role_pmi",
     "rollout",
     "score",
     "sft_loss",
     "split_profiles",
+    "stereotyped_split",
     "warmup_replies",
 ]

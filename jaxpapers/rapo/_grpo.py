@@ -22,7 +22,7 @@ from typing import Literal, NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from jaxpapers.core.checks import check_shape
+from jaxpapers.core.checks import check_shape, is_concrete
 
 
 class GRPOLoss(NamedTuple):
@@ -65,7 +65,7 @@ def grpo_loss(
     token_weights: Float[Array, "batch time"] | None = None,
     eps_low: float = 0.2,
     eps_high: float = 0.2,
-    beta: float = 0.0,
+    beta: float | Array = 0.0,
     aggregation: Literal["token_mean", "sequence_mean"] = "token_mean",
 ) -> GRPOLoss:
     """The GRPO clipped-surrogate loss over completion tokens.
@@ -90,7 +90,7 @@ def grpo_loss(
     check_shape("advantages", advantages, (log_probs.shape[0],))
     if token_weights is not None:
         check_shape("token_weights", token_weights, log_probs.shape)
-    if beta and ref_log_probs is None:
+    if ref_log_probs is None and not (is_concrete(beta) and float(beta) == 0.0):
         raise ValueError(f"beta={beta} needs ref_log_probs")
     if aggregation not in ("token_mean", "sequence_mean"):
         raise ValueError(f"aggregation={aggregation!r}; expected 'token_mean' or 'sequence_mean'")

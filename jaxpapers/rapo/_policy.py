@@ -18,19 +18,19 @@ import optax
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_dtype, check_key, check_ndim
+from jaxpapers.core.checks import check_dtype, check_key, check_ndim, check_shape, is_concrete
 from jaxpapers.core.fit import all_finite, keep_where
 from jaxpapers.core.nn.decoder import sample, token_log_probs
 from jaxpapers.rapo._grpo import group_advantages
-from jaxpapers.rapo._rapo import profile_token_pmi, rapo_loss
+from jaxpapers.rapo._rapo import rapo_loss, role_pmi
 from jaxpapers.rapo._world import (
     COMPLETION_LEN,
-    NULL,
     PROMPT_LEN,
     Batch,
     World,
     completion_mask,
     completions,
+    mask_role,
     prompts,
     score,
     warmup_replies,
@@ -47,6 +47,8 @@ class RLConfig(eqx.Module):
       eps_low, eps_high: ratio clip range.
       beta: k3 KL coefficient to the reference (warm-up) policy.
       pmi_temperature: PMI scale of RAPO's weights.
+      max_grad_norm: global-norm clip of the gradient before Adam (TRL's and verl's default
+        1.0); ``None`` for no clipping.
     """
 
     group_size: int = eqx.field(static=True, default=8)
@@ -56,6 +58,7 @@ class RLConfig(eqx.Module):
     eps_high: float = eqx.field(static=True, default=0.28)
     beta: float = eqx.field(static=True, default=0.0)
     pmi_temperature: float = eqx.field(static=True, default=1.0)
+    max_grad_norm: float | None = eqx.field(static=True, default=1.0)
 
     def __check_init__(self):
         if self.group_size < 2:
@@ -64,6 +67,21 @@ class RLConfig(eqx.Module):
             )
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate={self.learning_rate}; expected > 0")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm={self.max_grad_norm}; expected > 0 or None")
+
+
+def rl_optimizer(
+    config: RLConfig, learning_rate: float | Array | None = None
+) -> optax.GradientTransformation:
+    """Adam at ``learning_rate`` (default ``config.learning_rate``; may be traced, e.g. vmapped
+    over a grid) after the global-norm clip ``config.max_grad_norm``."""
+    lr = config.learning_rate if learning_rate is None else learning_rate
+    if is_concrete(lr) and not float(lr) > 0:
+        raise ValueError(f"learning_rate={lr!r}; expected > 0")
+    if config.max_grad_norm is None:
+        return optax.adam(lr)
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
 
 
 class StepMetrics(NamedTuple):
@@ -77,9 +95,18 @@ class StepMetrics(NamedTuple):
 
 
 def completion_log_probs(
-    graphdef: nnx.GraphDef, state: nnx.State, tokens: Int[Array, "batch total"]
+    graphdef: nnx.GraphDef,
+    state: nnx.State,
+    tokens: Int[Array, "batch total"],
+    *,
+    context: Int[Array, "batch total"] | None = None,
 ) -> Float[Array, "batch completion"]:
-    """Log-probabilities of the completion tokens (positions ``PROMPT_LEN ..``) of ``tokens``."""
+    """Log-probabilities of the completion tokens (positions ``PROMPT_LEN ..``) of ``tokens``.
+
+    With ``context``, the model reads ``context`` instead of ``tokens`` (token ``t`` is scored
+    given ``context[:t]``), e.g. the role-masked rollouts of RAPO's reference
+    (:func:`~jaxpapers.rapo.mask_role`).
+    """
     check_ndim("tokens", tokens, 2)
     check_dtype("tokens", tokens, "integer")
     if tokens.shape[1] <= PROMPT_LEN:
@@ -87,8 +114,12 @@ def completion_log_probs(
             f"tokens has shape {tokens.shape}; expected [batch, total] with total > {PROMPT_LEN} "
             "(a prompt and at least one completion token)"
         )
+    if context is None:
+        context = tokens
+    check_shape("context", context, tokens.shape)
+    check_dtype("context", context, "integer")
     model = nnx.merge(graphdef, state)
-    logp = token_log_probs(model(tokens[:, :-1]), tokens[:, 1:])
+    logp = token_log_probs(model(context[:, :-1]), tokens[:, 1:])
     return logp[:, PROMPT_LEN - 1 :]
 
 
@@ -105,8 +136,10 @@ def sft_loss(
 ) -> Float[Array, ""]:
     """Next-token cross-entropy on warm-up completions (plain or Psy-CoT format).
 
-    A fraction ``profile_dropout`` of prompts has the profile replaced by ``NULL`` tokens, so the
-    warm-up model also learns ``p(token | context)``, the reference RAPO's PMI needs.
+    A fraction ``profile_dropout`` of the examples is read with the role information masked
+    (:func:`~jaxpapers.rapo.mask_role`: the profile and the contents of the role-reasoning
+    steps become ``NULL`` in the input; the targets stay the true tokens), so the warm-up model
+    also learns ``p(token | context without the role)``, the reference RAPO's PMI needs.
     """
     check_key("key", key)
     k_reply, k_drop = jax.random.split(key)
@@ -117,12 +150,10 @@ def sft_loss(
         completions(world, batch, reply, psycot=False),
     )
     drop = jax.random.bernoulli(k_drop, profile_dropout, (target.shape[0], 1))
-    prompt = jnp.where(
-        drop, prompts(world, batch, with_profile=False), prompts(world, batch, with_profile=True)
-    )
-    tokens = jnp.concatenate([prompt, target], axis=1)
+    tokens = jnp.concatenate([prompts(world, batch), target], axis=1)
+    context = jnp.where(drop, mask_role(tokens), tokens)
     mask = completion_mask(target)
-    logp = completion_log_probs(graphdef, state, tokens)
+    logp = completion_log_probs(graphdef, state, tokens, context=context)
     return -jnp.sum(logp * mask) / jnp.sum(mask)
 
 
@@ -162,6 +193,7 @@ def rl_loss(
     gamma: float | Array,
     hackable: bool | Array = True,
     use_pmi: bool = True,
+    beta: float | Array | None = None,
 ) -> tuple[Float[Array, ""], StepMetrics]:
     """The on-policy GRPO (``alpha = gamma = 0``) or RAPO loss of ``state`` on fresh rollouts.
 
@@ -169,15 +201,19 @@ def rl_loss(
     (under ``stop_gradient``: the rollouts are data, not a path for the gradient) and scored by
     the hackable judge (or, with ``hackable=False``, by the exact fidelity); advantages are
     normalised within each prompt's group; PMI comes from the frozen reference with and without
-    the profile in the prompt. Its gradient in ``state`` is the policy gradient, so a training
+    the role information (:func:`~jaxpapers.rapo.role_pmi`: neither the profile nor the contents
+    of the role-reasoning steps). Its gradient in ``state`` is the policy gradient, so a training
     run is :func:`jaxpapers.core.fit.fit` of this loss (the rollouts of every step are drawn
     inside the step, from the parameters of that step).
 
-    ``use_pmi=False`` skips the reference forward without the profile: RAPO's weights are then
-    all 1, whatever ``alpha`` and ``gamma``, i.e. plain GRPO; with ``config.beta > 0`` it still
-    runs the one reference forward that GRPO's k3 KL term needs (TRL/verl GRPO), with
-    ``beta = 0`` none. RAPO (``use_pmi=True``) therefore costs one reference forward over GRPO
-    with a KL term: the rollouts without the profile, batched with the KL forward.
+    ``use_pmi=False`` skips the reference forward without the role: RAPO's weights are then
+    all 1, whatever ``alpha`` and ``gamma``, i.e. plain GRPO; with a KL term it still runs the
+    one reference forward that GRPO's k3 KL term needs (TRL/verl GRPO), without one none. RAPO
+    (``use_pmi=True``) therefore costs one reference forward over GRPO with a KL term: the
+    role-masked rollouts, batched with the KL forward.
+
+    ``beta`` overrides ``config.beta`` (it may be traced, e.g. vmapped over a grid; a traced
+    ``beta`` always runs the reference forward).
 
     Returns:
       ``(loss, metrics)``: the surrogate loss and the :class:`StepMetrics` of the rollouts.
@@ -199,15 +235,15 @@ def rl_loss(
     reward = jnp.where(hackable, scores.hackable_reward, scores.fidelity)
     adv = group_advantages(reward.reshape(-1, g)).reshape(-1)
     mask = completion_mask(completion)
+    beta = config.beta if beta is None else beta
+    with_kl = not (is_concrete(beta) and float(beta) == 0.0)
     if use_pmi:
-        # one reference forward over the rollouts with and without the profile, batched together
-        null_tokens = tokens.at[:, 1:5].set(NULL)
-        both = completion_log_probs(
-            graphdef, ref_state, jnp.concatenate([tokens, null_tokens], axis=0)
-        )
-        ref_lp, ref_null = jnp.split(both, 2, axis=0)
-        pmi = profile_token_pmi(ref_lp, ref_null)
-    elif config.beta:
+        # one reference forward over the rollouts with and without the role, batched together
+        def ref_log_probs(contexts, targets):
+            return completion_log_probs(graphdef, ref_state, targets, context=contexts)
+
+        pmi, ref_lp = role_pmi(ref_log_probs, tokens)
+    elif with_kl:
         # GRPO with the k3 KL term (TRL/verl): one reference forward over the rollouts
         ref_lp = completion_log_probs(graphdef, ref_state, tokens)
         pmi = jnp.zeros(mask.shape, mask.dtype)
@@ -226,7 +262,7 @@ def rl_loss(
         ref_log_probs=ref_lp,
         eps_low=config.eps_low,
         eps_high=config.eps_high,
-        beta=config.beta,
+        beta=beta,
     ).loss
     metrics = StepMetrics(
         jnp.mean(reward),
@@ -253,7 +289,8 @@ def rl_step(
     hackable: bool | Array = True,
     use_pmi: bool = True,
 ) -> tuple[nnx.State, optax.OptState, StepMetrics]:
-    """One on-policy GRPO (``alpha = gamma = 0``) or RAPO update: Adam on :func:`rl_loss`.
+    """One on-policy GRPO (``alpha = gamma = 0``) or RAPO update: Adam on :func:`rl_loss`, after
+    the gradient's global-norm clip ``config.max_grad_norm``.
 
     For a caller that keeps its own optimiser state between steps (a training run of many
     steps is :func:`jaxpapers.core.fit.fit` of :func:`rl_loss`). A step with a non-finite loss,
@@ -277,6 +314,9 @@ def rl_step(
         hackable=hackable,
         use_pmi=use_pmi,
     )
+    if config.max_grad_norm is not None:
+        grads = optax.clip_by_global_norm(config.max_grad_norm).update(grads, None)[0]
+    # ``opt_state`` is Adam's (the clip holds no state), as ``optax.adam(lr).init`` makes it
     updates, new_opt = optax.adam(config.learning_rate).update(grads, opt_state, state)
     ok = jnp.isfinite(loss) & all_finite(grads) & all_finite(updates)
     new_state, opt_state = keep_where(

@@ -1,14 +1,36 @@
 r"""RAPO: per-token weights from profile-token pointwise mutual information, asymmetric in the sign
 of the advantage.
 
-Under the frozen reference model, a completion token :math:`y_t` gets
+The reference (derived from the abstract's "profile--token mutual information"). For a token
+:math:`y_t` of a completion sampled for the prompt (profile :math:`p`, message :math:`x`), the
+pointwise mutual information between the profile and the token is
 
-.. math:: \mathrm{PMI}_t = \log \pi_{ref}(y_t \mid \text{profile}, x, y_{<t})
-                          - \log \pi_{ref}(y_t \mid x, y_{<t}),
+.. math:: \mathrm{PMI}_t = \log \pi_{ref}(y_t \mid p, x, y_{<t})
+                          - \log \pi_{ref}(y_t \mid x, y_{<t}^{\neg role}),
+          \qquad \pi_{ref}(y_t \mid x, \cdot) = \sum_{p'} \pi(p' \mid x, \cdot)\,
+                                                 \pi_{ref}(y_t \mid p', x, \cdot),
 
-the evidence the profile gives for the token (large for role-specific tokens, about 0 for generic
-ones that any character could say). With :math:`s_t = \tanh(\max(\mathrm{PMI}_t, 0) / \tau) \in
-[0, 1)` the weight is
+the evidence the profile gives for the token. A Psy-CoT completion carries role reasoning
+:math:`c` before its reply: the Psychological Empathy step names the character's temperament and
+the Logical Construction step its planned content, both functions of the profile. A reference
+that masks only the prompt's profile still reads :math:`c`, so it computes
+:math:`\mathrm{PMI}(p; y_t \mid x, c, y_{<t})`, what the profile adds *beyond the plan*: about 0 for
+a reply that follows its plan however role-specific it is, while the plan tokens get the full
+PMI. RAPO would then up-weight reasoning tokens the judge never scores and leave the judged reply
+at weight ~1 (GRPO). The reference here therefore sees neither the profile nor the contents of
+the role-reasoning steps (:func:`~jaxpapers.rapo.mask_role`: the profile and the empathy and
+logic contents become ``NULL``; the perception step, the markers and the reply's own prefix stay).
+The marginal over profiles is learned, not summed: the warm-up model is trained with that
+masking on a fraction of its examples (as classifier-free guidance drops its condition), so one
+network supplies both terms (:func:`role_pmi`).
+
+Known answers (``tests/test_rapo.py``): under the warm-up data distribution (each reply token is
+the planned, ideal one with probability :math:`1 - \rho`, a uniform generic token otherwise), a
+reply token naming attribute kind :math:`k` of the profile gets :math:`\mathrm{PMI} = \log n_k`
+(the masked reference knows the kind from the question, not which of its :math:`n_k` values), a
+generic token gets 0, and under the profile-only reference the same reply token gets 0.
+
+The weights. With :math:`s_t = \tanh(\max(\mathrm{PMI}_t, 0) / \tau) \in [0, 1)`,
 
 .. math:: w_t = 1 + \alpha s_t \ (A > 0), \qquad w_t = 1 - \gamma s_t \ (A < 0), \qquad
           w_t = 1 \ (A = 0),
@@ -21,24 +43,60 @@ model that pays generic flattery as much as role content no longer moves both al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_shape, is_concrete
+from jaxpapers.core.checks import check_dtype, check_ndim, check_shape, is_concrete
 from jaxpapers.rapo._grpo import GRPOLoss, grpo_loss
+from jaxpapers.rapo._world import mask_role
 
 
 def profile_token_pmi(
     log_probs_with_profile: Float[Array, "batch time"],
     log_probs_without_profile: Float[Array, "batch time"],
 ) -> Float[Array, "batch time"]:
-    """``log p(token | profile, context) - log p(token | context)`` per token."""
+    """``log p(token | role, context) - log p(token | context)`` per token (the subtraction of
+    :func:`role_pmi`)."""
     check_shape(
         "log_probs_without_profile", log_probs_without_profile, log_probs_with_profile.shape
     )
     return log_probs_with_profile - log_probs_without_profile
+
+
+def role_pmi(
+    log_probs: Callable[[Array, Array], Array],
+    tokens: Int[Array, "batch total"],
+    *,
+    reasoning: bool = True,
+) -> tuple[Float[Array, "batch completion"], Float[Array, "batch completion"]]:
+    """RAPO's PMI of every completion token of ``tokens`` under a reference, and the reference's
+    log-probabilities with the full context.
+
+    ``log_probs(contexts, targets)`` returns ``[N, completion]`` log-probabilities of the
+    completion tokens of ``targets`` when the model reads ``contexts`` (position by position,
+    causally; e.g. :func:`~jaxpapers.rapo.completion_log_probs` with ``context=``). It is called
+    once, on the full rollouts and their role-masked copies (:func:`~jaxpapers.rapo.mask_role`)
+    batched together, with the rollouts as targets in both halves.
+
+    Args:
+      log_probs: the reference's log-probability function.
+      tokens: ``[B, total]`` prompts and completions.
+      reasoning: mask the role-reasoning steps as well as the profile (RAPO's reference, see the
+        module docstring); ``False`` masks the profile only.
+
+    Returns:
+      ``(pmi, full)``: ``full - masked`` and ``full``, both ``[B, completion]``.
+    """
+    check_ndim("tokens", tokens, 2)
+    check_dtype("tokens", tokens, "integer")
+    contexts = jnp.concatenate([tokens, mask_role(tokens, reasoning=reasoning)], axis=0)
+    both = log_probs(contexts, jnp.concatenate([tokens, tokens], axis=0))
+    check_shape("log_probs(contexts, targets)", both, (2 * tokens.shape[0], None))
+    full, masked = jnp.split(both, 2, axis=0)
+    return profile_token_pmi(full, masked), full
 
 
 def rapo_weights(

@@ -92,6 +92,32 @@ def split_profiles(world: World, *, unseen: float = 0.25, seed: int = 0):
     return profiles[order[:cut]], profiles[order[cut:]]
 
 
+def stereotyped_split(
+    world: World, *, unseen: float = 0.25, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Training characters that follow a stereotype, held-out ones that follow it too, and
+    characters that break it (unseen trait combinations), ``[N, 4]`` each.
+
+    The stereotype: a character's temperament is fixed by its occupation, ``temperament =
+    occupation * n_temperaments // n_occupations`` (two occupations per temperament with the
+    default sizes), a surface pattern of the training characters that their profiles state
+    explicitly all the same. Stereotyped profiles are split into training (``1 - unseen``) and
+    held-out ones (in-distribution, never seen in training); every profile that breaks the
+    stereotype is out of distribution: its trait combination never occurs in training. A model
+    that reads the temperament from the profile answers those as well as the others; one that
+    infers it from the occupation (mimicking the surface pattern) does not.
+    """
+    if not 0 < unseen < 1:
+        raise ValueError(f"unseen={unseen!r}; expected a fraction in (0, 1)")
+    profiles = all_profiles(world)
+    n_occ, n_temp = world.attribute_sizes[:2]
+    follows = profiles[:, 1] == profiles[:, 0] * n_temp // n_occ
+    typical = profiles[follows]
+    order = np.random.default_rng(seed).permutation(len(typical))
+    cut = int(len(typical) * (1 - unseen))
+    return typical[order[:cut]], typical[order[cut:]], profiles[~follows]
+
+
 def draw_batch(profiles: Int[Array, "n 4"], size: int, *, key: jax.Array) -> Batch:
     """``size`` prompts: profiles drawn uniformly from ``profiles``, uniform question types."""
     check_key("key", key)
@@ -229,6 +255,51 @@ def score(world: World, batch: Batch, completion: Int[Array, "batch time"]) -> S
     fidelity = jnp.mean(reply == ideal, axis=1)
     reward = (_distinct(role, reply) + _distinct(generic, reply)) / REPLY_LEN
     return Scores(fidelity, reward, jnp.mean(role, axis=1), jnp.mean(generic, axis=1))
+
+
+def mask_role(
+    tokens: Int[Array, "batch total"], *, reasoning: bool = True
+) -> Int[Array, "batch total"]:
+    """``tokens`` (prompt and completion) with the role information replaced by ``NULL``.
+
+    The role information is the profile (prompt positions 1-4) and, with ``reasoning=True``,
+    the contents of the role-reasoning steps of the completion: every token after the first
+    ``EMPATHY`` or ``LOGIC`` marker and before the first ``RESPONSE`` that is not itself a
+    step marker (the Psychological Empathy step's temperament and the Logical Construction
+    step's plan; the Interaction Perception step names the question, which is context, and is
+    kept). ``reasoning=False`` masks the profile only. A completion without a reasoning step
+    (the plain format) has nothing masked beyond the profile; one without ``RESPONSE`` has
+    everything after its first reasoning marker masked (it has no reply to score).
+
+    This is the context of RAPO's reference (:func:`~jaxpapers.rapo.role_pmi`): what is left
+    is the question and the reply's own prefix.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> w = World()
+        >>> batch = Batch(jnp.array([[1, 2, 3, 4]]), jnp.array([0]))
+        >>> reply = ideal_reply(w, batch)
+        >>> tokens = jnp.concatenate([prompts(w, batch), completions(w, batch, reply, psycot=True)], 1)
+        >>> tokens[0, PROMPT_LEN:].tolist()
+        [5, 9, 6, 23, 7, 14, 37, 28, 8, 14, 37, 28, 3]
+        >>> mask_role(tokens)[0].tolist()
+        [1, 4, 4, 4, 4, 2, 9, 2, 5, 9, 6, 4, 7, 4, 4, 4, 8, 14, 37, 28, 3]
+    """  # noqa: E501
+    check_ndim("tokens", tokens, 2)
+    check_dtype("tokens", tokens, "integer")
+    if tokens.shape[1] < PROMPT_LEN:
+        raise ValueError(
+            f"tokens has shape {tokens.shape}; expected [batch, total] with total >= {PROMPT_LEN}"
+        )
+    comp = tokens[:, PROMPT_LEN:]
+    started = jnp.cumsum((comp == EMPATHY) | (comp == LOGIC), axis=1) > 0
+    replied = jnp.cumsum(comp == RESPONSE, axis=1) > 0
+    marker = (comp == PERCEIVE) | (comp == EMPATHY) | (comp == LOGIC) | (comp == RESPONSE)
+    role = started & ~replied & ~marker & (comp != EOS) & (comp != PAD)
+    if reasoning:
+        comp = jnp.where(role, NULL, comp)
+    prompt = tokens[:, :PROMPT_LEN].at[:, 1:5].set(NULL)
+    return jnp.concatenate([prompt, comp], axis=1).astype(tokens.dtype)
 
 
 def completion_mask(completion: Int[Array, "batch time"]) -> Float[Array, "batch time"]:

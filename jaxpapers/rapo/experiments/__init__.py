@@ -1,12 +1,25 @@
 """P05 experiments, declared for ``jaxpapers reproduce P05`` (the work is in ``_run``).
 
 Every experiment reads one cached pipeline run (``_pipeline.run_pipeline``): per seed a plain and
-a Psy-CoT warm-up of a small decoder LM on imperfect demonstrations (30% generic flattery), then
-GRPO and RAPO from the Psy-CoT warm-up under the hackable judge and under the exact judge (reward
-= fidelity), all scored on held-out profiles. Preconditions: ``grpo_hacks`` (the hackable judge is
-hacked at all: GRPO's proxy reward rose while its fidelity fell) for ``hacking`` and
-``hacking_phrases``; ``ood_shift_exists`` (unseen profiles are hard for the plain warm-up) for
-``ood_profiles``. ``exact_judge`` is the sanity check (a tie within 0.05 both ways). Measured
+a Psy-CoT warm-up of a small decoder LM on imperfect demonstrations (30% generic flattery) of
+stereotyped characters (temperament fixed by occupation, ``rapo.stereotyped_split``), then GRPO
+and RAPO from the Psy-CoT warm-up under the hackable judge and under the exact judge (reward =
+fidelity), each method on one grid of Adam step sizes and KL coefficients and kept at its best
+grid point on validation profiles; the RL rows are scored on held-out test profiles
+(stereotyped, never seen in training nor used for tuning), the warm-up rows of ``ood_profiles``
+on characters that break the stereotype (unseen trait combinations).
+Preconditions: ``grpo_hacks`` (the hackable judge is hacked at all: GRPO's proxy reward rose while
+its fidelity fell) for ``hacking`` and ``hacking_phrases``; ``ood_shift_exists`` (the plain
+warm-up does worse on the stereotype-breaking characters than on its training characters, and is
+below a ceiling) for ``ood_profiles``. ``exact_judge`` is the sanity check (a tie within 0.05 both
+ways).
+
+Out of reach at the quick size: 5 seeds, 60 RL steps and a three-point tuning grid resolve
+differences of a few hundredths in fidelity. The hackable judge pays every distinct own-role or
+generic token alike, so the warm-up's reward is already near its ceiling and RL on it mostly
+sharpens the sampled warm-up towards its mode (its ideal tokens): a tuned GRPO is not hacked on
+this bed (``grpo_hacks``), and ``hacking`` / ``hacking_phrases`` cannot be judged here; a judge
+that overrates generic phrases (as LLM judges do) would be needed to show hacking. Measured
 numbers and their history: ``results/P05/NOTES.md``.
 """
 
@@ -60,8 +73,8 @@ TIE_MARGIN = 0.05
 REWARD = ": hackable reward"
 
 #: ``ood_shift_exists``'s ceiling: below it the plain warm-up misses at least one reply token
-#: in twenty on unseen profiles, room for a better warm-up to show (the same one-token-in-twenty
-#: scale as ``TIE_MARGIN``)
+#: in twenty on out-of-distribution profiles, room for a better warm-up to show (the same
+#: one-token-in-twenty scale as ``TIE_MARGIN``)
 OOD_CEILING = 0.95
 
 
@@ -136,20 +149,30 @@ EXPERIMENTS = (
     ),
     Experiment(
         id="ood_shift_exists",
-        claim="Precondition of ood_profiles: unseen profiles are hard for the plain warm-up "
-        f"(its greedy held-out fidelity is below {OOD_CEILING:g}), so a better warm-up has room "
-        "to show",
-        metric="character fidelity on profiles unseen in training (greedy replies)",
+        claim="Precondition of ood_profiles: characters that break the training stereotype "
+        "(unseen trait combinations) are out of distribution for the plain warm-up, i.e. its "
+        "greedy fidelity on them is below its fidelity on its training characters AND below "
+        f"{OOD_CEILING:g}, so a better warm-up has room to show",
+        metric="character fidelity (greedy replies) of the plain warm-up on stereotype-breaking "
+        "characters and on its training characters",
         lower_is_better=False,
-        baselines=(),
-        methods=("plain warm-up",),
-        rule=Threshold("plain warm-up", OOD_CEILING),
+        baselines=("plain warm-up",),
+        methods=("plain warm-up (training profiles)",),
+        # a real shift is a drop from the training characters, not only a low score (a bed
+        # where every character is hard would pass the threshold alone)
+        rule=AllOf(
+            (
+                Better("plain warm-up (training profiles)", "plain warm-up"),
+                Threshold("plain warm-up", OOD_CEILING),
+            )
+        ),
         run=_run.ood_shift,
     ),
     Experiment(
         id="ood_profiles",
         claim="A Psy-CoT warm-up generalises to unseen profiles better than a plain warm-up",
-        metric="character fidelity on profiles unseen in training (greedy replies)",
+        metric="character fidelity (greedy replies) on characters that break the training "
+        "stereotype (unseen trait combinations)",
         lower_is_better=False,
         baselines=("plain warm-up",),
         methods=("Psy-CoT warm-up",),

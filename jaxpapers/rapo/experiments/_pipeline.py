@@ -3,6 +3,11 @@
 Both training stages are :func:`jaxpapers.core.fit.fit`: the warm-up of :func:`sft_loss` and the
 RL stage of :func:`rl_loss` (on-policy: each step's rollouts are drawn inside its loss from that
 step's policy), each one program vmapped over the policies.
+
+Tuning: every RL method runs on one grid of (Adam step size, KL coefficient) points
+(``Config.grid``, gradient clip 1.0 throughout); each (method, judge) keeps the
+grid point with the best mean fidelity on *validation* profiles (unseen in training, disjoint from
+the test profiles every verdict reads), the same rule for GRPO and RAPO.
 """
 
 from __future__ import annotations
@@ -26,13 +31,17 @@ from jaxpapers.rapo import (
     Scores,
     StepMetrics,
     World,
+    completion_log_probs,
     draw_batch,
     prompts,
     rl_loss,
+    rl_optimizer,
+    role_pmi,
     score,
     sft_loss,
-    split_profiles,
+    stereotyped_split,
 )
+from jaxpapers.rapo._world import EMPATHY, LOGIC, RESPONSE
 
 
 class Config(NamedTuple):
@@ -46,6 +55,8 @@ class Config(NamedTuple):
     prompts_per_step: int
     group_size: int
     eval_prompts: int
+    #: the tuning grid, ``(Adam step size, KL coefficient)`` points shared by GRPO and RAPO
+    grid: tuple[tuple[float, float], ...] = ((1e-3, 0.0), (1e-3, 0.04), (3e-3, 0.04))
 
 
 WORLD = World()
@@ -131,15 +142,18 @@ def evaluate(graphdef, states, keys, profiles, n: int, temperature: float = 0.0)
 
 
 @partial(jax.jit, static_argnames=("graphdef", "sizes", "config"))
-def reinforce(graphdef, states, refs, keys, alpha, gamma, hackable, profiles, sizes, config):
-    """``rl_steps`` GRPO/RAPO updates of every policy (Adam on :func:`rl_loss`); a
+def reinforce(graphdef, states, refs, keys, hp, profiles, sizes, config):
+    """``rl_steps`` GRPO/RAPO updates of every policy (clipped Adam on :func:`rl_loss`); a
     :class:`FitResult` per policy whose ``aux`` holds the step metrics ``[policies, steps]``.
+
+    ``hp`` holds each policy's ``alpha``, ``gamma``, ``hackable``, ``learning_rate`` and
+    ``beta`` (arrays over the policies: one program for every method, judge and grid point).
 
     Step ``t``'s key ``k_t`` splits into the prompts' key and the rollouts' key (once, in the
     batch function, which hands the rollouts' key to the loss with the prompts).
     """
 
-    def one(state, ref, key, a, c, h):
+    def one(state, ref, key, a, c, h, lr, b):
         def batch_fn(_t, k):
             k_batch, k_step = jax.random.split(k)
             return draw_batch(profiles, sizes.prompts_per_step, key=k_batch), k_step
@@ -157,51 +171,114 @@ def reinforce(graphdef, states, refs, keys, alpha, gamma, hackable, profiles, si
                 alpha=a,
                 gamma=c,
                 hackable=h,
+                beta=b,
             )
 
         return fit(
             loss_fn,
             state,
-            optax.adam(config.learning_rate),
+            rl_optimizer(config, lr),
             steps=sizes.rl_steps,
             key=key,
             batch_fn=batch_fn,
             has_aux=True,
         )
 
-    return jax.vmap(one)(states, refs, keys, alpha, gamma, hackable)
+    fields = ("alpha", "gamma", "hackable", "learning_rate", "beta")
+    return jax.vmap(one)(states, refs, keys, *(hp[f] for f in fields))
+
+
+#: token classes of :func:`pmi_by_class`, at completion positions of the Psy-CoT format
+PMI_CLASSES = ("temperament (empathy step)", "plan (logic step)", "reply: own role token",
+               "reply: generic token")  # fmt: skip
+
+
+@partial(jax.jit, static_argnames=("graphdef", "n"))
+def pmi_by_class(graphdef, states, keys, profiles, n: int):
+    """Mean PMI of each :data:`PMI_CLASSES` token class on ``n`` sampled rollouts per policy, under
+    RAPO's reference (profile and role reasoning masked), ``[policies, classes]`` (NaN where a
+    class has no token). (The profile-only reference is not measured: the warm-up is trained to
+    read the role-masked context, not a context with the profile masked and the plan visible.)"""
+
+    def one(state, key):
+        k_batch, k_sample = jax.random.split(key)
+        batch = draw_batch(profiles, n, key=k_batch)
+        tokens = sample(
+            graphdef, state, prompts(WORLD, batch), key=k_sample, max_new_tokens=COMPLETION_LEN
+        )
+        comp = tokens[:, PROMPT_LEN:]
+
+        def lp(contexts, targets):
+            return completion_log_probs(graphdef, state, targets, context=contexts)
+
+        own = prompts(WORLD, batch)[:, 1:5]
+        replied = jnp.cumsum(comp == RESPONSE, axis=1) > 0
+        after_logic = jnp.cumsum(comp == LOGIC, axis=1) > 0
+        is_own = jnp.any(comp[:, :, None] == own[:, None, :], axis=2)
+        generic = comp >= WORLD.generic_offset
+        reply = replied & (comp != RESPONSE)
+        classes = [
+            (jnp.roll(comp, 1, axis=1) == EMPATHY) & ~replied,
+            after_logic & ~replied & (comp != LOGIC),
+            reply & is_own,
+            reply & generic,
+        ]
+        pmi = role_pmi(lp, tokens)[0]
+        return jnp.stack([jnp.sum(pmi * c) / jnp.sum(c) for c in classes]).astype(jnp.float32)
+
+    return jax.vmap(one)(states, keys)
+
+
+def split_sets(world: World) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Training, validation, test and out-of-distribution profiles: the held-out stereotyped
+    profiles of :func:`~jaxpapers.rapo.stereotyped_split` halved (a fixed permutation) into
+    validation (RL tuning) and test (the RL verdicts); the profiles that break the stereotype
+    are the out-of-distribution set of the warm-up experiments."""
+    train, held_out, ood = stereotyped_split(world)
+    order = np.random.default_rng(1).permutation(len(held_out))
+    half = len(held_out) // 2
+    return train, held_out[order[:half]], held_out[order[half:]], ood
 
 
 class Pipeline(NamedTuple):
     """What the P05 experiments read (one run of the pipeline, cached).
 
     Attributes:
-      cells: ``(hackable judge, method, seed)`` of each RL run, in the order of the RL rows.
+      cells: ``(hackable judge, method, learning rate, beta, seed)`` of each RL run, in the order
+        of the RL arrays.
       sft_loss_last: ``[2 * seeds]`` final warm-up loss (Psy-CoT seeds, then plain).
-      warmup_unseen, warmup_seen: greedy :class:`Scores` means of each warm-up (Psy-CoT seeds,
-        then plain) on unseen and on training profiles.
+      warmup_ood, warmup_seen: greedy :class:`Scores` means of each warm-up (Psy-CoT seeds,
+        then plain) on out-of-distribution profiles (breaking the training stereotype) and on
+        training profiles.
       curves: :class:`StepMetrics` of every RL step, ``[cells, steps]``.
-      final_unseen, start_unseen: sampled :class:`Scores` means on unseen profiles after RL
-        and of its starting policy, per cell.
-      finite: whether every RL run applied every step.
+      val_fidelity: ``[cells]`` sampled fidelity on validation profiles after RL (the tuning
+        signal).
+      final_unseen: sampled :class:`Scores` means on test profiles after RL, per cell.
+      start_unseen: sampled :class:`Scores` means on test profiles of each seed's starting
+        policy (the Psy-CoT warm-up), ``[seeds]``, the same prompts and keys as its cells.
+      finite: ``[cells]`` whether each RL run applied every step.
+      pmi: ``[seeds, len(PMI_CLASSES)]`` mean PMI per token class of the Psy-CoT warm-ups'
+        rollouts under RAPO's reference.
     """
 
-    cells: tuple[tuple[bool, str, int], ...]
+    cells: tuple[tuple[bool, str, float, float, int], ...]
     sft_loss_last: np.ndarray
-    warmup_unseen: Scores
+    warmup_ood: Scores
     warmup_seen: Scores
     curves: StepMetrics
+    val_fidelity: np.ndarray
     final_unseen: Scores
     start_unseen: Scores
-    finite: bool
+    finite: np.ndarray
+    pmi: np.ndarray
 
 
 def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
-    """Warm-up both formats per seed, then GRPO and RAPO under the hackable and the exact judge:
-    warm-up losses, held-out fidelity of each warm-up, RL curves and final held-out scores per
-    (seed, method, judge)."""
-    train, unseen = split_profiles(WORLD)
-    train_j, unseen_j = jnp.asarray(train), jnp.asarray(unseen)
+    """Warm-up both formats per seed, then GRPO and RAPO under the hackable and the exact judge
+    at every grid point: warm-up losses, test fidelity of each warm-up, RL curves, validation
+    fidelity and final test scores per (judge, method, grid point, seed)."""
+    train, val, test, ood_profiles = split_sets(WORLD)
+    train_j, val_j, test_j, ood_j = (jnp.asarray(p) for p in (train, val, test, ood_profiles))
     graphdef, init = init_policies(sizes, seeds)
     n = len(seeds)
     both = jax.tree.map(lambda x: jnp.concatenate([x, x]), init)
@@ -210,8 +287,8 @@ def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
     warmed = warmup(graphdef, both, keys, flags, train_j, sizes)
     warm = warmed.params
     eval_keys = jnp.stack([jax.random.key(20_000 + s) for s in seeds] * 2)
-    # both warm-up evaluations in one call (2n policies, as many as the RL cells below)
-    batches = [_draw(eval_keys, p, sizes.eval_prompts) for p in (unseen_j, train_j)]
+    # both warm-up evaluations in one call
+    batches = [_draw(eval_keys, p, sizes.eval_prompts) for p in (ood_j, train_j)]
     both_warm = jax.tree.map(lambda x: jnp.concatenate([x, x]), warm)
     scores = _evaluate(
         graphdef,
@@ -222,30 +299,64 @@ def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
     )
     ood = jax.tree.map(lambda x: x[: 2 * n], scores)
     seen = jax.tree.map(lambda x: x[2 * n :], scores)
-
-    # RL from each seed's Psy-CoT warm-up: (judge, method, seed) flattened
-    cells = [(h, m, i) for h in (True, False) for m in ("GRPO", "RAPO") for i in range(n)]
-    idx = np.array([i for _, _, i in cells])
     psy = jax.tree.map(lambda x: x[:n], warm)
+    pmi_keys = jnp.stack([jax.random.key(50_000 + s) for s in seeds])
+    pmi = pmi_by_class(graphdef, psy, pmi_keys, train_j, 64)
+
+    # RL from each seed's Psy-CoT warm-up: (judge, method, learning rate, beta, seed) flattened
+    cells = [
+        (h, m, lr, b, i)
+        for h in (True, False)
+        for m in ("GRPO", "RAPO")
+        for lr, b in sizes.grid
+        for i in range(n)
+    ]
+    idx = np.array([c[-1] for c in cells])
     start = jax.tree.map(lambda x: x[idx], psy)
-    alpha = jnp.array([RAPO["alpha"] if m == "RAPO" else 0.0 for _, m, _ in cells])
-    gamma = jnp.array([RAPO["gamma"] if m == "RAPO" else 0.0 for _, m, _ in cells])
-    hack = jnp.array([h for h, _, _ in cells])
-    rl_keys = jnp.stack([jax.random.key(30_000 + seeds[i]) for _, _, i in cells])
+    hp = {
+        "alpha": jnp.array([RAPO["alpha"] if c[1] == "RAPO" else 0.0 for c in cells]),
+        "gamma": jnp.array([RAPO["gamma"] if c[1] == "RAPO" else 0.0 for c in cells]),
+        "hackable": jnp.array([c[0] for c in cells]),
+        "learning_rate": jnp.array([c[2] for c in cells], jnp.float32),
+        "beta": jnp.array([c[3] for c in cells], jnp.float32),
+    }
+    rl_keys = jnp.stack([jax.random.key(30_000 + seeds[i]) for i in idx])
     config = RLConfig(group_size=sizes.group_size)
-    rl = reinforce(graphdef, start, start, rl_keys, alpha, gamma, hack, train_j, sizes, config)
+    rl = reinforce(graphdef, start, start, rl_keys, hp, train_j, sizes, config)
     final, curves = rl.params, rl.aux
-    fin_keys = jnp.stack([jax.random.key(40_000 + seeds[i]) for _, _, i in cells])
-    final_ood = evaluate(graphdef, final, fin_keys, unseen_j, sizes.eval_prompts, temperature=1.0)
-    start_ood = evaluate(graphdef, start, fin_keys, unseen_j, sizes.eval_prompts, temperature=1.0)
+    fin_keys = jnp.stack([jax.random.key(40_000 + seeds[i]) for i in idx])
+    val_keys = jnp.stack([jax.random.key(60_000 + seeds[i]) for i in idx])
+    final_val = evaluate(graphdef, final, val_keys, val_j, sizes.eval_prompts, temperature=1.0)
+    final_ood = evaluate(graphdef, final, fin_keys, test_j, sizes.eval_prompts, temperature=1.0)
+    seed_keys = jnp.stack([jax.random.key(40_000 + s) for s in seeds])
+    start_ood = evaluate(graphdef, psy, seed_keys, test_j, sizes.eval_prompts, temperature=1.0)
 
     return Pipeline(
-        cells=tuple((bool(h), m, int(seeds[i])) for h, m, i in cells),
+        cells=tuple((bool(h), m, float(lr), float(b), int(seeds[i])) for h, m, lr, b, i in cells),
         sft_loss_last=np.asarray(warmed.losses[:, -1]),
-        warmup_unseen=ood,
+        warmup_ood=ood,
         warmup_seen=seen,
         curves=curves,
+        val_fidelity=np.asarray(final_val.fidelity),
         final_unseen=final_ood,
         start_unseen=start_ood,
-        finite=bool(np.asarray(rl.finite).all()),
+        finite=np.asarray(rl.finite),
+        pmi=np.asarray(pmi),
     )
+
+
+def chosen(out: Pipeline, *, hackable: bool, method: str) -> tuple[float, float]:
+    """The grid point ``(learning rate, beta)`` of ``method`` under the judge with the best mean
+    validation fidelity over the seeds (the first of equals)."""
+    points = {}
+    for (h, m, lr, b, _), v in zip(out.cells, out.val_fidelity, strict=True):
+        if h == hackable and m == method:
+            points.setdefault((lr, b), []).append(float(v))
+    return max(points, key=lambda p: np.mean(points[p]))
+
+
+def cell_indices(out: Pipeline, *, hackable: bool, method: str) -> list[int]:
+    """Indices of the cells of ``method`` under the judge at its chosen grid point, in seed
+    order."""
+    lr, b = chosen(out, hackable=hackable, method=method)
+    return [i for i, c in enumerate(out.cells) if c[:4] == (hackable, method, lr, b)]

@@ -10,7 +10,15 @@ import numpy as np
 
 from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.rapo import grpo_loss, rapo_loss
-from jaxpapers.rapo.experiments._pipeline import RAPO, Config, Pipeline, run_pipeline
+from jaxpapers.rapo.experiments._pipeline import (
+    PMI_CLASSES,
+    RAPO,
+    Config,
+    Pipeline,
+    cell_indices,
+    chosen,
+    run_pipeline,
+)
 
 CURVES = ("reward", "fidelity", "role_fraction", "generic_fraction")
 
@@ -19,11 +27,32 @@ def _pipeline(ctx: Context, config: Config) -> Pipeline:
     return ctx.cached("pipeline", lambda: run_pipeline(config, ctx.seed_list))
 
 
-def _select(out: Pipeline, key: str, field: str, *, hackable: bool, method: str) -> list[float]:
-    values = np.asarray(getattr(getattr(out, key), field))
-    return [
-        float(values[i]) for i, (h, m, _) in enumerate(out.cells) if h == hackable and m == method
-    ]
+def _select(out: Pipeline, field: str, *, hackable: bool, method: str) -> list[float]:
+    """Per-seed test ``field`` after RL of ``method`` under the judge, at its tuned grid point."""
+    values = np.asarray(getattr(out.final_unseen, field))
+    return [float(values[i]) for i in cell_indices(out, hackable=hackable, method=method)]
+
+
+def _start(out: Pipeline, field: str) -> list[float]:
+    """Per-seed test ``field`` of the starting policy (the Psy-CoT warm-up, sampled replies)."""
+    return [float(v) for v in np.asarray(getattr(out.start_unseen, field))]
+
+
+def _tuning(out: Pipeline, *, hackable: bool) -> dict:
+    """Each method's chosen grid point and the mean validation fidelity of every grid point."""
+    info = {}
+    for m in ("GRPO", "RAPO"):
+        grid: dict[str, list[float]] = {}
+        for (h, mm, lr, b, _), v in zip(out.cells, out.val_fidelity, strict=True):
+            if h == hackable and mm == m:
+                grid.setdefault(f"lr={lr:g}, beta={b:g}", []).append(float(v))
+        lr, b = chosen(out, hackable=hackable, method=m)
+        info[m] = {
+            "chosen": {"learning_rate": lr, "beta": b},
+            "validation_fidelity_mean": {k: float(np.mean(v)) for k, v in grid.items()},
+            "validation_fidelity_min_seed": {k: float(np.min(v)) for k, v in grid.items()},
+        }
+    return info
 
 
 def unit_weights_identity(*, key: jax.Array) -> float:
@@ -56,37 +85,54 @@ def unit_weights_identity(*, key: jax.Array) -> float:
 def exact_judge(ctx: Context, config: Config) -> Outcome:
     out = _pipeline(ctx, config)
     rows = {
-        f"{m} (exact judge)": _select(out, "final_unseen", "fidelity", hackable=False, method=m)
+        f"{m} (exact judge)": _select(out, "fidelity", hackable=False, method=m)
         for m in ("GRPO", "RAPO")
     }
     identity = unit_weights_identity(key=jax.random.key(0))
-    return Outcome(rows, {"max_abs_rapo_unit_weights_minus_grpo_loss": identity, "rapo": RAPO})
+    return Outcome(
+        rows,
+        {
+            "max_abs_rapo_unit_weights_minus_grpo_loss": identity,
+            "rapo": RAPO,
+            "tuning": _tuning(out, hackable=False),
+        },
+    )
 
 
 def hacking(ctx: Context, config: Config) -> Outcome:
     out = _pipeline(ctx, config)
-    rows = {
-        m: _select(out, "final_unseen", "fidelity", hackable=True, method=m)
-        for m in ("GRPO", "RAPO")
-    }
-    rows["warm-up (before RL)"] = _select(
-        out, "start_unseen", "fidelity", hackable=True, method="GRPO"
-    )
+    rows = {m: _select(out, "fidelity", hackable=True, method=m) for m in ("GRPO", "RAPO")}
+    rows["warm-up (before RL)"] = _start(out, "fidelity")
     curves = {}
     for m in ("GRPO", "RAPO"):
-        pick = [i for i, (h, mm, _) in enumerate(out.cells) if h and mm == m]
+        pick = cell_indices(out, hackable=True, method=m)
         curves[m] = {
             c: np.asarray(getattr(out.curves, c), np.float64)[pick].mean(axis=0).tolist()
             for c in CURVES
         }
     final = {
         m: {
-            f: float(np.mean(_select(out, "final_unseen", f, hackable=True, method=m)))
+            f: float(np.mean(_select(out, f, hackable=True, method=m)))
             for f in (*CURVES[1:], "hackable_reward")
         }
         for m in ("GRPO", "RAPO")
     }
-    return Outcome(rows, {"curves": curves, "final_unseen_means": final, "finite": out.finite})
+    pmi = np.asarray(out.pmi, np.float64)
+    return Outcome(
+        rows,
+        {
+            "curves": curves,
+            "final_unseen_means": final,
+            "finite": bool(np.asarray(out.finite).all()),
+            "tuning": _tuning(out, hackable=True),
+            # mean PMI per token class of the warm-ups' rollouts under RAPO's reference (means
+            # over seeds; closed forms under the warm-up distribution: log 4, log 8, log 8 or
+            # log 4, 0)
+            "warmup_pmi_by_token_class": dict(
+                zip(PMI_CLASSES, np.nanmean(pmi, axis=0).tolist(), strict=True)
+            ),
+        },
+    )
 
 
 def grpo_hacks(ctx: Context, config: Config) -> Outcome:
@@ -95,36 +141,27 @@ def grpo_hacks(ctx: Context, config: Config) -> Outcome:
     out = _pipeline(ctx, config)
     rows = {}
     for field, suffix in (("fidelity", ""), ("hackable_reward", ": hackable reward")):
-        rows[f"warm-up (before RL){suffix}"] = _select(
-            out, "start_unseen", field, hackable=True, method="GRPO"
-        )
-        rows[f"GRPO{suffix}"] = _select(out, "final_unseen", field, hackable=True, method="GRPO")
+        rows[f"warm-up (before RL){suffix}"] = _start(out, field)
+        rows[f"GRPO{suffix}"] = _select(out, field, hackable=True, method="GRPO")
     return Outcome(rows)
 
 
 def hacking_phrases(ctx: Context, config: Config) -> Outcome:
     out = _pipeline(ctx, config)
-    rows = {
-        m: _select(out, "final_unseen", "generic_fraction", hackable=True, method=m)
-        for m in ("GRPO", "RAPO")
-    }
-    rows["warm-up (before RL)"] = _select(
-        out, "start_unseen", "generic_fraction", hackable=True, method="GRPO"
-    )
-    role = {
-        m: _select(out, "final_unseen", "role_fraction", hackable=True, method=m)
-        for m in ("GRPO", "RAPO")
-    }
+    rows = {m: _select(out, "generic_fraction", hackable=True, method=m) for m in ("GRPO", "RAPO")}
+    rows["warm-up (before RL)"] = _start(out, "generic_fraction")
+    role = {m: _select(out, "role_fraction", hackable=True, method=m) for m in ("GRPO", "RAPO")}
     return Outcome(rows, {"role_specific_fraction": role})
 
 
 def ood_profiles(ctx: Context, config: Config) -> Outcome:
+    """Greedy fidelity of both warm-ups on the profiles that break the training stereotype."""
     out = _pipeline(ctx, config)
     n = len(ctx.seed_list)
-    unseen = np.asarray(out.warmup_unseen.fidelity)
+    ood = np.asarray(out.warmup_ood.fidelity)
     seen = np.asarray(out.warmup_seen.fidelity)
     return Outcome(
-        {"Psy-CoT warm-up": unseen[:n].tolist(), "plain warm-up": unseen[n:].tolist()},
+        {"Psy-CoT warm-up": ood[:n].tolist(), "plain warm-up": ood[n:].tolist()},
         {
             "seen_profiles_fidelity": {"Psy-CoT": seen[:n].tolist(), "plain": seen[n:].tolist()},
             "sft_final_loss": out.sft_loss_last.tolist(),
@@ -133,14 +170,14 @@ def ood_profiles(ctx: Context, config: Config) -> Outcome:
 
 
 def ood_shift(ctx: Context, config: Config) -> Outcome:
-    """The plain warm-up's greedy fidelity on unseen profiles (the rows of ``ood_profiles``)."""
+    """The plain warm-up's greedy fidelity on its training profiles and on the profiles that
+    break the training stereotype (the latter is ``ood_profiles``'s row)."""
     out = _pipeline(ctx, config)
     n = len(ctx.seed_list)
-    unseen = np.asarray(out.warmup_unseen.fidelity)
+    ood = np.asarray(out.warmup_ood.fidelity)
     seen = np.asarray(out.warmup_seen.fidelity)
     return Outcome(
-        {"plain warm-up": unseen[n:].tolist()},
-        {"seen_profiles_fidelity": {"plain": seen[n:].tolist()}},
+        {"plain warm-up": ood[n:].tolist(), "plain warm-up (training profiles)": seen[n:].tolist()}
     )
 
 
