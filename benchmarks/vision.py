@@ -59,7 +59,7 @@ def run(quick: bool = True) -> list[dict]:
     vit = ViTConfig(image_size=32, channels=3, patch=8, dim=dim, depth=depth, heads=4, mlp=2 * dim)
     cfg = SSLConfig(vit=vit)
     state = init_state(config=cfg, key=jax.random.key(0))
-    opt_state = ssl_optimizer(cfg).init(state.student)
+    opt_state = ssl_optimizer(config=cfg).init(state.student)
     key = jax.random.key(1)
 
     def ssl(lam):

@@ -185,3 +185,36 @@ def test_pretrain_is_fit_with_the_old_key_schedule_and_freezes_on_a_non_finite_l
         np.testing.assert_array_equal(a, b)
     tok = res.state.model(res.state.teacher).vit.tokens(x)
     assert tok.patches.shape == (8, 4, 16)
+
+
+def test_augment_options_and_learning_rate_schedule():
+    """Greyscale views have equal channels; a channel shuffle permutes the channels of the view
+    it would otherwise give; a random resized crop keeps the shape; the warm-up starts at 0."""
+
+    from jaxpapers.codi import augment, ssl_optimizer
+
+    x = jax.random.uniform(jax.random.key(0), (4, 16, 16, 3))
+    key = jax.random.key(1)
+    grey = augment(x, key=key, grey=1.0)
+    np.testing.assert_allclose(grey[..., 0], grey[..., 1], atol=1e-6)
+    np.testing.assert_allclose(grey[..., 0], grey[..., 2], atol=1e-6)
+    plain, shuffled = augment(x, key=key), augment(x, key=key, channel_shuffle=1.0)
+    np.testing.assert_allclose(
+        np.sort(np.asarray(shuffled), -1), np.sort(np.asarray(plain), -1), atol=1e-6
+    )
+    crop = augment(x, key=key, crop_min=0.4)
+    assert crop.shape == x.shape and bool(jnp.all(jnp.isfinite(crop)))
+    assert not np.allclose(crop, plain)
+    with pytest.raises(ValueError, match="crop_min"):
+        augment(x, key=key, crop_min=0.0)
+    vit = ViTConfig(image_size=8, channels=3, patch=4, dim=16, depth=1, heads=2, mlp=16)
+    cfg = SSLConfig(vit=vit, out_dim=8, hidden=16, bottleneck=8, total_steps=10, lr_warmup=4)
+    params = {"w": jnp.ones(3)}
+    opt = ssl_optimizer(config=cfg)
+    upd, _ = opt.update({"w": jnp.ones(3)}, opt.init(params), params)
+    np.testing.assert_array_equal(upd["w"], 0.0)  # learning rate 0 at step 0 of the warm-up
+    const = ssl_optimizer(config=SSLConfig(vit=vit, out_dim=8, hidden=16, bottleneck=8))
+    upd, _ = const.update({"w": jnp.ones(3)}, const.init(params), params)
+    assert float(jnp.max(jnp.abs(upd["w"]))) > 0
+    with pytest.raises(ValueError, match="lr_final"):
+        SSLConfig(vit=vit, lr_final=0.0)

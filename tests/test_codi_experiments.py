@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+
 from jaxpapers.core.experiment import experiments_for, run_paper
 
 
@@ -39,3 +41,45 @@ def test_p01_smoke(tmp_path):
     # The majority-class reference is the background share of the test patches (a label count).
     assert 0.5 < rows["majority class dense"]["mean"] < 1.0
     assert rows["majority class dense"]["std"] == 0.0
+
+
+def test_low_attention_bins_hold_the_same_patches_for_every_model():
+    """Both models' errors are binned by one reference attention map: equal error maps give a
+    reduction of exactly 0 in every bin, whatever each model's own attention; an error CODI
+    removes on the reference's least-attended patches shows up in the lowest bin only."""
+    from jaxpapers.codi.experiments._runs import (
+        BINS,
+        CODI_LAMBDA,
+        Pretrained,
+        Probes,
+        attention_bins,
+        low_attention_rows,
+    )
+
+    rng = np.random.default_rng(0)
+    ref = [rng.random((6, 16)) for _ in range(3)]
+    base = [rng.integers(0, 2, (6, 16)).astype(np.uint8) for _ in range(3)]
+
+    def probes(errors):
+        bins = [attention_bins(e, m) for e, m in zip(errors, ref, strict=True)]
+        return Probes([0.0] * 3, [0.0] * 3, [0.0] * 3, bins, [], errors, [])
+
+    def pretrained(codi_errors):
+        by_lambda = {0.0: probes(base), CODI_LAMBDA: probes(codi_errors)}
+        return Pretrained(by_lambda, probes(base), probes(base), [], [], {}, ref)
+
+    same = low_attention_rows(pretrained([e.copy() for e in base]))
+    for row in same.values():
+        np.testing.assert_array_equal(row, 0.0)
+    # CODI right on the quarter of the patches the reference attends to least.
+    fixed = []
+    for e, m in zip(base, ref, strict=True):
+        low = m.reshape(-1) <= np.quantile(m, 1 / BINS)
+        fixed.append(np.where(low.reshape(e.shape), 0, e).astype(np.uint8))
+    rows = low_attention_rows(pretrained(fixed))
+    want = [
+        float(e.reshape(-1)[np.argsort(m.reshape(-1))[:24]].mean())
+        for e, m in zip(base, ref, strict=True)
+    ]
+    np.testing.assert_allclose(rows["error reduction, lowest-attention bin"], want)
+    np.testing.assert_array_equal(rows["error reduction, highest-attention bin"], 0.0)

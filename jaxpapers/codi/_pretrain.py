@@ -2,7 +2,8 @@
 
 One step on a batch of images:
 
-1. two augmented views ``u, v`` (flip, shift, colour jitter) and a random patch mask per view
+1. two augmented views ``u, v`` (flip, shift or random resized crop, colour jitter, optionally
+   greyscale and a channel permutation: :func:`augment`) and a random patch mask per view
    (masking ratio uniform in ``[mask_min, mask_max]``);
 2. the teacher sees the unmasked views, the student the masked ones; a shared projection head
    maps [CLS] and patch tokens to ``K`` prototype logits;
@@ -51,7 +52,7 @@ from jaxpapers.codi._distill import (
     teacher_temperature,
     update_center,
 )
-from jaxpapers.core.checks import check_key, check_ndim, check_shape
+from jaxpapers.core.checks import check_key, check_ndim, check_range, check_shape
 from jaxpapers.core.fit import fit
 from jaxpapers.core.nn.vit import ViT, ViTConfig, ViTTokens
 from jaxpapers.core.pytrees import ema_update
@@ -71,7 +72,15 @@ class SSLConfig(eqx.Module):
       momentum_base: EMA momentum at step 0 (cosine to 1 at ``total_steps``).
       total_steps: length of the schedule.
       mask_min, mask_max: range of the per-image masking ratio.
-      lr, weight_decay: AdamW settings.
+      lr, weight_decay: AdamW settings (``lr`` is the peak learning rate).
+      lr_warmup: steps of the linear learning-rate warm-up from 0 (DINO: 10 epochs); 0 = none.
+      lr_final: the learning rate as a fraction of ``lr`` at ``total_steps`` after a cosine
+        decay (DINO: about 0.002); 1 = constant after the warm-up.
+      crop_min: smallest area fraction of the random resized crop of each view (DINO's global
+        crops: 0.4 of the area up to all of it); 1 = no crop, a circular shift instead.
+      channel_shuffle: probability of a random permutation of a view's colour channels (a
+        strong hue change; DINO's colour jitter changes the hue by up to 0.1).
+      grey: probability of turning a view into grey (DINO: 0.2).
     """
 
     vit: ViTConfig = eqx.field(
@@ -91,6 +100,11 @@ class SSLConfig(eqx.Module):
     mask_max: float = eqx.field(static=True, default=0.5)
     lr: float = eqx.field(static=True, default=1e-3)
     weight_decay: float = eqx.field(static=True, default=0.04)
+    lr_warmup: int = eqx.field(static=True, default=0)
+    lr_final: float = eqx.field(static=True, default=1.0)
+    crop_min: float = eqx.field(static=True, default=1.0)
+    channel_shuffle: float = eqx.field(static=True, default=0.0)
+    grey: float = eqx.field(static=True, default=0.0)
 
     def __check_init__(self) -> None:
         v = self.vit
@@ -111,6 +125,15 @@ class SSLConfig(eqx.Module):
                 f"center_momentum={self.center_momentum}, momentum_base={self.momentum_base}; "
                 "expected values in [0, 1)"
             )
+        if not 0.0 < self.crop_min <= 1.0 or not 0.0 < self.lr_final <= 1.0:
+            raise ValueError(
+                f"crop_min={self.crop_min}, lr_final={self.lr_final}; expected values in (0, 1]"
+            )
+        for name in ("channel_shuffle", "grey"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)!r}; expected a probability")
+        if not (isinstance(self.lr_warmup, int) and 0 <= self.lr_warmup):
+            raise ValueError(f"lr_warmup={self.lr_warmup!r}; expected an integer >= 0")
 
     @property
     def num_patches(self) -> int:
@@ -186,10 +209,20 @@ class StepStats(NamedTuple):
 
 
 def ssl_optimizer(*, config: SSLConfig) -> optax.GradientTransformation:
-    """The student's optimiser: global-norm clipping at 3, then AdamW (``config.lr``,
-    ``config.weight_decay``)."""
+    """The student's optimiser: global-norm clipping at 3, then AdamW (``config.weight_decay``)
+    at ``config.lr``, with DINO's linear warm-up over ``config.lr_warmup`` steps and cosine decay
+    to ``config.lr_final * config.lr`` at ``config.total_steps`` when those are set."""
+    lr: float | optax.Schedule = config.lr
+    if config.lr_warmup or config.lr_final < 1.0:
+        lr = optax.warmup_cosine_decay_schedule(
+            init_value=0.0 if config.lr_warmup else config.lr,
+            peak_value=config.lr,
+            warmup_steps=config.lr_warmup,
+            decay_steps=max(config.total_steps, config.lr_warmup + 1),
+            end_value=config.lr * config.lr_final,
+        )
     return optax.chain(
-        optax.clip_by_global_norm(3.0), optax.adamw(config.lr, weight_decay=config.weight_decay)
+        optax.clip_by_global_norm(3.0), optax.adamw(lr, weight_decay=config.weight_decay)
     )
 
 
@@ -201,22 +234,50 @@ def init_state(*, config: SSLConfig, key: jax.Array) -> SSLState:
     return SSLState(graphdef, params, params, zeros, zeros, jnp.zeros((), jnp.int32))
 
 
-def augment(images: Float[Array, "b h w c"], *, key: jax.Array) -> Float[Array, "b h w c"]:
-    """Random horizontal flip, circular shift by up to 1/8 of the side, brightness/contrast and
-    per-channel gain jitter, image by image."""
+def augment(
+    images: Float[Array, "b h w c"],
+    *,
+    key: jax.Array,
+    crop_min: float = 1.0,
+    channel_shuffle: float = 0.0,
+    grey: float = 0.0,
+) -> Float[Array, "b h w c"]:
+    """Random horizontal flip, brightness/contrast and per-channel gain jitter, image by image;
+    with ``crop_min = 1`` a circular shift by up to 1/8 of the side, else a random square crop of
+    ``crop_min`` to all of the area resized to the full side (bilinear); with probability
+    ``channel_shuffle`` a random permutation of the channels, with probability ``grey`` the
+    channel mean in every channel."""
     check_key("key", key)
+    check_range("crop_min", crop_min, 0.0, 1.0, low_open=True)
 
     def one(x: jax.Array, k: jax.Array) -> jax.Array:
-        kf, ks, kb, kc, kg = jax.random.split(k, 5)
+        kf, ks, kb, kc, kg, kp, kq, kz = jax.random.split(k, 8)
         x = jnp.where(jax.random.bernoulli(kf), x[:, ::-1], x)
-        s = x.shape[0] // 8
-        dy, dx = jax.random.randint(ks, (2,), -s, s + 1)
-        x = jnp.roll(x, (dy, dx), axis=(0, 1))
+        side = x.shape[0]
+        if crop_min < 1.0:
+            ka, ko = jax.random.split(ks)
+            crop = side * jnp.sqrt(jax.random.uniform(ka, minval=crop_min, maxval=1.0))
+            offset = jax.random.uniform(ko, (2,)) * (side - crop)
+            scale = side / crop
+            x = jax.image.scale_and_translate(
+                x, x.shape, (0, 1), jnp.stack([scale, scale]), -offset * scale, "linear"
+            )
+        else:
+            s = side // 8
+            dy, dx = jax.random.randint(ks, (2,), -s, s + 1)
+            x = jnp.roll(x, (dy, dx), axis=(0, 1))
         mean = jnp.mean(x)
         contrast = jax.random.uniform(kc, minval=0.7, maxval=1.3)
         gain = jax.random.uniform(kg, (x.shape[-1],), minval=0.8, maxval=1.2)
         x = (x - mean) * contrast + mean + jax.random.uniform(kb, minval=-0.15, maxval=0.15)
-        return x * gain[None, None, :]
+        x = x * gain[None, None, :]
+        if channel_shuffle > 0.0:
+            perm = jax.random.permutation(kp, x.shape[-1])
+            x = jnp.where(jax.random.bernoulli(kq, channel_shuffle), x[..., perm], x)
+        if grey > 0.0:
+            g = jnp.broadcast_to(jnp.mean(x, -1, keepdims=True), x.shape)
+            x = jnp.where(jax.random.bernoulli(kz, grey), g, x)
+        return x
 
     return jax.vmap(one)(images, jax.random.split(key, images.shape[0]))
 
@@ -229,10 +290,13 @@ def random_masks(batch: int, *, config: SSLConfig, key: jax.Array) -> jax.Array:
     return jax.random.uniform(ku, (batch, config.num_patches)) < ratio
 
 
-def _views(images: jax.Array, key: jax.Array) -> jax.Array:
+def _views(images: jax.Array, key: jax.Array, config: SSLConfig) -> jax.Array:
     """The two augmented views ``[2, B, H, W, C]`` of a step with key ``key``."""
     kv, _ = jax.random.split(key)
-    return jnp.stack([augment(images, key=k) for k in jax.random.split(kv)])
+    opts = {"crop_min": config.crop_min, "channel_shuffle": config.channel_shuffle}
+    return jnp.stack(
+        [augment(images, key=k, grey=config.grey, **opts) for k in jax.random.split(kv)]
+    )
 
 
 def _masks(batch: int, key: jax.Array, config: SSLConfig) -> jax.Array:
@@ -320,7 +384,7 @@ def train_step(
     state.student)`` to start); returns the new state, optimiser state and the step's losses.
     """
     check_key("key", key)
-    views, masks = _views(images, key), _masks(images.shape[0], key, config)
+    views, masks = _views(images, key, config), _masks(images.shape[0], key, config)
     grads, (stats, t_cls, t_patch) = jax.grad(ssl_loss, has_aux=True)(
         state.student, state, views, masks, config=config, lam=lam
     )
@@ -381,7 +445,7 @@ def pretrain(
 
     def loss_fn(student, x, k, st):
         _, ks = jax.random.split(k)
-        views, masks = _views(x, ks), _masks(batch, ks, config)
+        views, masks = _views(x, ks, config), _masks(batch, ks, config)
         loss, (stats, _, _) = ssl_loss(student, st, views, masks, config=config, lam=mix)
         return loss, stats
 
@@ -389,7 +453,7 @@ def pretrain(
         # The centres move towards this step's teacher logits: the same views, the same teacher
         # as in the loss (fit hands the loss's outputs to no one but the caller).
         _, ks = jax.random.split(k)
-        t_cls, t_patch = _teacher_logits(st, _views(batch_fn(t, k), ks))
+        t_cls, t_patch = _teacher_logits(st, _views(batch_fn(t, k), ks, config))
         return _advance(st, student, t_cls, t_patch, config)
 
     res = fit(

@@ -19,7 +19,7 @@ def plot_bins(outcome: Outcome, path: Path) -> None:
     for name, bins in outcome.extras["binned_error"].items():
         b = np.asarray(bins)
         ax.errorbar(np.arange(1, b.shape[1] + 1), b.mean(0), b.std(0), marker="o", label=name)
-    ax.set_xlabel("[CLS] attention-mass bin (1 = lowest)")
+    ax.set_xlabel("bin of the iBOT teacher's [CLS] attention mass (1 = lowest)")
     ax.set_ylabel("dense probe error")
     ax.legend()
     fig.tight_layout()

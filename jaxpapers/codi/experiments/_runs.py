@@ -28,7 +28,6 @@ from jaxpapers.core.segmentation_metrics import mean_iou
 if TYPE_CHECKING:
     from jaxpapers.codi.experiments import Config
 
-SCENES = SceneConfig(size=32, num_objects=2, num_classes=4, texture=0.3, noise=0.03)
 BINS = 4
 #: lambda values pretrained at every size (0 = iBOT); CODI's headline row uses CODI_LAMBDA.
 LAMBDAS = (0.0, 0.1, 0.3)
@@ -49,9 +48,13 @@ class Probes(NamedTuple):
       dense: per-patch linear-probe accuracy on the test scenes.
       miou: mIoU of those predictions (background included).
       knn: [CLS] k-NN accuracy of the largest object's class.
-      bins: dense error in each [CLS]-attention-mass bin (lowest first); empty for the
-        majority-class reference.
+      bins: dense error in each bin of the shared reference attention map (lowest first; see
+        :class:`Pretrained`); empty for the majority-class reference.
       final_loss: the pretraining loss of the last step; empty for the references.
+      errors: ``[test images, patches]`` 0/1 dense errors of the probe; empty for the
+        majority-class reference.
+      loss_curve: the pretraining loss every :data:`CURVE_EVERY` steps; empty for the
+        references.
     """
 
     dense: list[float]
@@ -59,6 +62,8 @@ class Probes(NamedTuple):
     knn: list[float]
     bins: list[list[float]]
     final_loss: list[float]
+    errors: list[np.ndarray]
+    loss_curve: list[list[float]]
 
 
 class Pretrained(NamedTuple):
@@ -71,6 +76,10 @@ class Pretrained(NamedTuple):
       finite: whether every pretraining run kept a finite loss, in the order of ``runs``.
       runs: the ``(lambda, seed)`` of every pretraining run.
       diagnostics: collapse diagnostics of every run (see :func:`collapse_diagnostics`).
+      reference_mass: per seed, ``[test images, patches]`` head-mean [CLS]-to-patch attention
+        of that seed's trained iBOT teacher: the one map every row's attention bins use, fixed
+        before any comparison (binning each model by its own attention would put different
+        patches in iBOT's and CODI's bins).
     """
 
     by_lambda: dict[float, Probes]
@@ -79,6 +88,7 @@ class Pretrained(NamedTuple):
     finite: list[bool]
     runs: list[tuple[float, int]]
     diagnostics: dict[str, list[float]]
+    reference_mass: list[np.ndarray]
 
 
 class Sanity(NamedTuple):
@@ -88,6 +98,24 @@ class Sanity(NamedTuple):
     diff: list[float]
     relerr: list[float]
     slope: list[float]
+
+
+#: The pretraining loss is recorded every this many steps in ``Probes.loss_curve``.
+CURVE_EVERY = 10
+
+
+def scene_config(config: Config) -> SceneConfig:
+    """The scene family of a run size: 32x32 RGB scenes of shapes of four classes (square, disc,
+    triangle, ring) in random colours with a striped texture, and pixel noise."""
+    return SceneConfig(
+        size=32,
+        num_objects=config.num_objects,
+        num_classes=4,
+        min_radius=config.min_radius,
+        max_radius=config.max_radius,
+        texture=0.3,
+        noise=0.03,
+    )
 
 
 def ssl_config(config: Config) -> SSLConfig:
@@ -103,19 +131,27 @@ def ssl_config(config: Config) -> SSLConfig:
     return SSLConfig(
         vit=vit,
         out_dim=config.out_dim,
+        hidden=config.hidden,
+        bottleneck=config.bottleneck,
         total_steps=config.steps,
         temp_warmup=config.steps // 3,
         teacher_temp_end=config.teacher_temp_end,
         momentum_base=config.momentum_base,
         lr=config.lr,
+        lr_warmup=config.lr_warmup,
+        lr_final=config.lr_final,
+        crop_min=config.crop_min,
+        channel_shuffle=config.channel_shuffle,
+        grey=config.grey,
     )
 
 
-def _scenes(n_train: int, n_test: int, seed: int):
+def _scenes(config: Config, seed: int):
     """Train and test scenes from one program: ``((images, patch labels, main class), ...)``."""
-    n = n_train + n_test
-    s = make_scenes(n, config=SCENES, key=jax.random.key(seed))
-    data = (s.image, patch_labels(s.classes, 8, SCENES.classes).reshape(n, -1), s.main_class)
+    n_train, n = config.train_n, config.train_n + config.test_n
+    scenes = scene_config(config)
+    s = make_scenes(n, config=scenes, key=jax.random.key(seed), background=config.background)
+    data = (s.image, patch_labels(s.classes, 8, scenes.classes).reshape(n, -1), s.main_class)
     return tuple(a[:n_train] for a in data), tuple(a[n_train:] for a in data)
 
 
@@ -123,11 +159,30 @@ def _stack(trees: list[Any]) -> Any:
     return jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
 
-def pretrain_and_probe(seeds: list[int], config: Config) -> Pretrained:
-    """Pretrain every (lambda, seed) in one vmapped run; probe each teacher's frozen features."""
+def attention_bins(errors: np.ndarray, reference_mass: np.ndarray, bins: int = BINS) -> list[float]:
+    """Mean dense error in ``bins`` equal-count bins of the patches ranked by one reference
+    attention map (lowest first): every model's errors binned by the same map fall on the same
+    patches in each bin."""
+    mass = jnp.asarray(reference_mass).reshape(-1)
+    return np.asarray(
+        binned_error(mass, jnp.asarray(errors, jnp.float32).reshape(-1), bins)
+    ).tolist()
+
+
+def pretrain_and_probe(
+    seeds: list[int], config: Config, lambdas: tuple[float, ...] = LAMBDAS
+) -> Pretrained:
+    """Pretrain every (lambda, seed) in one vmapped run; probe each teacher's frozen features.
+
+    ``lambdas`` must contain 0 (iBOT): its trained teachers' attention is the reference map of
+    the attention bins.
+    """
+    if 0.0 not in lambdas:
+        raise ValueError(f"lambdas={lambdas}; expected 0 (iBOT, the reference attention) in it")
     cfg = ssl_config(config)
-    runs = [(lam, s) for lam in LAMBDAS for s in seeds]
-    (x_tr, p_tr, y_tr), (x_te, p_te, y_te) = _scenes(config.train_n, config.test_n, 11)
+    runs = [(lam, s) for lam in lambdas for s in seeds]
+    (x_tr, p_tr, y_tr), (x_te, p_te, y_te) = _scenes(config, 11)
+    n_obj = scene_config(config).classes
     stacked = _stack([init_state(config=cfg, key=jax.random.key(s)) for _, s in runs])
     lams = jnp.array([lam for lam, _ in runs])
     keys = jnp.stack([jax.random.key(1000 + s) for _, s in runs])
@@ -138,9 +193,9 @@ def pretrain_and_probe(seeds: list[int], config: Config) -> Pretrained:
     )(stacked, keys, lams)
     # Head logits and backbone tokens of every network, one program.
     feats = jax.jit(jax.vmap(lambda p, x: stacked.model(p)(x), in_axes=(0, None)))
-    classes = SCENES.classes + 1
+    classes = n_obj + 1
 
-    def evaluate(tr, te, i: int) -> tuple[float, float, float, list[float]]:
+    def evaluate(tr, te, i: int) -> tuple[float, float, float, np.ndarray]:
         d = tr.patches.shape[-1]
         probe = linear_probe(
             tr.patches[i].reshape(-1, d),
@@ -151,18 +206,13 @@ def pretrain_and_probe(seeds: list[int], config: Config) -> Pretrained:
         )
         pred = probe.predictions.reshape(p_te.shape)
         err = (pred != p_te).astype(jnp.float32)
-        mass = cls_attention_mass(te.attention[i])
-        knn = knn_classify(tr.cls[i], y_tr, te.cls[i], SCENES.classes, k=config.knn_k)
+        knn = knn_classify(tr.cls[i], y_tr, te.cls[i], n_obj, k=config.knn_k)
         return (
             float(1 - err.mean()),
             float(mean_iou(pred, p_te, classes)),
             float(jnp.mean(knn == y_te)),
-            np.asarray(binned_error(mass.reshape(-1), err.reshape(-1), BINS)).tolist(),
+            np.asarray(err, np.uint8),
         )
-
-    def probes(rows: list[tuple], final_loss: list[float] | None = None) -> Probes:
-        dense, miou, knn, bins = (list(c) for c in zip(*rows, strict=True))
-        return Probes(dense, miou, knn, bins, final_loss or [])
 
     # Reference: the same probes on the untrained networks (the initial teacher of each seed; the
     # initial state does not depend on lambda, so the first len(seeds) runs are taken), extracted
@@ -174,25 +224,36 @@ def pretrain_and_probe(seeds: list[int], config: Config) -> Pretrained:
     z_cls, z_patch, tok = feats(teachers, jnp.concatenate([x_tr, x_te]))
     tr = jax.tree.map(lambda a: a[:, : config.train_n], tok)
     te = jax.tree.map(lambda a: a[:, config.train_n :], tok)
-    rows = [evaluate(tr, te, i) for i in range(len(runs))]
-    last = np.asarray(out.losses[:, -1]).tolist()
+    mass = np.asarray(jax.vmap(cls_attention_mass)(te.attention))  # [runs + seeds, M, N]
+    reference = [mass[runs.index((0.0, s))] for s in seeds]
+
+    def probes(first: int, final_loss=None, curve=None) -> Probes:
+        rows = [evaluate(tr, te, first + j) for j in range(n_seeds)]
+        dense, miou, knn, errors = (list(c) for c in zip(*rows, strict=True))
+        bins = [attention_bins(e, m) for e, m in zip(errors, reference, strict=True)]
+        return Probes(dense, miou, knn, bins, final_loss or [], errors, curve or [])
+
+    losses = np.asarray(out.losses)
     by_lambda = {
         lam: probes(
-            [r for r, (la, _) in zip(rows, runs, strict=True) if la == lam],
-            [x for x, (la, _) in zip(last, runs, strict=True) if la == lam],
+            j * n_seeds,
+            losses[j * n_seeds : (j + 1) * n_seeds, -1].tolist(),
+            losses[j * n_seeds : (j + 1) * n_seeds, CURVE_EVERY - 1 :: CURVE_EVERY].tolist(),
         )
-        for lam in LAMBDAS
+        for j, lam in enumerate(lambdas)
     }
-    untrained = probes([evaluate(tr, te, len(runs) + i) for i in range(n_seeds)])
+    untrained = probes(len(runs))
     # Reference: predict the most frequent training label everywhere (the background).
     major = jnp.full_like(p_te, jnp.argmax(jnp.bincount(p_tr.reshape(-1), length=classes)))
-    major_img = jnp.argmax(jnp.bincount(y_tr, length=SCENES.classes))
+    major_img = jnp.argmax(jnp.bincount(y_tr, length=n_obj))
     row = (
         float(jnp.mean(major == p_te)),
         float(mean_iou(major, p_te, classes)),
         float(jnp.mean(y_te == major_img)),
     )
-    majority = Probes(*([row[j]] * n_seeds for j in range(3)), bins=[], final_loss=[])
+    majority = Probes(
+        *([row[j]] * n_seeds for j in range(3)), bins=[], final_loss=[], errors=[], loss_curve=[]
+    )
     k = len(runs)
     diagnostics = collapse_diagnostics(
         z_cls[:k, config.train_n :],
@@ -202,8 +263,17 @@ def pretrain_and_probe(seeds: list[int], config: Config) -> Pretrained:
         out.state.center_patch,
         cfg.teacher_temp_end,
     )
+    # The two cross-entropies of the loss, each to be compared with log K (their sum is the loss).
+    diagnostics["final_cls_loss"] = np.asarray(out.stats.cls_loss[:, -1]).tolist()
+    diagnostics["final_patch_loss"] = np.asarray(out.stats.patch_loss[:, -1]).tolist()
     return Pretrained(
-        by_lambda, untrained, majority, np.asarray(out.finite).tolist(), runs, diagnostics
+        by_lambda,
+        untrained,
+        majority,
+        np.asarray(out.finite).tolist(),
+        runs,
+        diagnostics,
+        reference,
     )
 
 
@@ -306,7 +376,13 @@ def run_pretraining_learns(ctx: Context, config: Config) -> Outcome:
         f"{IBOT} k-NN": base.knn,
     }
     major = res.majority
-    return Outcome(values, {MAJORITY: {"dense": major.dense, "miou": major.miou, "knn": major.knn}})
+    extras = {
+        MAJORITY: {"dense": major.dense, "miou": major.miou, "knn": major.knn},
+        "final_loss": base.final_loss,
+        "log_K": float(np.log(config.out_dim)),
+        f"loss_curve (every {CURVE_EVERY} steps)": base.loss_curve,
+    }
+    return Outcome(values, extras)
 
 
 def run_codi_vs_ibot(ctx: Context, config: Config) -> Outcome:
@@ -333,18 +409,30 @@ def run_codi_vs_ibot(ctx: Context, config: Config) -> Outcome:
     return Outcome(values, extras)
 
 
+def low_attention_rows(res: Pretrained) -> dict[str, list[float]]:
+    """Per seed, iBOT's minus CODI's dense error in the lowest and the highest bin of the shared
+    reference attention map (:attr:`Pretrained.reference_mass`): both errors are averaged over
+    the same patches, so equal error maps give a reduction of exactly 0 in every bin."""
+    base, codi = res.by_lambda[0.0], res.by_lambda[CODI_LAMBDA]
+    gains = [
+        np.subtract(attention_bins(b, m), attention_bins(c, m))
+        for b, c, m in zip(base.errors, codi.errors, res.reference_mass, strict=True)
+    ]
+    return {
+        "error reduction, lowest-attention bin": [float(g[0]) for g in gains],
+        "error reduction, highest-attention bin": [float(g[-1]) for g in gains],
+    }
+
+
 def run_low_attention(ctx: Context, config: Config) -> Outcome:
     res = _pretrained(ctx, config)
     base, codi = res.by_lambda[0.0], res.by_lambda[CODI_LAMBDA]
-    gain = [
-        [b - c for b, c in zip(bb, cb, strict=True)]
-        for bb, cb in zip(base.bins, codi.bins, strict=True)
-    ]
-    values = {
-        "error reduction, lowest-attention bin": [g[0] for g in gain],
-        "error reduction, highest-attention bin": [g[-1] for g in gain],
+    extras = {
+        "binned_error": {IBOT: base.bins, CODI: codi.bins, INIT: res.untrained.bins},
+        "reference attention": "the trained iBOT teacher's head-mean [CLS]-to-patch attention "
+        "of the same seed, one map for every row",
     }
-    return Outcome(values, {"binned_error": {IBOT: base.bins, CODI: codi.bins}})
+    return Outcome(low_attention_rows(res), extras)
 
 
 def run_lambda_sweep(ctx: Context, config: Config) -> Outcome:
