@@ -2740,7 +2740,7 @@ def _owned_cases() -> list[Case]:
             "rapo.rl_optimizer",
             "learning_rate",
             "range",
-            lambda: rapo.rl_optimizer(rapo.RLConfig(), -1.0),
+            lambda: rapo.rl_optimizer(config=rapo.RLConfig(), learning_rate=-1.0),
         ),
         Case(
             "scale.frechet_distance",

@@ -419,7 +419,7 @@ def test_bad_input(batch_inputs):
     with pytest.raises(ValueError, match="max_grad_norm=0"):
         RLConfig(max_grad_norm=0.0)
     with pytest.raises(ValueError, match="learning_rate=-1.0"):
-        rl_optimizer(RLConfig(), -1.0)
+        rl_optimizer(config=RLConfig(), learning_rate=-1.0)
     with pytest.raises(ValueError, match="context has shape"):
         completion_log_probs(*_tiny_policy(), jnp.zeros((2, 21), jnp.int32),
                              context=jnp.zeros((2, 20), jnp.int32))  # fmt: skip

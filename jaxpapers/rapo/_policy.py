@@ -72,7 +72,7 @@ class RLConfig(eqx.Module):
 
 
 def rl_optimizer(
-    config: RLConfig, learning_rate: float | Array | None = None
+    *, config: RLConfig, learning_rate: float | Array | None = None
 ) -> optax.GradientTransformation:
     """Adam at ``learning_rate`` (default ``config.learning_rate``; may be traced, e.g. vmapped
     over a grid) after the global-norm clip ``config.max_grad_norm``."""

@@ -177,7 +177,7 @@ def reinforce(graphdef, states, refs, keys, hp, profiles, sizes, config):
         return fit(
             loss_fn,
             state,
-            rl_optimizer(config, lr),
+            rl_optimizer(config=config, learning_rate=lr),
             steps=sizes.rl_steps,
             key=key,
             batch_fn=batch_fn,
