@@ -1515,6 +1515,30 @@ def _ropmb_cases() -> list[Case]:
             lambda: ropmb.class_activation_maps(feats, jnp.ones((2, 2)), lab),
         ),
         Case(
+            "ropmb.colour_affinity",
+            "images",
+            "shape",
+            lambda: ropmb.colour_affinity(jnp.ones((2, 4, 6, 3)), 2),
+        ),
+        Case(
+            "ropmb.colour_affinity",
+            "size",
+            "range",
+            lambda: ropmb.colour_affinity(jnp.ones((2, 4, 4, 3)), 3),
+        ),
+        Case(
+            "ropmb.label_evidence",
+            "probs",
+            "shape",
+            lambda: ropmb.label_evidence(jnp.ones((2, 4, 4)), 2),
+        ),
+        Case(
+            "ropmb.label_evidence",
+            "top",
+            "range",
+            lambda: ropmb.label_evidence(jnp.ones((2, 2, 2, 3)), 5),
+        ),
+        Case(
             "ropmb.class_activation_maps",
             "labels",
             "range",

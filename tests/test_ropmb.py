@@ -1,4 +1,5 @@
-"""P12 RO-PMB: memory bank EMA, PRDC equivariance, one-hot sanity, seeds, metrics, bad input."""
+"""P12 RO-PMB: memory bank EMA, PRDC equivariance and objective, one-hot sanity, seeds, metrics,
+tuning and segmenter of the pipeline, bad input."""
 
 import jax
 import jax.numpy as jnp
@@ -18,8 +19,11 @@ from jaxpapers.ropmb import (
     MemoryBank,
     RefineConfig,
     class_activation_maps,
+    colour_affinity,
+    label_evidence,
     labels_from_sets,
     masked_average_pool,
+    prdc_loss,
     pseudo_masks,
     refined_scores,
     seed_masks,
@@ -262,3 +266,129 @@ def test_bad_input_raises_value_errors_naming_the_argument():
             config=RefineConfig(),
         )
     np.testing.assert_array_equal(labels_from_sets([[1], [0, 2]], 3), [[0, 1, 0], [1, 0, 1]])
+
+
+def _affinity_loop(images, size, sigma):
+    b, hh, _, ch = images.shape
+    f = hh // size
+    small = images.reshape(b, size, f, size, f, ch).mean(axis=(2, 4))
+    out = np.zeros((b, size, size, 2))
+    for n, i, j in np.ndindex(b, size, size):
+        if j + 1 < size:
+            out[n, i, j, 0] = np.exp(
+                -((small[n, i, j] - small[n, i, j + 1]) ** 2).sum() / 2 / sigma**2
+            )
+        if i + 1 < size:
+            out[n, i, j, 1] = np.exp(
+                -((small[n, i, j] - small[n, i + 1, j]) ** 2).sum() / 2 / sigma**2
+            )
+    return out
+
+
+def test_colour_affinity_and_label_evidence_against_loops(rng):
+    images = rng.uniform(size=(2, 8, 8, 3)).astype(np.float32)
+    got = colour_affinity(jnp.asarray(images), 4, sigma=0.3)
+    np.testing.assert_allclose(got, _affinity_loop(images, 4, 0.3), **tolerance(np.float32, 10))
+    probs = rng.uniform(size=(2, 3, 3, 4)).astype(np.float32)
+    want = np.sort(probs.reshape(2, 9, 4), axis=1)[:, -2:].mean(1)
+    np.testing.assert_allclose(label_evidence(jnp.asarray(probs), 2), want, rtol=1e-6)
+
+
+def _prdc_objective_case(key, noise=0.0):
+    _, _, masks = _one_hot_scene(key, b=4, size=8, classes=3)
+    masks = masks.at[:2].set(jnp.where(masks[:2] == 1, 0, masks[:2]))  # class 0 absent in two
+    labels = jnp.stack([jnp.any(masks == c + 1, axis=(1, 2)) for c in range(3)], -1) * 1.0
+    feats = jax.nn.one_hot(masks, 4)
+    feats = jax.nn.relu(feats + noise * jax.random.normal(key, feats.shape))
+    weights = jnp.eye(4)[:, 1:]
+    seeds = seed_masks(class_activation_maps(feats, weights, labels), labels, config=RefineConfig())
+    bank = MemoryBank(3, 1).init(feats, seeds, key=key)
+    return feats, labels, masks, weights, bank
+
+
+def test_prdc_objective_is_not_tied_to_the_seeds(key):
+    """With the refined prototypes made of the global part alone (alpha = 1) the seeds enter
+    nowhere: the objective is the same for any seed thresholds (a loss on the seed pixels, as the
+    graph's first objective was, changes with them), and it is lower for the exact prototypes
+    than for a graph that swaps two classes (labels and colour decide, not the seeds)."""
+    feats, labels, _, weights, bank = _prdc_objective_case(key, noise=0.3)
+    affinity = colour_affinity(feats, feats.shape[1])
+    prdc = PRDC(4, key=key, out_scale=0.0)  # zero messages: enrichment = normalisation
+    # The two threshold settings below seed different pixels.
+    cams = class_activation_maps(feats, weights, labels)
+    loose = seed_masks(cams, labels, config=RefineConfig(fg_threshold=0.5, bg_threshold=0.2))
+    tight = seed_masks(cams, labels, config=RefineConfig(fg_threshold=0.95, bg_threshold=0.01))
+    assert float(jnp.abs(loose - tight).sum()) > 10
+
+    def loss(config, bank=bank):
+        return float(
+            prdc_loss(prdc, bank, feats, weights, labels, config=config, affinity=affinity)
+        )
+
+    a = loss(RefineConfig(alpha=1.0, fg_threshold=0.5, bg_threshold=0.2))
+    b = loss(RefineConfig(alpha=1.0, fg_threshold=0.95, bg_threshold=0.01))
+    assert a == pytest.approx(b, rel=1e-6)
+    swapped = bank._replace(prototypes=bank.prototypes[jnp.array([0, 2, 1, 3])])
+    assert loss(RefineConfig(alpha=1.0), swapped) > a + 0.1
+    # The label term: telling the objective that a shown class is absent raises it.
+    wrong = labels.at[:, 0].set(1.0 - labels[:, 0])
+    got = prdc_loss(prdc, bank, feats, weights, wrong, config=RefineConfig(alpha=1.0))
+    assert float(got) > a
+
+
+def test_prdc_objective_affinity_term_penalises_label_changes_inside_a_colour_region(key):
+    feats, labels, _, weights, bank = _prdc_objective_case(key)
+    prdc = PRDC(4, key=key, out_scale=0.0)
+    config = RefineConfig(alpha=1.0)
+    plain = prdc_loss(prdc, bank, feats, weights, labels, config=config)
+    # Uniform colour everywhere: every region boundary is inside one colour region.
+    flat = jnp.ones((*feats.shape[:3], 2))
+    smooth = prdc_loss(prdc, bank, feats, weights, labels, config=config, affinity=flat)
+    edges = colour_affinity(feats, feats.shape[1])  # the regions are the colours: ~no penalty
+    aligned = prdc_loss(prdc, bank, feats, weights, labels, config=config, affinity=edges)
+    assert float(smooth) > float(aligned) + 1e-3
+    assert float(aligned) == pytest.approx(float(plain), abs=1e-4)
+
+
+def test_tuning_picks_each_methods_best_validation_offset():
+    """The pipeline tunes every method's background offset on the validation split (the chosen
+    offset is the arg-max of that method's validation mIoU over the grid) and trains one
+    segmenter per method on its pseudo-masks."""
+    import dataclasses
+
+    from jaxpapers.ropmb.experiments import SIZES
+    from jaxpapers.ropmb.experiments._pipeline import OFFSETS
+    from jaxpapers.ropmb.experiments._runs import pipeline
+
+    cfg = dataclasses.replace(SIZES["smoke"], train_n=32, val_n=16, test_n=16)
+    res = pipeline([0, 1], cfg, RefineConfig())
+    for m in METHODS:
+        for s in range(2):
+            grid = res.val_miou[m][s]
+            assert len(grid) == len(OFFSETS)
+            assert res.offsets[m][s] == pytest.approx(OFFSETS[int(np.argmax(grid))])
+    assert set(res.segmenter_miou) == set(METHODS)
+    assert all(0.0 <= v <= 1.0 for row in res.segmenter_miou.values() for v in row)
+
+
+def test_segmenter_learns_the_true_masks(key):
+    """The segmenter every method's pseudo-masks train: trained on the true masks it segments
+    held-out scenes far above chance (so differences between pseudo-masks can show)."""
+    from jaxpapers.ropmb.experiments._data import make_splits
+    from jaxpapers.ropmb.experiments._pipeline import segmenter_stage
+
+    keys = jax.random.split(key, 2)
+    train, test = make_splits(128, keys[:1]), make_splits(64, keys[1:])
+    miou = segmenter_stage(
+        train.images,
+        train.masks[:, None],
+        test.images,
+        test.masks,
+        keys[:1],
+        classes=7,
+        steps=150,
+        batch=16,
+        width=16,
+    )
+    assert miou.shape == (1, 1)
+    assert float(miou[0, 0]) > 0.4, miou

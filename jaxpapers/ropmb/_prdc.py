@@ -21,6 +21,10 @@ and mix: :math:`r_{bn} = \mathrm{normalise}\big((1 - \alpha)\hat l_{bn} + \alpha
 global part alone. The refined CAM is :math:`\cos(A_{ij}, r_{bn})`; background (``n = 0``)
 is treated like any class, so the pseudo-mask is the arg-max over the background score and the
 labelled classes.
+
+**Objective.** :func:`prdc_loss` trains the graph on the image labels (label consistency of the
+refined maps) and the image (colour-affinity consistency), never on the seed pixels as targets;
+the derivation is in the package docstring.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from jaxpapers.core.checks import check_finite, check_int, check_shape
+from jaxpapers.core.checks import check_finite, check_int, check_positive, check_shape
 from jaxpapers.ropmb._bank import BankState
 from jaxpapers.ropmb._seeds import (
     RefineConfig,
@@ -191,6 +195,42 @@ def refined_scores(
     return prototype_scores(features, refined)
 
 
+def colour_affinity(
+    images: Float[Array, "b hh ww ch"], size: int, *, sigma: float = 0.1
+) -> Float[Array, "b s s 2"]:
+    r"""Colour affinity of every feature-grid pixel to its right and lower neighbour,
+    :math:`w_{ij} = \exp(-|I_i - I_j|^2 / 2\sigma^2)`, on the image average-pooled to
+    ``size x size`` (the feature resolution). The last column's right weight and the last row's
+    lower weight are 0 (no neighbour). ``images`` side must be a multiple of ``size``."""
+    if jnp.ndim(images) != 4 or images.shape[1] != images.shape[2]:
+        raise ValueError(f"images has shape {jnp.shape(images)}; expected square [B, H, H, ch]")
+    check_int("size", size, minimum=1)
+    if images.shape[1] % size:
+        raise ValueError(f"size={size}; expected a divisor of the image side {images.shape[1]}")
+    check_positive("sigma", sigma)
+    b, hh, _, ch = images.shape
+    f = hh // size
+    small = images.reshape(b, size, f, size, f, ch).mean(axis=(2, 4))
+    right = jnp.sum((small[:, :, 1:] - small[:, :, :-1]) ** 2, -1)
+    down = jnp.sum((small[:, 1:] - small[:, :-1]) ** 2, -1)
+    right = jnp.pad(jnp.exp(-right / (2 * sigma**2)), ((0, 0), (0, 0), (0, 1)))
+    down = jnp.pad(jnp.exp(-down / (2 * sigma**2)), ((0, 0), (0, 1), (0, 0)))
+    return jnp.stack([right, down], axis=-1)
+
+
+def label_evidence(probs: Float[Array, "b h w n"], top: int) -> Float[Array, "b n"]:
+    """Image-level evidence of each class: the mean of its ``top`` largest pixel probabilities
+    (a smooth max that a single stray pixel cannot satisfy)."""
+    if jnp.ndim(probs) != 4:
+        raise ValueError(f"probs has shape {jnp.shape(probs)}; expected [B, h, w, n]")
+    b, h, w, n = probs.shape
+    check_int("top", top, minimum=1)
+    if top > h * w:
+        raise ValueError(f"top={top}; expected at most h * w = {h * w} pixels")
+    flat = jnp.moveaxis(probs.reshape(b, h * w, n), 1, -1)
+    return jnp.mean(jax.lax.top_k(flat, top)[0], axis=-1)
+
+
 def prdc_loss(
     prdc: PRDC,
     bank: BankState,
@@ -199,25 +239,53 @@ def prdc_loss(
     labels: Float[Array, "b c"],
     *,
     config: RefineConfig,
+    affinity: Float[Array, "b h w 2"] | None = None,
+    smooth_weight: float = 1.0,
+    top_fraction: float = 1 / 32,
 ) -> Float[Array, ""]:
-    """Weakly supervised training loss of the graph: cross-entropy of the pixel-to-prototype
-    logits ``cos(A_ij, r_bn) / tau`` over *all* ``C + 1`` refined prototypes (classes absent from
-    the image use the global part alone, so they must be told apart) at the seed pixels."""
+    r"""Training objective of the graph, tied to the image labels and the image, not to the seeds.
+
+    The refined prototypes of all ``C + 1`` classes (absent classes: the global part alone) give
+    pixel probabilities :math:`P_{ijn} = \mathrm{softmax}_n(\cos(A_{ij}, r_{bn}) / \tau)`.
+
+    * **Label consistency** (the image labels are the supervision of WSSS): the evidence
+      :math:`q_{bn}` of class ``n`` is the mean of its ``top_fraction`` largest pixel
+      probabilities (:func:`label_evidence`); binary cross-entropy against the label, the
+      background always present. An absent class whose enriched prototype claims pixels (e.g.
+      a class prototype contaminated by background seeds) is penalised in every image without
+      that class; a labelled class must claim some pixels.
+    * **Affinity consistency** (PSA/IRN-style region smoothness, as a regularised loss):
+      :math:`\sum w_{ij} |P_i - P_j|^2` over 4-neighbours with colour affinities ``affinity``
+      (:func:`colour_affinity`), averaged over pixels and weighted by ``smooth_weight``: labels
+      change where the colour changes. ``None`` leaves the term out.
+
+    The seeds enter only through the local prototypes the refinement starts from (the same input
+    as every method); no pixel is told which class it belongs to.
+    """
     cams = class_activation_maps(features, weights, labels)
     seeds = seed_masks(cams, labels, config=config)
     local = masked_average_pool(features, seeds)
     refined = refine_prototypes(local.prototypes, local.mass, prdc.enrich(bank), config=config)
-    logits = prototype_scores(features, refined) / config.temperature
-    target = jnp.argmax(seeds, axis=-1)
-    weight = jnp.sum(seeds, axis=-1)
-    nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), target[..., None], -1)[..., 0]
-    return jnp.sum(weight * nll) / jnp.maximum(jnp.sum(weight), 1.0)
+    probs = jax.nn.softmax(prototype_scores(features, refined) / config.temperature, axis=-1)
+    b, h, w, _ = probs.shape
+    top = max(1, round(h * w * top_fraction))
+    q = jnp.clip(label_evidence(probs, top), 1e-6, 1.0 - 1e-6)
+    target = jnp.concatenate([jnp.ones((b, 1), labels.dtype), labels], axis=1)
+    loss = -jnp.mean(target * jnp.log(q) + (1.0 - target) * jnp.log1p(-q))
+    if affinity is not None:
+        check_shape("affinity", affinity, (b, h, w, 2))
+        right = jnp.sum((probs[:, :, 1:] - probs[:, :, :-1]) ** 2, -1) * affinity[:, :, :-1, 0]
+        down = jnp.sum((probs[:, 1:] - probs[:, :-1]) ** 2, -1) * affinity[:, :-1, :, 1]
+        loss = loss + smooth_weight * (jnp.sum(right) + jnp.sum(down)) / (b * h * w)
+    return loss
 
 
 __all__ = [
     "METHODS",
     "PRDC",
     "Method",
+    "colour_affinity",
+    "label_evidence",
     "prdc_loss",
     "prototype_scores",
     "pseudo_masks",

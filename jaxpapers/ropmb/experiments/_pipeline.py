@@ -1,17 +1,18 @@
 """The P12 pipeline, seeds stacked on a leading axis: multi-label CNNs, memory banks, PRDC
-training and the evaluation of the four pseudo-mask methods."""
+training, per-method tuning of the pseudo-masks on a validation split, and segmenters trained on
+each method's pseudo-masks."""
 
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
-from flax import nnx
 
-from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
+from jaxpapers.core.fit import fit
 from jaxpapers.core.segmentation_metrics import boundary_f1, mean_iou
 from jaxpapers.ropmb import (
     METHODS,
@@ -19,6 +20,7 @@ from jaxpapers.ropmb import (
     MemoryBank,
     RefineConfig,
     class_activation_maps,
+    colour_affinity,
     prdc_loss,
     pseudo_masks,
     refined_scores,
@@ -27,90 +29,187 @@ from jaxpapers.ropmb import (
 
 #: Test images whose pseudo-masks are kept for the figure.
 EXAMPLES = 3
+#: The grid every method is tuned on: an offset added to its background score before the
+#: arg-max (for CAM: to its constant background score). Chosen per method and seed by the
+#: pseudo-mask mIoU on the validation split.
+OFFSETS: tuple[float, ...] = (-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3)
 
 
-def init_models(cfg: CNNConfig, seeds: list[int]) -> tuple[nnx.GraphDef, object]:
-    """Graph definition and CNN parameters stacked over ``seeds``."""
-    states = [nnx.split(ConvNet(cfg, rngs=nnx.Rngs(s)))[1] for s in seeds]
-    graphdef = nnx.split(ConvNet(cfg, rngs=nnx.Rngs(0)))[0]
-    return graphdef, jax.tree.map(lambda *x: jnp.stack(x), *states)
+def _conv(x, w, stride):
+    dn = ("NHWC", "HWIO", "NHWC")
+    return jax.lax.conv_general_dilated(x, w, stride, "SAME", dimension_numbers=dn)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "steps", "batch", "lr"))
-def train_classifiers(
-    graphdef, params, images, labels, keys, *, steps: int, batch: int, lr: float = 1e-2
-):
-    """Adam on the multi-label (sigmoid cross-entropy) loss of each seed's CNN.
+def _add(x, b):
+    """``x + b`` for a bias ``b [D]`` over the last axis of ``x`` (ranks made explicit)."""
+    return x + b.reshape((1,) * (x.ndim - 1) + b.shape)
 
-    ``images [S, N, H, W, 3]`` (in ``[0, 1]``; centred at 0.5 on the way in), ``labels [S, N,
-    C]``, ``keys [S]``. Returns ``(params, losses
+
+def _he(key, shape):
+    return jax.random.normal(key, shape) * jnp.sqrt(2.0 / math.prod(shape[:-1]))
+
+
+#: A fixed factor on the classifier's pooled features: an object covers a few percent of the
+#: feature map, so its evidence in the average is small; the factor lets Adam reach confident
+#: logits in a few hundred steps. CAMs are normalised by their maximum, so it does not change them.
+HEAD_SCALE = 16.0
+
+
+def init_classifier(key: jax.Array, *, width: int, classes: int, channels: int = 3) -> dict:
+    """Parameters of the multi-label classifier: a stride-2 3x3 stem and two 1x1 layers (ReLU;
+    the feature map ``A``), then global average pooling and a linear head (``head_w [D, C]``),
+    so that its CAMs are exact decompositions of the logits (:mod:`jaxpapers.core.nn.cnn`'s
+    design, with 1x1 layers after the stem: a small receptive field keeps CAMs local)."""
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    return {
+        "w1": _he(k1, (3, 3, channels, width)),
+        "b1": jnp.zeros(width),
+        "w2": _he(k2, (width, width)),
+        "b2": jnp.zeros(width),
+        "w3": _he(k3, (width, width)),
+        "b3": jnp.zeros(width),
+        "head_w": jax.random.normal(k4, (width, classes)) / jnp.sqrt(width),
+        "head_b": jnp.zeros(classes),
+    }
+
+
+def classifier_forward(params: dict, images: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(logits [B, C], features [B, H/2, W/2, D])`` of images ``[B, H, W, 3]`` in ``[0, 1]``."""
+    h = jax.nn.relu(_add(_conv(images - 0.5, params["w1"], (2, 2)), params["b1"]))
+    h = jax.nn.relu(_add(h @ params["w2"], params["b2"]))
+    a = jax.nn.relu(_add(h @ params["w3"], params["b3"]))
+    return _add(HEAD_SCALE * jnp.mean(a, axis=(1, 2)) @ params["head_w"], params["head_b"]), a
+
+
+def init_classifiers(keys: jax.Array, *, width: int, classes: int) -> dict:
+    """Classifier parameters stacked over seeds (``keys [S]``)."""
+    return jax.vmap(lambda k: init_classifier(k, width=width, classes=classes))(keys)
+
+
+@functools.partial(jax.jit, static_argnames=("steps", "batch", "lr"))
+def train_classifiers(params, images, labels, keys, *, steps: int, batch: int, lr: float = 1e-2):
+    """Adam on the multi-label (sigmoid cross-entropy) loss of each seed's classifier
+    (:func:`fit`).
+
+    ``images [S, N, H, W, 3]``, ``labels [S, N, C]``, ``keys [S]``. Returns ``(params, losses
     [S, steps])``. Seeds run one after the other (``lax.map``): vmapped convolutions over weights
     become grouped convolutions, which XLA:CPU runs several times slower.
     """
     opt = optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=0.1))
 
-    def loss(p, x, y):
-        logits = nnx.merge(graphdef, p)(x - 0.5)
-        return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, y))
+    def loss_fn(p, b, _key):
+        logits, _ = classifier_forward(p, b[0])
+        return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, b[1]))
 
     def one(args):
         p, x, y, k = args
 
-        def body(carry, kk):
-            p, s = carry
+        def batch_fn(_t, kk):
             idx = jax.random.randint(kk, (batch,), 0, x.shape[0])
-            val, g = jax.value_and_grad(loss)(p, x[idx], y[idx])
-            u, s = opt.update(g, s, p)
-            return (optax.apply_updates(p, u), s), val
+            return x[idx], y[idx]
 
-        (p, _), losses = jax.lax.scan(body, (p, opt.init(p)), jax.random.split(k, steps))
-        return p, losses
+        res = fit(loss_fn, p, opt, steps=steps, key=k, batch_fn=batch_fn)
+        return res.params, res.losses
 
     return jax.lax.map(one, (params, images, labels, keys))
 
 
 class Features(NamedTuple):
-    """Frozen CNN outputs per seed: ``features [S, N, h, w, D]``, ``logits [S, N, C]`` and the
-    head kernel ``weights [S, D, C]``."""
+    """Frozen classifier outputs per seed: ``features [S, N, h, w, D]``, ``logits [S, N, C]`` and
+    the head kernel ``weights [S, D, C]``."""
 
     features: jax.Array
     logits: jax.Array
     weights: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef",))
-def extract(graphdef, params, images) -> Features:
-    """Feature maps and logits of each seed's CNN on its own ``images [S, N, H, W, 3]``."""
+@jax.jit
+def extract(params, images) -> Features:
+    """Feature maps and logits of each seed's classifier on its own ``images [S, N, H, W, 3]``."""
 
     def one(args):
-        p, x = args
-        out = nnx.merge(graphdef, p).forward(x - 0.5)
-        return out.features, out.logits
+        return classifier_forward(*args)
 
-    feats, logits = jax.lax.map(one, (params, images))
-    return Features(feats, logits, params["head"]["kernel"])
+    logits, feats = jax.lax.map(one, (params, images))
+    return Features(feats, logits, params["head_w"])
 
 
-class Evaluation(NamedTuple):
-    """Per-seed numbers: ``miou``, ``bf1`` ``[S, methods]``, ``prdc_losses [S, steps]``,
-    seed precision ``seed_precision [S]`` (share of foreground seed pixels of the right class),
-    ``label_accuracy [S]`` (per-label accuracy of the classifier on the test split) and the
-    pseudo-masks of the first ``examples`` test images ``[S, methods, examples, H, W]``."""
+class Masks(NamedTuple):
+    """Per-seed output of the prototype stage.
 
+    Attributes:
+      train_masks: ``[S, methods, N, H, W]`` each method's pseudo-masks of the training images
+        (with its tuned offset): what its segmenter trains on.
+      miou, bf1: ``[S, methods]`` mIoU and boundary F1 of those pseudo-masks (training images).
+      offsets: ``[S, methods]`` the background offset each method chose on the validation split.
+      val_miou: ``[S, methods, offsets]`` the validation mIoU of every grid point.
+      prdc_losses: ``[S, steps]`` PRDC's training objective.
+      seed_precision: ``[S]`` share of foreground seed pixels of the right class (test split).
+      label_accuracy: ``[S]`` the classifier's per-label accuracy on the test split.
+      examples: ``[S, methods, EXAMPLES, H, W]`` pseudo-masks of the first training images.
+    """
+
+    train_masks: jax.Array
     miou: jax.Array
     bf1: jax.Array
+    offsets: jax.Array
+    val_miou: jax.Array
     prdc_losses: jax.Array
     seed_precision: jax.Array
     label_accuracy: jax.Array
     examples: jax.Array
 
 
+class Split(NamedTuple):
+    """One split as the prototype stage sees it: CNN outputs, image labels, the images (for the
+    colour affinities) and the true masks (evaluation and tuning only)."""
+
+    feats: Features
+    labels: jax.Array
+    images: jax.Array
+    masks: jax.Array
+
+
+def fill_bank(bank: MemoryBank, feats, seeds, *, batch: int, key: jax.Array):
+    """Initialise the bank on the first ``batch`` images, then one EMA update per batch over all
+    (whole batches only)."""
+    n = feats.shape[0] // batch * batch
+    state = bank.init(feats[:batch], seeds[:batch], key=key)
+    shape = (n // batch, batch)
+
+    def fill(st, b):
+        return bank.update(st, *b), None
+
+    stacked = (
+        feats[:n].reshape(*shape, *feats.shape[1:]),
+        seeds[:n].reshape(*shape, *seeds.shape[1:]),
+    )
+    return jax.lax.scan(fill, state, stacked)[0]
+
+
+def train_prdc(prdc, state, feats, weights, labels, affinity, *, config, steps, batch, lr, key):
+    """Adam on :func:`~jaxpapers.ropmb.prdc_loss` (label and affinity consistency, no seed
+    targets) over minibatches of the training split; the bank and the CNN stay frozen."""
+
+    def loss_fn(g, b, _key):
+        f, y, a = b
+        return prdc_loss(g, state, f, weights, y, config=config, affinity=a)
+
+    def batch_fn(_t, kk):
+        idx = jax.random.randint(kk, (batch,), 0, feats.shape[0])
+        return feats[idx], labels[idx], affinity[idx]
+
+    return fit(loss_fn, prdc, optax.adam(lr), steps=steps, key=key, batch_fn=batch_fn)
+
+
+def _offset_masks(scores, labels, size, offset):
+    return pseudo_masks(scores.at[..., 0].add(offset), labels, size)
+
+
 def _prototype_stage(
-    train: Features,
-    train_labels,
-    test: Features,
-    test_labels,
-    test_masks,
+    train: Split,
+    val: Split,
+    test: Split,
     key,
     *,
     bank: MemoryBank,
@@ -119,66 +218,81 @@ def _prototype_stage(
     prdc_steps: int,
     prdc_batch: int,
     prdc_lr: float,
-):
-    """One seed: fill the bank over the training split, train PRDC, evaluate every method."""
-    feats, weights = train.features, train.weights
-    n = feats.shape[0] // bank_batch * bank_batch
-    cams = class_activation_maps(feats, weights, train_labels)
-    seeds = seed_masks(cams, train_labels, config=config)
+) -> Masks:
+    """One seed: fill the bank and train PRDC on the training split, tune each method's offset
+    on the validation split, make its pseudo-masks of the training images."""
+    feats, weights = train.feats.features, train.feats.weights
+    seeds = seed_masks(
+        class_activation_maps(feats, weights, train.labels), train.labels, config=config
+    )
     kb, kp, kt = jax.random.split(key, 3)
-    state = bank.init(feats[:bank_batch], seeds[:bank_batch], key=kb)
-    shape = (n // bank_batch, bank_batch)
-
-    def fill(st, batch):
-        f, s = batch
-        return bank.update(st, f, s), None
-
-    state, _ = jax.lax.scan(
-        fill,
+    state = fill_bank(bank, feats, seeds, batch=bank_batch, key=kb)
+    affinity = colour_affinity(train.images, feats.shape[1])
+    res = train_prdc(
+        PRDC(feats.shape[-1], key=kp),
         state,
-        (
-            feats[:n].reshape(*shape, *feats.shape[1:]),
-            seeds[:n].reshape(*shape, *seeds.shape[1:]),
-        ),
-    )
-
-    prdc = PRDC(feats.shape[-1], key=kp)
-    opt = optax.adam(prdc_lr)
-
-    def step(carry, kk):
-        g, s = carry
-        idx = jax.random.randint(kk, (prdc_batch,), 0, feats.shape[0])
-        val, grad = jax.value_and_grad(prdc_loss)(
-            g, state, feats[idx], weights, train_labels[idx], config=config
-        )
-        u, s = opt.update(grad, s, g)
-        return (optax.apply_updates(g, u), s), val
-
-    (prdc, _), losses = jax.lax.scan(step, (prdc, opt.init(prdc)), jax.random.split(kt, prdc_steps))
-
-    size = test_masks.shape[-1]
-    miou, bf1, examples = [], [], []
-    for method in METHODS:
-        scores = refined_scores(
-            method, test.features, test.weights, test_labels, config=config, bank=state, prdc=prdc
-        )
-        pred = pseudo_masks(scores, test_labels, size)
-        miou.append(mean_iou(pred, test_masks, test_labels.shape[1] + 1))
-        bf1.append(boundary_f1(pred, test_masks))
-        examples.append(pred[:EXAMPLES])
-
-    test_seeds = seed_masks(
-        class_activation_maps(test.features, test.weights, test_labels),
-        test_labels,
+        feats,
+        weights,
+        train.labels,
+        affinity,
         config=config,
+        steps=prdc_steps,
+        batch=prdc_batch,
+        lr=prdc_lr,
+        key=kt,
     )
-    small = jax.image.resize(
-        jax.nn.one_hot(test_masks, test_labels.shape[1] + 1), test_seeds.shape, "linear"
+    size = train.masks.shape[-1]
+    classes = train.labels.shape[1] + 1
+
+    def scores(method, split):
+        return refined_scores(
+            method,
+            split.feats.features,
+            split.feats.weights,
+            split.labels,
+            config=config,
+            bank=state,
+            prdc=res.params,
+        )
+
+    offsets = jnp.asarray(OFFSETS)
+    masks, miou, bf1, chosen, grid = [], [], [], [], []
+    for method in METHODS:
+        s_val = scores(method, val)
+        val_miou = jnp.stack(
+            [
+                mean_iou(_offset_masks(s_val, val.labels, size, o), val.masks, classes)
+                for o in OFFSETS
+            ]
+        )
+        best = offsets[jnp.argmax(val_miou)]
+        pred = _offset_masks(scores(method, train), train.labels, size, best)
+        masks.append(pred)
+        miou.append(mean_iou(pred, train.masks, classes))
+        bf1.append(boundary_f1(pred, train.masks))
+        chosen.append(best)
+        grid.append(val_miou)
+
+    tf = test.feats
+    test_seeds = seed_masks(
+        class_activation_maps(tf.features, tf.weights, test.labels), test.labels, config=config
     )
+    small = jax.image.resize(jax.nn.one_hot(test.masks, classes), test_seeds.shape, "linear")
     fg = test_seeds[..., 1:]
     precision = jnp.sum(fg * small[..., 1:]) / jnp.maximum(jnp.sum(fg), 1.0)
-    acc = jnp.mean((test.logits > 0) == (test_labels > 0))
-    return Evaluation(jnp.stack(miou), jnp.stack(bf1), losses, precision, acc, jnp.stack(examples))
+    acc = jnp.mean((tf.logits > 0) == (test.labels > 0))
+    masks = jnp.stack(masks)
+    return Masks(
+        masks.astype(jnp.int8),
+        jnp.stack(miou),
+        jnp.stack(bf1),
+        jnp.stack(chosen),
+        jnp.stack(grid),
+        res.losses,
+        precision,
+        acc,
+        masks[:, :EXAMPLES],
+    )
 
 
 @functools.partial(
@@ -186,11 +300,9 @@ def _prototype_stage(
     static_argnames=("bank", "config", "bank_batch", "prdc_steps", "prdc_batch", "prdc_lr"),
 )
 def prototype_stage(
-    train: Features,
-    train_labels,
-    test: Features,
-    test_labels,
-    test_masks,
+    train: Split,
+    val: Split,
+    test: Split,
     keys,
     *,
     bank: MemoryBank,
@@ -199,7 +311,7 @@ def prototype_stage(
     prdc_steps: int,
     prdc_batch: int,
     prdc_lr: float = 3e-3,
-) -> Evaluation:
+) -> Masks:
     """:func:`_prototype_stage` vmapped over seeds (no convolutions here, so vmap is cheap)."""
     run = functools.partial(
         _prototype_stage,
@@ -210,4 +322,84 @@ def prototype_stage(
         prdc_batch=prdc_batch,
         prdc_lr=prdc_lr,
     )
-    return jax.vmap(run)(train, train_labels, test, test_labels, test_masks, keys)
+    return jax.vmap(run)(train, val, test, keys)
+
+
+# --------------------------------------------------------------------------------------------
+# The segmenter every method's pseudo-masks train (the last stage of multi-stage WSSS).
+
+
+def init_segmenter(key: jax.Array, *, width: int, classes: int, channels: int = 3) -> dict:
+    """Parameters of a small fully convolutional segmenter: a stride-2 3x3 stem and a 1x1 layer
+    (both ReLU), a 1x1 classifier; logits upsampled x2 (bilinear) to the input size. Small on
+    purpose (CPU budget): it is the same for every method, and only its targets differ."""
+    k1, k2, k3 = jax.random.split(key, 3)
+    return {
+        "w1": _he(k1, (3, 3, channels, width)),
+        "b1": jnp.zeros(width),
+        "w2": _he(k2, (width, width)),
+        "b2": jnp.zeros(width),
+        "w3": _he(k3, (width, classes)) * 0.5,
+        "b3": jnp.zeros(classes),
+    }
+
+
+def segment(params: dict, images: jax.Array) -> jax.Array:
+    """Logits ``[B, H, W, classes]`` of images ``[B, H, W, 3]`` in ``[0, 1]``."""
+    h = jax.nn.relu(_add(_conv(images - 0.5, params["w1"], (2, 2)), params["b1"]))
+    h = jax.nn.relu(_add(h @ params["w2"], params["b2"]))
+    logits = _add(h @ params["w3"], params["b3"])
+    b, hh, ww, k = images.shape[0], images.shape[1], images.shape[2], logits.shape[-1]
+    return jax.image.resize(logits, (b, hh, ww, k), "linear")
+
+
+@functools.partial(jax.jit, static_argnames=("classes", "steps", "batch", "width", "lr"))
+def segmenter_stage(
+    train_images,
+    train_masks,
+    test_images,
+    test_masks,
+    keys,
+    *,
+    classes: int,
+    steps: int,
+    batch: int,
+    width: int,
+    lr: float = 1e-2,
+) -> jax.Array:
+    """Train one segmenter per seed and method on that method's pseudo-masks, return its test
+    mIoU ``[S, methods]``.
+
+    ``train_images [S, N, H, W, 3]``, ``train_masks [S, M, N, H, W]`` (pseudo-masks),
+    ``test_images [S, T, H, W, 3]`` and ``test_masks [S, T, H, W]`` (true masks), ``keys [S]``;
+    ``classes`` counts the background.
+    Every method's segmenter of a seed starts from the same weights and sees the same
+    minibatches; only its targets differ. At test time it sees the image alone (no labels).
+    Runs are sequential (``lax.map``; see :func:`train_classifiers`).
+    """
+    s, m = train_masks.shape[:2]
+
+    def one(args):
+        i, y = args
+        x = train_images[i]
+        ki, kf = jax.random.split(keys[i])
+        p0 = init_segmenter(ki, width=width, classes=classes)
+
+        def loss_fn(p, b, _key):
+            logits = segment(p, b[0])
+            return jnp.mean(
+                optax.softmax_cross_entropy_with_integer_labels(logits, b[1].astype(jnp.int32))
+            )
+
+        def batch_fn(_t, kk):
+            idx = jax.random.randint(kk, (batch,), 0, x.shape[0])
+            return x[idx], y[idx]
+
+        opt = optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=0.1))
+        res = fit(loss_fn, p0, opt, steps=steps, key=kf, batch_fn=batch_fn)
+        pred = jnp.argmax(segment(res.params, test_images[i]), axis=-1)
+        return mean_iou(pred, test_masks[i], classes)
+
+    idx = jnp.repeat(jnp.arange(s), m)
+    out = jax.lax.map(one, (idx, train_masks.reshape(s * m, *train_masks.shape[2:])))
+    return out.reshape(s, m)

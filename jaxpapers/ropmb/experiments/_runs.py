@@ -1,18 +1,20 @@
-"""Runs of the P12 experiments: the shared pipeline (CNNs, banks, PRDC, four methods), the one-hot
-sanity check, and the run functions that turn them into rows."""
+"""Runs of the P12 experiments: the shared pipeline (CNNs, banks, PRDC, four methods tuned on a
+validation split, a segmenter per method), the one-hot sanity check, and the run functions that
+turn them into rows."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from jaxpapers.core.experiment import Context, Outcome
-from jaxpapers.core.nn.cnn import CNNConfig
+from jaxpapers.core.fit import fit
 from jaxpapers.core.segmentation_metrics import mean_iou
 from jaxpapers.ropmb import (
     METHODS,
@@ -20,6 +22,7 @@ from jaxpapers.ropmb import (
     MemoryBank,
     RefineConfig,
     class_activation_maps,
+    colour_affinity,
     prdc_loss,
     pseudo_masks,
     refined_scores,
@@ -28,9 +31,12 @@ from jaxpapers.ropmb import (
 from jaxpapers.ropmb.experiments._data import SCENES, make_splits
 from jaxpapers.ropmb.experiments._pipeline import (
     EXAMPLES,
+    OFFSETS,
+    Split,
     extract,
-    init_models,
+    init_classifiers,
     prototype_stage,
+    segmenter_stage,
     train_classifiers,
 )
 
@@ -42,17 +48,23 @@ class Pipeline(NamedTuple):
     """The shared pipeline's numbers, per seed (lists) and per method (``{method: [...]}``).
 
     Attributes:
-      miou, bf1: pseudo-mask mIoU and boundary F1 of each method.
+      segmenter_miou: test mIoU of the segmenter trained on each method's pseudo-masks.
+      miou, bf1: mIoU and boundary F1 of each method's pseudo-masks of the training images.
+      offsets: the background offset each method chose on the validation split.
+      val_miou: each method's validation pseudo-mask mIoU at every offset of the grid.
       cnn_final_loss: the classifier's mean training loss over its last 10 steps.
-      prdc_loss_first_last: the PRDC loss at its first and last step.
+      prdc_loss_first_last: PRDC's objective at its first and last step.
       seed_precision: share of foreground seed pixels on their own class (test split).
       label_accuracy: the classifier's per-label accuracy on the test split.
-      example_truth: ``[EXAMPLES, H, W]`` true masks of the first test images of seed 0.
+      example_truth: ``[EXAMPLES, H, W]`` true masks of the first training images of seed 0.
       example_masks: each method's pseudo-masks of those images.
     """
 
+    segmenter_miou: dict[str, list[float]]
     miou: dict[str, list[float]]
     bf1: dict[str, list[float]]
+    offsets: dict[str, list[float]]
+    val_miou: dict[str, list[list[float]]]
     cnn_final_loss: list[float]
     prdc_loss_first_last: list[list[float]]
     seed_precision: list[float]
@@ -61,49 +73,78 @@ class Pipeline(NamedTuple):
     example_masks: dict[str, np.ndarray]
 
 
+def scene_count(config: Config) -> int:
+    """Scenes generated per seed: the training, validation and test splits in one call."""
+    return config.train_n + config.val_n + config.test_n
+
+
 def pipeline(seeds: list[int], config: Config, refine: RefineConfig) -> Pipeline:
-    """Train one multi-label CNN per seed, fill its memory bank, train its PRDC and measure the
-    pseudo-masks of the four methods on held-out scenes."""
+    """Train one multi-label CNN per seed; fill its memory bank and train its PRDC on the
+    training split; tune every method's background offset on the validation split; train one
+    segmenter per method on its pseudo-masks of the training images; test on held-out scenes."""
     keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
-    train = make_splits(config.train_n, jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys))
-    test = make_splits(config.test_n, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys))
-    cnn = CNNConfig(
-        channels=3, widths=config.widths, classes=SCENES.num_classes, stem_stride=config.stem_stride
+
+    def fold(i):
+        return jax.vmap(lambda k: jax.random.fold_in(k, i))(keys)
+
+    # One generator call (one compiled program) for all three splits.
+    data = make_splits(scene_count(config), fold(0))
+    a, b = config.train_n, config.train_n + config.val_n
+    train, val, test = (
+        jax.tree.map(lambda x, s=s: x[:, s], data)
+        for s in (slice(0, a), slice(a, b), slice(b, None))
     )
-    graphdef, params = init_models(cnn, seeds)
-    tkeys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys)
+    params = init_classifiers(fold(6), width=config.width, classes=SCENES.num_classes)
     params, losses = train_classifiers(
-        graphdef,
         params,
         train.images,
         train.labels,
-        tkeys,
+        fold(2),
         steps=config.steps,
         batch=config.batch,
+        lr=config.lr,
     )
-    ev = prototype_stage(
-        extract(graphdef, params, train.images),
-        train.labels,
-        extract(graphdef, params, test.images),
-        test.labels,
-        test.masks,
-        jax.vmap(lambda k: jax.random.fold_in(k, 3))(keys),
+
+    def split(s):
+        return Split(extract(params, s.images), s.labels, s.images, s.masks)
+
+    out = prototype_stage(
+        split(train),
+        split(val),
+        split(test),
+        fold(3),
         bank=MemoryBank(SCENES.num_classes, config.k, config.momentum),
         config=refine,
         bank_batch=config.bank_batch,
         prdc_steps=config.prdc_steps,
         prdc_batch=config.prdc_batch,
     )
-    miou, bf1 = np.asarray(ev.miou), np.asarray(ev.bf1)
+    seg = segmenter_stage(
+        train.images,
+        out.train_masks,
+        test.images,
+        test.masks,
+        fold(5),
+        classes=SCENES.num_classes + 1,
+        steps=config.seg_steps,
+        batch=config.seg_batch,
+        width=config.seg_width,
+        lr=config.seg_lr,
+    )
+    seg, miou, bf1 = np.asarray(seg), np.asarray(out.miou), np.asarray(out.bf1)
+    offsets, grid = np.asarray(out.offsets), np.asarray(out.val_miou)
     return Pipeline(
+        segmenter_miou={m: seg[:, i].tolist() for i, m in enumerate(METHODS)},
         miou={m: miou[:, i].tolist() for i, m in enumerate(METHODS)},
         bf1={m: bf1[:, i].tolist() for i, m in enumerate(METHODS)},
+        offsets={m: offsets[:, i].tolist() for i, m in enumerate(METHODS)},
+        val_miou={m: grid[:, i].tolist() for i, m in enumerate(METHODS)},
         cnn_final_loss=np.asarray(losses)[:, -10:].mean(1).tolist(),
-        prdc_loss_first_last=np.asarray(ev.prdc_losses)[:, [0, -1]].tolist(),
-        seed_precision=np.asarray(ev.seed_precision).tolist(),
-        label_accuracy=np.asarray(ev.label_accuracy).tolist(),
-        example_truth=np.asarray(test.masks[0, :EXAMPLES]),
-        example_masks={m: np.asarray(ev.examples[0, i]) for i, m in enumerate(METHODS)},
+        prdc_loss_first_last=np.asarray(out.prdc_losses)[:, [0, -1]].tolist(),
+        seed_precision=np.asarray(out.seed_precision).tolist(),
+        label_accuracy=np.asarray(out.label_accuracy).tolist(),
+        example_truth=np.asarray(train.masks[0, :EXAMPLES]),
+        example_masks={m: np.asarray(out.examples[0, i]) for i, m in enumerate(METHODS)},
     )
 
 
@@ -117,32 +158,44 @@ def decode_masks(rows: list[list[str]]) -> np.ndarray:
     return np.array([[[int(c) for c in row] for row in m] for m in rows], np.int32)
 
 
-#: PRDC training in the one-hot sanity check: Adam steps and learning rate (large enough that
-#: the graph moves far from its initialisation; the loss first/last is in the extras).
-SANITY_PRDC_STEPS, SANITY_PRDC_LR = 40, 1e-2
+#: PRDC in the one-hot sanity check: Adam steps, learning rate, and the scale of the message
+#: weights at initialisation (large, so that the untrained graph mixes the classes' prototypes
+#: and the rows depend on what training learns).
+SANITY_PRDC_STEPS, SANITY_PRDC_LR, SANITY_INIT_SCALE = 200, 1e-2, 5.0
+#: ... and of its attention projections (sharp attention: node-specific messages).
+SHARP = 3.0
+#: The sanity check reads the refined prototypes' global part alone (``alpha = 1``): the local
+#: prototypes of exact seeds would give the exact mask whatever the graph outputs.
+SANITY_REFINE = RefineConfig(alpha=1.0)
 
 
 class OneHotSanity(NamedTuple):
-    """Per method the mIoU of every seed (``{method: [...]}``), the PRDC loss at its first and
+    """Per method the mIoU of every seed (``{method: [...]}``, RO-PMB with the trained graph),
+    the mIoU of RO-PMB with the graph at its initialisation, PRDC's objective at its first and
     last step, and ``|trained - initial| / |initial|`` of the graph's weights, per seed."""
 
     miou: dict[str, list[float]]
+    untrained_miou: list[float]
     prdc_loss_first_last: list[list[float]]
     prdc_relative_change: list[float]
 
 
-def one_hot_sanity(seeds: list[int], n: int, k: int) -> OneHotSanity:
+def one_hot_sanity(seeds: list[int], n: int, k: int, *, pool: int) -> OneHotSanity:
     """Features one-hot per region of real scene masks (feature 0 = background, ``c + 1`` =
     class ``c``), head ``W = I[:, 1:]``: CAMs are the region indicators, so seeds, local and bank
-    prototypes are the one-hot codes and every method should give mIoU 1. PRDC is trained on
-    these exact seeds with its own loss (:func:`~jaxpapers.ropmb.prdc_loss`, full batch,
-    ``SANITY_PRDC_STEPS`` Adam steps): the graph it learns must keep the arg-max on every region.
-    ``n`` scenes per seed, ``k`` bank prototypes per class."""
+    prototypes are the one-hot codes. The graph starts with large message weights
+    (``SANITY_INIT_SCALE``), so the enriched prototypes mix the classes, and is trained with its
+    own objective (:func:`~jaxpapers.ropmb.prdc_loss`: image labels and colour affinity, the
+    one-hot features serving as the image; full batch, ``SANITY_PRDC_STEPS`` Adam steps). The
+    refinement reads the global part alone (``SANITY_REFINE``). Known answer: CAM, SIPE and the
+    bank give the exact mask; RO-PMB gives it after training and not before (the objective's
+    optimum is the true mask and training reaches it). ``n`` scenes per seed (the first of
+    ``pool`` generated, so that the pipeline's compiled generator is reused), ``k`` bank
+    prototypes per class."""
     c = SCENES.num_classes
     weights = jnp.eye(c + 1)[:, 1:]
-    config = RefineConfig()
+    config = SANITY_REFINE
     bank = MemoryBank(c, k)
-    opt = optax.adam(SANITY_PRDC_LR)
 
     def one(masks, key):
         labels = jnp.stack([jnp.any(masks == i + 1, axis=(1, 2)) for i in range(c)], -1)
@@ -150,35 +203,33 @@ def one_hot_sanity(seeds: list[int], n: int, k: int) -> OneHotSanity:
         feats = jax.nn.one_hot(masks, c + 1)
         seeds_ = seed_masks(class_activation_maps(feats, weights, labels), labels, config=config)
         state = bank.init(feats, seeds_, key=key)
+        affinity = colour_affinity(feats, feats.shape[1])
 
-        def step(carry, _):
-            g, st = carry
-            val, grad = jax.value_and_grad(prdc_loss)(
-                g, state, feats, weights, labels, config=config
-            )
-            u, st = opt.update(grad, st, g)
-            return (optax.apply_updates(g, u), st), val
+        def loss_fn(g, _batch, _key):
+            return prdc_loss(g, state, feats, weights, labels, config=config, affinity=affinity)
 
-        init = PRDC(c + 1, key=jax.random.fold_in(key, 1))
-        (prdc, _), losses = jax.lax.scan(
-            step, (init, opt.init(init)), None, length=SANITY_PRDC_STEPS
-        )
-        moved = _norm(jax.tree.map(jnp.subtract, prdc, init)) / _norm(init)
-        out = []
-        for method in METHODS:
+        init = PRDC(c + 1, key=jax.random.fold_in(key, 1), out_scale=SANITY_INIT_SCALE)
+        # Sharp attention: each prototype takes its messages from a few others.
+        init = eqx.tree_at(lambda g: (g.w_q, g.w_k), init, (init.w_q * SHARP, init.w_k * SHARP))
+        res = fit(loss_fn, init, optax.adam(SANITY_PRDC_LR), steps=SANITY_PRDC_STEPS, key=key)
+        moved = _norm(jax.tree.map(jnp.subtract, res.params, init)) / _norm(init)
+
+        def miou(method, prdc):
             scores = refined_scores(
                 method, feats, weights, labels, config=config, bank=state, prdc=prdc
             )
-            pred = pseudo_masks(scores, labels, masks.shape[-1])
-            out.append(mean_iou(pred, masks, c + 1))
-        return jnp.stack(out), losses[jnp.asarray([0, -1])], moved
+            return mean_iou(pseudo_masks(scores, labels, masks.shape[-1]), masks, c + 1)
+
+        out = jnp.stack([miou(m, res.params) for m in METHODS])
+        return out, miou("ropmb", init), res.losses[jnp.asarray([0, -1])], moved
 
     keys = jax.vmap(jax.random.key)(1000 + jnp.asarray(seeds))
-    masks = make_splits(n, keys).masks
-    res, losses, moved = jax.jit(jax.vmap(one))(masks, keys)
+    masks = make_splits(pool, keys).masks[:, :n]
+    res, untrained, losses, moved = jax.jit(jax.vmap(one))(masks, keys)
     res = np.asarray(res)
     return OneHotSanity(
         {m: res[:, i].tolist() for i, m in enumerate(METHODS)},
+        np.asarray(untrained).tolist(),
         np.asarray(losses).tolist(),
         np.asarray(moved).tolist(),
     )
@@ -196,6 +247,7 @@ REFINE = RefineConfig()
 CAM, SIPE, BANK, ROPMB = "CAM", "SIPE (self-prototypes)", "bank, no GNN", "RO-PMB"
 ROWS = {"cam": CAM, "sipe": SIPE, "bank": BANK, "ropmb": ROPMB}
 SANITY_ROWS = {m: f"1 - mIoU, {r}" for m, r in ROWS.items()}
+SANITY_UNTRAINED = "1 - mIoU, RO-PMB with the graph at initialisation"
 LABEL_ACC, SEED_PREC = "classifier per-label test accuracy", "foreground seed precision"
 
 
@@ -209,28 +261,42 @@ def _diagnosis(res: Pipeline) -> str:
     return (
         f"Every prototype method starts from the CAM seeds. Here the classifier's per-label test "
         f"accuracy is {acc:.3f} and {prec:.3f} of the foreground seed pixels carry the right "
-        "class: prototypes pooled under wrong seeds describe the wrong region, and the bank and "
-        "the GNN average such errors rather than remove them. The methods can only separate once "
-        "the seeds are mostly right (a better-trained classifier: --full trains 20x longer on "
-        "16x more images with a deeper CNN at full feature resolution); the sanity experiment "
-        "shows the refinement itself is exact when features and seeds are."
+        "class (levels of seeds_informative: 0.9 and 0.5)."
     )
 
 
-def run_pseudo_masks(ctx: Context, config: Config, *, metric: str, label: str) -> Outcome:
-    """Rows of one pseudo-mask metric (``"miou"`` or ``"bf1"``) per method."""
-    res = _pipeline(ctx, config)
-    other = "bf1" if metric == "miou" else "miou"
-    extras = {
-        "metric_label": label,
-        other: {ROWS[m]: v for m, v in getattr(res, other).items()},
+def _common_extras(res: Pipeline) -> dict:
+    return {
         "classifier_label_accuracy": res.label_accuracy,
         "cnn_final_loss": res.cnn_final_loss,
         "seed_precision": res.seed_precision,
         "prdc_loss_first_last": res.prdc_loss_first_last,
+        "tuned_background_offset": {ROWS[m]: v for m, v in res.offsets.items()},
+        "offset_grid": list(OFFSETS),
+        "validation_miou_per_offset": {ROWS[m]: v for m, v in res.val_miou.items()},
         "config": {f.name: getattr(REFINE, f.name) for f in dataclasses.fields(REFINE)},
         "diagnosis": _diagnosis(res),
     }
+
+
+def run_segmenter(ctx: Context, config: Config) -> Outcome:
+    """Rows: the test mIoU of the segmenter trained on each method's pseudo-masks."""
+    res = _pipeline(ctx, config)
+    extras = {
+        "metric_label": "segmenter test mIoU (7 classes incl. background)",
+        "pseudo_mask_miou": {ROWS[m]: v for m, v in res.miou.items()},
+    }
+    extras.update(_common_extras(res))
+    return Outcome({ROWS[m]: v for m, v in res.segmenter_miou.items()}, extras)
+
+
+def run_pseudo_masks(ctx: Context, config: Config, *, metric: str, label: str) -> Outcome:
+    """Rows of one pseudo-mask metric (``"miou"`` or ``"bf1"``) per method, on the training
+    images (the masks the segmenters train on)."""
+    res = _pipeline(ctx, config)
+    other = "bf1" if metric == "miou" else "miou"
+    extras = {"metric_label": label, other: {ROWS[m]: v for m, v in getattr(res, other).items()}}
+    extras.update(_common_extras(res))
     if metric == "miou":  # the example pseudo-masks are stored (and drawn) once
         extras["example_truth"] = encode_masks(res.example_truth)
         extras["example_masks"] = {ROWS[m]: encode_masks(v) for m, v in res.example_masks.items()}
@@ -245,13 +311,14 @@ def run_seeds_informative(ctx: Context, config: Config) -> Outcome:
 
 
 def run_one_hot_sanity(ctx: Context, config: Config) -> Outcome:
-    # The test split's size: its scene generator is already compiled for that shape.
     res = ctx.cached(
-        "one_hot_sanity", lambda: one_hot_sanity(ctx.seed_list, config.test_n, config.k)
+        "one_hot_sanity",
+        lambda: one_hot_sanity(ctx.seed_list, config.sanity_n, config.k, pool=scene_count(config)),
     )
     values = {SANITY_ROWS[m]: [1.0 - v for v in res.miou[m]] for m in ROWS}
+    values[SANITY_UNTRAINED] = [1.0 - v for v in res.untrained_miou]
     extras = {
-        "prdc_loss_first_last (PRDC trained on the exact seeds)": res.prdc_loss_first_last,
+        "prdc_loss_first_last": res.prdc_loss_first_last,
         "prdc_relative_weight_change": res.prdc_relative_change,
     }
     return Outcome(values, extras)
