@@ -2263,7 +2263,8 @@ KEY_FIRST: tuple[str, ...] = (
     "scale.ar_conditional_loss", "scale.ar_fit", "scale.ar_sample", "scale.cca_loss",
     "scale.conditional_loss", "scale.dpo_fit", "scale.dpo_loss", "scale.drop_labels", "scale.fit",
     "scale.fit_many", "scale.gft_loss", "scale.mg_loss", "scale.noise_batch", "scale.sample_cfg",
-    "scale.sample_one_pass", "scale.scale_loss", "scale.self_samples",
+    "scale.sample_one_pass", "scale.scale_loss", "scale.self_samples", "scale.fit_scg",
+    "scale.fit_self_score", "scale.sample_scg", "scale.scg_loss", "scale.self_score_error",
 )  # fmt: skip
 
 
@@ -2773,6 +2774,12 @@ def _owned_cases() -> list[Case]:
             lambda: scale.frechet_distance(jnp.ones((4, 2)), jnp.ones((4, 3))),
         ),
         Case("scale.checkerboard_mixture", "dim", "range", lambda: scale.checkerboard_mixture(0)),
+        Case(
+            "scale.scg_target",
+            "eps_self",
+            "shape",
+            lambda: scale.scg_target(jnp.ones((4, 2)), jnp.ones((4, 3)), 2.0),
+        ),
         Case(
             "scale.mixture_metrics",
             "labels",

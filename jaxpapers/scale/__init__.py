@@ -36,13 +36,31 @@ Where the self-generated samples come from (SCALE's training cost; ``_train.py``
 ``refresh`` optimiser steps, ``self_batch`` samples are drawn with deterministic DDIM of
 ``self_steps`` steps (the evaluation sampler) from the *likelihood model* :math:`(\epsilon_\theta
 + (w-1)\epsilon_\psi)/w` of the stop-gradient parameters, for labels drawn from the data, and
-clipped to the data range; no gradient flows through them. Two choices were forced by
+clipped to the data range; no gradient flows through them. They enter a replay buffer holding the
+last ``Method.replay`` refreshes, from which the self term draws ``self_batch`` samples a step:
+:math:`\psi` estimates the score of the model's own distribution, and fitting it to one refresh
+of ``self_batch`` points at a time makes its error (which the guided network inherits times
+``w - 1``, below) a variance term of order ``1 / self_batch``; ``R`` replayed refreshes divide
+that variance by ``R`` at the cost of a lag of about ``(R - 1) refresh / 2`` steps of the generator
+(``_train.py``). Two choices were forced by
 measurement or analysis: (1) the self network :math:`\psi` has its own weights (a shared network
 with a branch flag let the self branch's fit to the model's early, poor samples degrade the
 guided branch: floored log-likelihood -11.8 vs -2.6 on the 2-D mixture); (2) the contrast samples
 come from the likelihood model, not from the guided network, because a guided network that
 generates its own contrast samples follows :math:`g_{n+1} = w d - (w-1) g_n`, which oscillates
 for ``w >= 2``.
+
+What the guided network learns for a given self network (``_oracle.py``): for a fixed
+:math:`\psi`, :math:`\mathcal L_{\rm real}` is least squares in :math:`\epsilon_\theta` alone,
+minimised where :math:`\tfrac1w\epsilon_\theta + (1-\tfrac1w)\epsilon_\psi = \epsilon_d`, i.e.
+:math:`\epsilon_{\theta^*} = \epsilon_d + (w-1)(\epsilon_d - \epsilon_\psi)`: the error of
+:math:`\psi` enters the trained guidance times ``w - 1``. The experiments therefore report a
+diagnostic of :math:`\psi` (its distance to a self network refitted offline on fresh samples of
+the final likelihood model, against the contrast of that refit with the exact data predictor)
+and an oracle SCG row (the conditional model and a self network fitted offline to its samples,
+combined at sampling time into :math:`\epsilon_c + (w-1)(\epsilon_c - \epsilon_\psi)`, two
+passes a step: the target a one-pass network would be distilled toward, ``_oracle.fit_scg``),
+which separates "SCG does not help at this size" from "SCALE does not learn SCG".
 
 Baselines (``_losses.py``): conditional training with label dropout (for CFG); GFT (the
 :math:`\beta`-conditioned model, :math:`\beta\epsilon_\theta(x, c, \beta) + (1-\beta)
@@ -68,7 +86,8 @@ The self network is only as good as the samples it sees: early in training they 
 contrast :math:`\epsilon_d - \epsilon_s` is extrapolated where the self samples do not reach.
 Knobs expected to matter at ``--full``: training length (the contrast is meant for a nearly
 converged model whose residual error is structured), a warm start of SCALE from a trained
-conditional model, the refresh period and ``self_batch`` (the self network's data), and ``w``
+conditional model, the refresh period, ``self_batch`` and ``replay`` (the self network's
+data), and ``w``
 (guided networks that generate their own contrast would be unstable beyond 2).
 
 Example::
@@ -115,8 +134,24 @@ from jaxpapers.scale._losses import (
 from jaxpapers.scale._metrics import MixtureMetrics, frechet_distance, mixture_metrics
 from jaxpapers.scale._mixture import ClassMixture, checkerboard_mixture
 from jaxpapers.scale._network import Denoiser, mlp_denoiser, unet_denoiser
+from jaxpapers.scale._oracle import (
+    fit_scg,
+    fit_self_score,
+    sample_scg,
+    scg_loss,
+    scg_target,
+    self_score_error,
+)
 from jaxpapers.scale._sampling import sample_cfg, sample_one_pass
-from jaxpapers.scale._train import ArrayData, FitResult, Method, fit, fit_many, self_samples
+from jaxpapers.scale._train import (
+    ArrayData,
+    FitResult,
+    Method,
+    SelfBuffer,
+    fit,
+    fit_many,
+    self_samples,
+)
 
 __all__ = [
     "ARMethod",
@@ -127,6 +162,7 @@ __all__ = [
     "Method",
     "MixtureMetrics",
     "PreferencePairs",
+    "SelfBuffer",
     "TokenModel",
     "TokenSample",
     "ar_conditional_loss",
@@ -141,6 +177,8 @@ __all__ = [
     "drop_labels",
     "fit",
     "fit_many",
+    "fit_scg",
+    "fit_self_score",
     "frechet_distance",
     "gft_loss",
     "mg_loss",
@@ -150,8 +188,12 @@ __all__ = [
     "rank_pairs",
     "sample_cfg",
     "sample_one_pass",
+    "sample_scg",
     "scale_loss",
+    "scg_loss",
+    "scg_target",
     "self_samples",
+    "self_score_error",
     "sequence_log_prob",
     "token_model",
     "unet_denoiser",

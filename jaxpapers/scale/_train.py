@@ -18,6 +18,25 @@ contrast samples, its fixed point would be reached through :math:`g_{n+1} = w\,d
 which oscillates for ``w >= 2``; the likelihood model fits the data independently of the
 guidance, so the loop has no such feedback.
 
+The self network's data: a replay buffer (``Method.replay``). :math:`\psi` estimates the
+denoiser of the model's own distribution :math:`p^{\rm self}_\tau` at the current step
+:math:`\tau`. Fitted on one refresh of ``self_batch`` samples for ``refresh`` steps (``replay =
+1``, the original scheme), it sees :math:`n` = ``self_batch`` points at a time and at small noise
+levels learns the score of those points (the empirical distribution smoothed by the noise), not of
+:math:`p^{\rm self}`: a per-refresh estimation error whose variance falls like :math:`1/n`, and
+which the guided network receives multiplied by ``w - 1`` (``_oracle``: for a fixed :math:`\psi`
+the real-data term is minimised by :math:`\epsilon_\theta = \epsilon_d + (w-1)(\epsilon_d -
+\epsilon_\psi)`). A ring buffer of the last ``R = replay`` refreshes (``R * self_batch``
+samples; each step draws its ``self_batch`` self samples from the filled part, with replacement)
+gives :math:`\psi` a sample of the mixture :math:`\tfrac1R\sum_{k<R} p^{\rm self}_{\tau - k\,
+\mathrm{refresh}}`: ``R`` times as many distinct points, so the variance falls like
+:math:`1/(R n)`, at the cost of a lag: the mixture is centred ``(R - 1) refresh / 2`` steps in the
+past, a bias of first order in the generator's drift per step, which is small late in training
+when the model changes slowly (and large early, while ``w`` ramps up and the model is poor). The
+sampler cost is unchanged (one refresh of ``self_batch`` samples every ``refresh`` steps); only
+the buffer's memory grows. ``replay = 1`` is the original scheme (every step uses the whole
+buffer, no draw).
+
 Every loop here is :func:`jaxpapers.core.fit.fit` (one jitted ``lax.scan`` of Adam steps that
 freezes on a non-finite loss, gradient or update and clears ``finite``); the EMA and SCALE's buffer
 are its carried ``state``, updated after each step. Per-step keys: ``key`` is split into one key
@@ -36,7 +55,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
-from jaxpapers.core.checks import check_key, check_positive
+from jaxpapers.core.checks import check_key, check_positive, check_range, is_concrete
 from jaxpapers.core.diffusion import VPSchedule
 from jaxpapers.core.fit import fit as core_fit
 from jaxpapers.core.pytrees import ema_update
@@ -96,6 +115,10 @@ class Method(eqx.Module):
       self_steps: SCALE: DDIM steps used to generate the self samples.
       self_batch: SCALE: number of self samples per refresh.
       warmup: MG and SCALE: steps over which the trained guidance scale ramps from 1 to ``w``.
+      replay: SCALE: the self network's replay buffer holds the last ``replay`` refreshes
+        (``replay * self_batch`` samples, a ring); each step the self term draws ``self_batch``
+        of them with replacement from the filled part. ``1``: the buffer is the last refresh
+        alone and every step uses all of it (the original scheme). See the module docstring.
       clip: SCALE: self samples are clipped to ``[-clip, clip]`` (the data range; ``0`` = off).
         Early in training the model's own samples contain far outliers whose large inputs
         would otherwise dominate the shared gradient.
@@ -113,6 +136,7 @@ class Method(eqx.Module):
     refresh: int = eqx.field(static=True, default=10)
     self_steps: int = eqx.field(static=True, default=8)
     self_batch: int = eqx.field(static=True, default=256)
+    replay: int = eqx.field(static=True, default=1)
     warmup: int = eqx.field(static=True, default=0)
     clip: float = eqx.field(static=True, default=0.0)
     x0_range: float | None = eqx.field(static=True, default=None)
@@ -127,7 +151,7 @@ class Method(eqx.Module):
             raise ValueError(f"p_uncond={self.p_uncond}; expected a value in [0, 1)")
         if not 0.0 < self.beta_min <= 1.0:
             raise ValueError(f"beta_min={self.beta_min}; expected a value in (0, 1]")
-        for name in ("refresh", "self_steps", "self_batch"):
+        for name in ("refresh", "self_steps", "self_batch", "replay"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}; expected an integer >= 1")
         check_x0_range(self.x0_range)
@@ -145,6 +169,8 @@ class FitResult(NamedTuple):
       losses: ``[steps]`` training loss of every step.
       finite: False when a non-finite loss, gradient or update froze the run.
       ema_params: EMA of the parameters (decay ``Method.ema``).
+      buffer: SCALE: the self-sample buffer at the end of training (:class:`SelfBuffer`);
+        ``None`` for the other methods.
     """
 
     params: PyTree
@@ -152,16 +178,79 @@ class FitResult(NamedTuple):
     losses: Float[Array, " steps"]
     finite: Bool[Array, ""]
     ema_params: PyTree
+    buffer: PyTree = None
 
 
-def _ramped_w(method: Method, step: Array) -> Array:
-    return 1.0 + (method.w - 1.0) * jnp.minimum(1.0, (step + 1.0) / max(method.warmup, 1))
+class SelfBuffer(NamedTuple):
+    """SCALE's self-sample buffer: the last ``replay`` refreshes of ``self_batch`` samples each,
+    in a ring (``Method.replay``).
+
+    Attributes:
+      x: ``[replay * self_batch, ...]`` samples; slot ``k`` of the ring is the rows from
+        ``k * self_batch`` on.
+      labels: ``[replay * self_batch]`` the labels they were drawn for.
+      count: the number of refreshes written so far (the next one overwrites slot
+        ``count % replay``, the oldest once the ring is full).
+    """
+
+    x: Array
+    labels: Array
+    count: Int[Array, ""]
 
 
-def _loss(net, method, params, ema, data, buf, key, step, schedule, batch):
+def push_self_buffer(
+    buffer: SelfBuffer | None, x: Array, labels: Array, *, replay: int
+) -> SelfBuffer:
+    """``buffer`` with the refresh ``(x [n, ...], labels [n])`` written over its oldest slot
+    (``buffer=None``: a new ring of ``replay`` slots of ``n`` rows, this refresh in slot 0).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> b = push_self_buffer(None, jnp.zeros((2, 1)), jnp.zeros(2, int), replay=3)
+        >>> b = push_self_buffer(b, jnp.ones((2, 1)), jnp.ones(2, int), replay=3)
+        >>> b.x[:, 0].tolist(), int(b.count)
+        ([0.0, 0.0, 1.0, 1.0, 0.0, 0.0], 2)
+    """
+    if not isinstance(replay, int) or replay < 1:
+        raise ValueError(f"replay={replay!r}; expected an integer >= 1")
+    count = jnp.zeros((), jnp.int32) if buffer is None else buffer.count
+    if replay == 1:  # the ring is the last refresh alone
+        return SelfBuffer(x, labels, count + 1)
+    n = x.shape[0]
+    if buffer is None:
+        buffer = SelfBuffer(
+            jnp.zeros((replay * n, *x.shape[1:]), x.dtype),
+            jnp.zeros((replay * n,), labels.dtype),
+            count,
+        )
+    start = (count % replay) * n
+    return SelfBuffer(
+        jax.lax.dynamic_update_slice_in_dim(buffer.x, x.astype(buffer.x.dtype), start, 0),
+        jax.lax.dynamic_update_slice_in_dim(buffer.labels, labels, start, 0),
+        count + 1,
+    )
+
+
+def draw_self_buffer(buffer: SelfBuffer, n: int, *, replay: int, key: Array) -> tuple[Array, Array]:
+    """The self samples of one step: ``n`` rows drawn with replacement from the filled slots of
+    ``buffer`` (``replay = 1``: the whole buffer, no draw)."""
+    if replay == 1:
+        return buffer.x, buffer.labels
+    filled = jnp.minimum(buffer.count, replay) * (buffer.labels.shape[0] // replay)
+    idx = jax.random.randint(key, (n,), 0, filled)
+    return buffer.x[idx], buffer.labels[idx]
+
+
+def _ramped_w(method: Method, step: Array, w: Array | None = None) -> Array:
+    """The trained scale at ``step``: from 1 to ``w`` (default ``method.w``) over the warmup."""
+    w = method.w if w is None else w
+    return 1.0 + (w - 1.0) * jnp.minimum(1.0, (step + 1.0) / max(method.warmup, 1))
+
+
+def _loss(net, method, params, ema, data, buf, key, step, schedule, batch, w_final=None):
     kd, kl = jax.random.split(key)
     x0, labels = data.draw(batch, key=kd)
-    w = _ramped_w(method, step)
+    w = _ramped_w(method, step, w_final)
     if method.kind == "conditional":
         return conditional_loss(
             net, params, x0, labels, key=kl, schedule=schedule, p_uncond=method.p_uncond
@@ -181,13 +270,16 @@ def _loss(net, method, params, ema, data, buf, key, step, schedule, batch):
         return mg_loss(
             net, params, ema, x0, labels, key=kl, schedule=schedule, w=w, p_uncond=method.p_uncond
         )
+    self_x, self_labels = draw_self_buffer(
+        buf, method.self_batch, replay=method.replay, key=jax.random.fold_in(key, 1)
+    )
     return scale_loss(
         net,
         params,
         x0,
         labels,
-        buf[0],
-        buf[1],
+        self_x,
+        self_labels,
         key=kl,
         schedule=schedule,
         w=w,
@@ -205,8 +297,9 @@ def self_samples(
     w: ArrayLike,
     schedule: VPSchedule = DEFAULT_SCHEDULE,
 ) -> tuple[Array, Array]:
-    """SCALE's self-generated buffer: ``self_batch`` DDIM samples of ``self_steps`` steps from the
-    likelihood model of ``stop_gradient(params)`` at scale ``w``, labels from the data."""
+    """One refresh of SCALE's self-generated buffer: ``self_batch`` DDIM samples of
+    ``self_steps`` steps from the likelihood model of ``stop_gradient(params)`` at scale ``w``,
+    labels from the data."""
     check_key("key", key)
     kl, ks = jax.random.split(key)
     labels = data.draw(method.self_batch, key=kl)[1]
@@ -251,22 +344,28 @@ def refreshing_fit(
     block,
     ema_decay=None,
     make_buffer=None,
+    push_buffer=None,
     has_aux=False,
 ):
     """:func:`jaxpapers.core.fit.fit` with an EMA of the parameters and a buffer refreshed every
     ``block`` steps.
 
-    Step ``t`` minimises ``loss_fn(params, ema, buffer, key_t, t)``. The buffer is
-    ``make_buffer(params, buffer_key, t)`` from the parameters before step ``t`` for every ``t``
-    that is a multiple of ``block`` (``None``: no buffer). The keys follow :func:`_key_schedule`.
+    Step ``t`` minimises ``loss_fn(params, ema, buffer, key_t, t)``. For every ``t`` that is a
+    multiple of ``block``, ``fresh = make_buffer(params, buffer_key, t)`` is drawn from the
+    parameters before step ``t`` (``make_buffer=None``: no buffer) and becomes the buffer, or,
+    with ``push_buffer``, the buffer becomes ``push_buffer(old, fresh)`` (``old = None`` at
+    ``t = 0``; e.g. a replay ring). The keys follow :func:`_key_schedule`.
     The refresh is a ``lax.cond`` on the step count, which is not batched, so it stays a
     conditional (not a ``select`` computing both branches) when the loop is ``vmap``-ped over
     seeds.
     """
     buffer_keys, step_keys = _key_schedule(key, steps, block)
+    push = (lambda old, fresh: fresh) if push_buffer is None else push_buffer
     carried = _Carried(
         ema=None if ema_decay is None else params,
-        buffer=None if make_buffer is None else make_buffer(params, buffer_keys[0], jnp.int32(0)),
+        buffer=None
+        if make_buffer is None
+        else push(None, make_buffer(params, buffer_keys[0], jnp.int32(0))),
     )
 
     def loss(p, t, k, c):
@@ -279,8 +378,9 @@ def refreshing_fit(
             nxt = t + 1
             buffer = jax.lax.cond(
                 (nxt % block == 0) & (nxt < steps),
-                lambda: make_buffer(
-                    p, buffer_keys[jnp.minimum(nxt // block, steps // block - 1)], nxt
+                lambda: push(
+                    c.buffer,
+                    make_buffer(p, buffer_keys[jnp.minimum(nxt // block, steps // block - 1)], nxt),
                 ),
                 lambda: c.buffer,
             )
@@ -300,18 +400,20 @@ def refreshing_fit(
 
 
 @functools.partial(jax.jit, static_argnames=("net", "method", "steps", "batch", "schedule"))
-def _fit(net, method, params, data, key, lr, steps, batch, schedule):
-    make_buffer = None
+def _fit(net, method, params, data, key, lr, steps, batch, schedule, w=None):
+    make_buffer = push = None
     if method.kind == "scale":
         params = (params, params)  # guided and self network start from the same weights
 
         def make_buffer(p, k, first):
-            return self_samples(
-                net, method, p, data, key=k, w=_ramped_w(method, first), schedule=schedule
-            )
+            w_now = _ramped_w(method, first, w)
+            return self_samples(net, method, p, data, key=k, w=w_now, schedule=schedule)
+
+        def push(old, fresh):
+            return push_self_buffer(old, *fresh, replay=method.replay)
 
     def loss_fn(p, ema, buf, k, step):
-        return _loss(net, method, p, ema, data, buf, k, step, schedule, batch)
+        return _loss(net, method, p, ema, data, buf, k, step, schedule, batch, w)
 
     res = refreshing_fit(
         loss_fn,
@@ -322,8 +424,11 @@ def _fit(net, method, params, data, key, lr, steps, batch, schedule):
         block=method.refresh if method.kind == "scale" else 1,
         ema_decay=method.ema,
         make_buffer=make_buffer,
+        push_buffer=push,
     )
-    return FitResult(res.params, res.opt_state, res.losses, res.finite, res.state.ema)
+    return FitResult(
+        res.params, res.opt_state, res.losses, res.finite, res.state.ema, res.state.buffer
+    )
 
 
 def fit(
@@ -337,11 +442,13 @@ def fit(
     batch: int,
     lr: float = 2e-3,
     schedule: VPSchedule = DEFAULT_SCHEDULE,
+    w: ArrayLike | None = None,
 ) -> FitResult:
     """Train ``params`` with ``method`` for ``steps`` Adam steps on minibatches from ``data``.
 
     Jitted inside (one compile per network, method, steps and batch); ``jax.vmap`` it over
-    ``params`` and ``key`` for several seeds.
+    ``params`` and ``key`` for several seeds, and over ``w`` for several trained scales in one
+    program.
 
     Args:
       net: the denoiser.
@@ -353,6 +460,8 @@ def fit(
       batch: real-data batch size.
       lr: Adam learning rate.
       schedule: VP schedule.
+      w: MG and SCALE: the trained guidance scale (``>= 1``), a traced value in place of the
+        static ``method.w`` (``None``: ``method.w``).
 
     Returns:
       :class:`FitResult`; for SCALE its ``params`` are the pair ``(guided, self)``, both
@@ -373,7 +482,16 @@ def fit(
     _check_fit_args(steps, batch, lr)
     if method.kind == "scale" and steps % method.refresh:
         raise ValueError(f"steps={steps} must be a multiple of refresh={method.refresh}")
-    return _fit(net, method, params, data, key, lr, steps, batch, schedule)
+    if w is not None:
+        w = jnp.asarray(w, jnp.result_type(float))
+        if w.ndim or method.kind not in ("mg", "scale"):
+            raise ValueError(
+                f"w of shape {w.shape} for kind={method.kind!r}; expected a scalar scale for "
+                "'mg' or 'scale'"
+            )
+        if is_concrete(w):
+            check_range("w", w, 1.0)
+    return _fit(net, method, params, data, key, lr, steps, batch, schedule, w)
 
 
 def _check_fit_args(steps, batch, lr) -> None:

@@ -17,7 +17,14 @@ class Config:
       sample_steps: DDIM steps at evaluation (SCALE's NFE) and of SCALE's self samples.
       refresh: SCALE: optimiser steps between refreshes of its self-generated buffer.
       self_batch: SCALE: self samples per refresh (also the token model's).
-      mg_w, scale_w: the guidance scales trained into MG and SCALE.
+      replay: SCALE (diffusion beds): refreshes held in the self network's replay buffer
+        (``Method.replay``; 1 = the last refresh only).
+      mg_w, scale_w: the guidance scales trained into MG and SCALE where one scale is trained
+        (digits, token model); on the mixtures MG and SCALE are tuned over the grid and
+        ``scale_w`` is the scale of the SCALE model that Diffusion-DPO fine-tunes and whose self
+        network is diagnosed.
+      self_fit_samples, self_fit_steps: mixtures: fresh self samples and Adam steps of a self
+        network fitted offline (the self-score diagnostic and the oracle's frozen self score).
       dpo_pairs, dpo_steps, dpo_beta: Diffusion-DPO on SCALE: pairs, Adam steps, beta.
       digits_steps, digits_hidden, digits_eval: the digits bed's training steps, MLP width and
         samples scored per seed.
@@ -35,6 +42,7 @@ class Config:
     sample_steps: int
     refresh: int
     self_batch: int
+    replay: int
     mg_w: float
     scale_w: float
     dpo_pairs: int
@@ -48,3 +56,5 @@ class Config:
     ar_finetune: int
     ar_width: int
     cca_beta: float
+    self_fit_samples: int
+    self_fit_steps: int

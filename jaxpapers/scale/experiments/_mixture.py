@@ -3,17 +3,23 @@
 One call of :func:`mixture_study` trains the conditional model (for CFG), GFT, MG and SCALE for
 the same number of Adam steps on fresh exact samples, vmapped over seeds, then draws labelled
 samples with deterministic DDIM and scores them against exact samples of the same labels. The
-guidance scale of CFG and GFT (chosen at sampling time) is picked per seed on a separate
-validation draw from ``W_GRID``; MG and SCALE train one fixed scale each. SCALE's Diffusion-DPO
-fine-tuning (pairs ranked by the true class log-likelihood) runs on the 2-D bed.
+guidance scale of every guided method is picked per seed on a separate validation draw from
+``W_GRID``: CFG, GFT and the oracle SCG (``_oracle.sample_scg``: the conditional model and a self
+network fitted offline to its samples, two passes a step) at sampling time, MG and SCALE from one
+trained model per scale in ``TRAINED_GRID`` (``w = 1`` is the conditional model's draw). SCALE's
+self-score diagnostic (``_oracle.self_score_error``) is taken at ``config.scale_w``, and SCALE's
+Diffusion-DPO fine-tuning (pairs ranked by the true class log-likelihood) of the SCALE model at
+that scale runs on the 2-D bed.
 
 The study is a few jitted programs, called in turn without waiting for their results (JAX
 dispatches each asynchronously, so a program compiles while the previous ones run): training, as
-two programs (every method vmapped over seeds; conditional, GFT and MG in one shared loop,
-:func:`~jaxpapers.scale.fit_many`, SCALE in its own); on the 2-D bed SCALE's Diffusion-DPO (its
-pair draws and fine-tuning loop); evaluation (every sampler over the scale grid and both draws,
-scoring); and, on the 2-D bed, the ``sanity_limits`` loss limits and guided-target errors of the
-trained conditional model (a few forward passes). Each sampler appears once in the evaluation
+three programs (every method vmapped over seeds; conditional, GFT and MG at every trained scale in
+one shared loop, :func:`~jaxpapers.scale.fit_many`; SCALE at every trained scale in one loop, the
+scale a traced input; the two offline self networks, the oracle's and the diagnostic's reference,
+in one loop); on the 2-D bed SCALE's Diffusion-DPO (its pair draws and fine-tuning loop);
+evaluation (every sampler over the scale grid and both draws, scoring); and, on the 2-D bed, the
+``sanity_limits`` loss limits and guided-target errors of the trained conditional model (a few
+forward passes). Each sampler appears once in the evaluation
 program, vmapped over one flat (job x seed) axis: every inlined copy of a DDIM sampler, and every
 vmap level around one, costs tracing and compile time of its own. :func:`study_methods` and
 :func:`train_methods` serve the digits bed too.
@@ -40,10 +46,23 @@ from jaxpapers.scale import (
     sample_cfg,
     sample_one_pass,
 )
+from jaxpapers.scale._network import DEFAULT_SCHEDULE as SCHEDULE
+from jaxpapers.scale._oracle import fit_self_score, sample_scg, self_score_error
+from jaxpapers.scale._sampling import _likelihood_model
 from jaxpapers.scale.experiments._config import Config
 from jaxpapers.scale.experiments._sanity import sanity_numbers
 
 W_GRID = (1.0, 1.5, 2.0, 3.0)  # W_GRID[0] = 1 is also the sanity check's CFG(w=1) draw
+#: The trained scales of MG and SCALE: ``W_GRID``'s entries after ``w = 1`` (where each of them
+#: is the conditional model, ``sanity_limits``, whose draws stand in for it) up to 2. Every trained
+#: scale is a training run of its own (the quick bed's costliest part), so the two trained methods
+#: share the first three scales of the grid that CFG, GFT and the oracle tune at sampling time.
+TRAINED_GRID = W_GRID[1:3]
+#: The grid of MG and SCALE: ``w = 1`` (the conditional model) and ``TRAINED_GRID``.
+TRAINED_ROWS_GRID = (W_GRID[0], *TRAINED_GRID)
+#: The row of SCALE at the configured ``scale_w`` (the model Diffusion-DPO fine-tunes).
+SCALE_AT_W = "SCALE at its configured w"
+ORACLE = "oracle SCG (two passes)"
 METRICS = ("log_lik", "precision", "recall", "sw")
 N_SHOWN = 256  # samples per row kept for the 2-D bed's scatter plot (first seed)
 
@@ -67,6 +86,7 @@ def study_methods(
             refresh=config.refresh,
             self_steps=config.sample_steps,
             self_batch=self_batch,
+            replay=config.replay,
             clip=clip,
             x0_range=x0_range,
         ),
@@ -115,12 +135,17 @@ class MixtureStudy(NamedTuple):
     Attributes:
       rows: ``{row: {metric: [per seed]}}`` (metrics ``log_lik``, ``precision``, ``recall``,
         ``sw``).
-      w: the guidance scale chosen per seed for CFG, GFT and CFG at SCALE's NFE.
+      w: the guidance scale chosen per seed for each tuned row (CFG, CFG at SCALE's NFE, GFT,
+        MG, SCALE, oracle SCG).
       nfe: network passes per sample of each row.
       exact_samples: the metrics of exact samples.
-      trained_w: the scales trained into MG and SCALE.
+      trained_w: the scales trained into MG and SCALE (and SCALE's replay buffer, in
+        refreshes).
       sanity: the ``sanity_limits`` numbers (``_sanity``), or ``None``.
       samples: the first seed's first test samples of every row (2-D bed), or ``None``.
+      self_score_fit: SCALE's (at ``scale_w``) self network against a self network refitted
+        offline on fresh samples of its final likelihood model (``_oracle.self_score_error``):
+        per-seed ``error`` and ``contrast`` (mean squared eps norms on noised real data).
     """
 
     rows: dict[str, dict[str, list[float]]]
@@ -130,6 +155,7 @@ class MixtureStudy(NamedTuple):
     trained_w: dict[str, float]
     sanity: dict[str, list[float]] | None = None
     samples: dict[str, Any] | None = None
+    self_score_fit: dict[str, list[float]] | None = None
 
     def extras(self, *, samples: bool = False) -> dict[str, Any]:
         """The fields as ``result.json`` extras (``None`` ones left out; ``samples`` only when
@@ -146,12 +172,73 @@ def _score(mix, x, labels, ref, key) -> dict[str, Array]:
     return {"log_lik": m.log_lik, "precision": m.precision, "recall": m.recall, "sw": sw}
 
 
-def _pick_w(test: dict[str, Array], val: Array) -> tuple[dict[str, Array], Array]:
-    """Per seed, the scores at the scale with the best validation log-likelihood
+def _pick_w(test: dict[str, Array], val: Array, grid: tuple[float, ...]) -> tuple[dict, Array]:
+    """Per seed, the scores at the scale of ``grid`` with the best validation log-likelihood
     (``test[k]`` and ``val`` are ``[w, seeds]``)."""
     best = jnp.argmax(val, axis=0)
     idx = jnp.arange(best.shape[0])
-    return {k: test[k][best, idx] for k in METRICS}, jnp.asarray(W_GRID)[best]
+    return {k: test[k][best, idx] for k in METRICS}, jnp.asarray(grid)[best]
+
+
+def _train_tuned(net, mix, config, methods, init, keys, labels, psi_keys):
+    """The 2-D/8-D beds' training, as three programs: the baselines with MG at every trained
+    scale in one loop (``fit_many``); SCALE at every trained scale in one loop (the scale a traced
+    input, vmapped with the seeds); the two offline self networks (``_oracle.fit_self_score``, one
+    loop vmapped over both): the oracle's, fitted to samples of the conditional model, and the
+    diagnostic's reference, fitted to samples of SCALE's final likelihood model at ``scale_w``.
+    Returns ``(trained, diagnostic)``: ``trained`` maps ``conditional``, ``gft``, ``mg@w``,
+    ``scale@w`` (``w`` in ``TRAINED_GRID``) and ``oracle_psi`` to parameters ``[seeds, ...]``;
+    ``diagnostic`` holds ``error`` and ``contrast`` ``[seeds]`` (``_oracle.self_score_error``)."""
+    steps, batch = config.steps, config.batch
+    mg = {w: Method("mg", w=w, warmup=steps // 2) for w in TRAINED_GRID}
+    base = (methods["conditional"], methods["gft"], *mg.values())
+    names = ("conditional", "gft", *(f"mg@{w}" for w in TRAINED_GRID))
+
+    def baselines(init, keys):
+        res = jax.vmap(lambda p, k: fit_many(net, base, p, mix, key=k, steps=steps, batch=batch))(
+            init, keys
+        )
+        return {n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(names)}
+
+    trained = jax.jit(baselines)(init, keys)
+
+    def scale(init, keys):  # leaves [w, seeds, ...]
+        def at(w):
+            run = lambda p, k: (
+                fit(net, methods["scale"], p, mix, key=k, steps=steps, batch=batch, w=w).params
+            )
+            return jax.vmap(run)(init, keys)
+
+        return jax.vmap(at)(jnp.asarray(TRAINED_GRID))
+
+    pairs = jax.jit(scale)(init, keys)
+    at_w = lambda tree, i: jax.tree.map(lambda a: a[i], tree)
+    trained |= {f"scale@{w}": at_w(pairs[0], i) for i, w in enumerate(TRAINED_GRID)}
+    pair = at_w(pairs, TRAINED_GRID.index(config.scale_w))
+    n_fit, fit_steps = config.self_fit_samples, config.self_fit_steps
+    fit_labels = jnp.arange(n_fit, dtype=jnp.int32) % mix.num_classes
+
+    def self_fits(pair, cond, p0, kd, ko):
+        """The diagnostic's error and contrast and the oracle's self network (one seed)."""
+        ks, kf, ke = jax.random.split(kd, 3)
+        x_diag = _likelihood_model(
+            net, pair, fit_labels, config.scale_w, ks, config.sample_steps, SCHEDULE
+        ).x
+        ks_o, kf_o, _ = jax.random.split(ko, 3)
+        x_orc = sample_one_pass(net, cond, fit_labels, key=ks_o, num_steps=config.sample_steps).x
+        fitted = jax.vmap(
+            lambda x, k: fit_self_score(net, p0, x, fit_labels, key=k, steps=fit_steps, batch=batch)
+        )(jnp.stack([x_diag, x_orc]), jnp.stack([kf, kf_o]))
+        ref, psi = at_w(fitted, 0), at_w(fitted, 1)
+        x0 = mix.sample(labels, key=jax.random.fold_in(ke, 1))
+        err, contrast = self_score_error(net, pair[1], ref, mix, x0, labels, key=ke)
+        return err, contrast, psi
+
+    err, contrast, psi = jax.jit(jax.vmap(self_fits))(
+        pair, trained["conditional"], init, psi_keys[0], psi_keys[1]
+    )
+    trained["oracle_psi"] = psi
+    return trained, {"error": err, "contrast": contrast}
 
 
 def mixture_study(
@@ -170,17 +257,23 @@ def mixture_study(
         dim, mix.num_classes, seeds=seeds_arr, hidden=config.hidden, depth=config.depth
     )
     train_keys = jax.vmap(lambda s: jax.random.key(1000 + s))(seeds_arr)
+    psi_keys = jax.vmap(lambda s: jax.random.split(jax.random.key(2000 + s)))(seeds_arr)
+    psi_keys = jnp.swapaxes(psi_keys, 0, 1)  # [2 (diagnostic, oracle), seeds]
     n, steps = config.n_eval, config.sample_steps
     labels = jnp.arange(n, dtype=jnp.int32) % mix.num_classes
     ws = jnp.asarray(W_GRID)
+    nw, nt = len(W_GRID), len(TRAINED_ROWS_GRID)
     clip = float(jnp.max(jnp.abs(mix.means))) + 3.0 * float(jnp.sqrt(mix.var))
     methods = study_methods(config, config.steps, config.self_batch, clip)
+    if config.scale_w not in TRAINED_GRID:
+        raise ValueError(f"scale_w={config.scale_w} must be in the trained grid {TRAINED_GRID}")
+    tuned_kinds = (("MG", "mg"), ("SCALE", "scale"))
 
     def evaluate(trained, tuned_dpo):
         ref = mix.sample(labels, key=jax.random.key(7))
         val_ref = mix.sample(labels, key=jax.random.key(8))
         k_test, k_val, k_sw = jax.random.key(11), jax.random.key(12), jax.random.key(13)
-        nw, ns = len(W_GRID), len(seeds)
+        ns = len(seeds)
 
         # Every sampler appears once in the program, vmapped over one flat (job x seed) axis:
         # each inlined copy of a DDIM sampler, and each vmap level around it, costs compile time.
@@ -195,11 +288,24 @@ def mixture_study(
 
         one = lambda p, s, k: sample_one_pass(net, p, labels, key=k, num_steps=steps, scalar=s).x
         stack = lambda *ps: jax.tree.map(lambda *a: jnp.stack(a), *ps)
-        jobs = [trained["conditional"], *[trained["gft"]] * (2 * nw), trained["mg"]]
-        jobs += [trained["scale"], *([tuned_dpo] if with_dpo else [])]
-        scalars = jnp.concatenate([jnp.ones(1), 1.0 / ws, 1.0 / ws, jnp.ones(2 + with_dpo)])
-        keys = jnp.stack([k_test, *[k_test] * nw, *[k_val] * nw, *[k_test] * (2 + with_dpo)])
-        xs_one = flat_sample(one, stack(*jobs), scalars, keys)
+        # One-pass jobs: the conditional model (test), GFT over the grid (test, then val), then
+        # MG and SCALE over the grid (test, then val; w = 1: the conditional model), then
+        # SCALE+DPO. ``start[name]`` is the first job of each block.
+        jobs, scalars, keys, start = [trained["conditional"]], [1.0], [k_test], {}
+        start["GFT"] = len(jobs)
+        jobs += [trained["gft"]] * (2 * nw)
+        scalars += [1.0 / w for w in W_GRID] * 2
+        keys += [k_test] * nw + [k_val] * nw
+        for row, kind in tuned_kinds:
+            start[row] = len(jobs)
+            grid = [trained["conditional"], *(trained[f"{kind}@{w}"] for w in TRAINED_GRID)]
+            jobs += grid * 2
+            scalars += [1.0] * (2 * nt)
+            keys += [k_test] * nt + [k_val] * nt
+        if with_dpo:
+            start["SCALE+DPO"] = len(jobs)
+            jobs, scalars, keys = [*jobs, tuned_dpo], [*scalars, 1.0], [*keys, k_test]
+        xs_one = flat_sample(one, stack(*jobs), jnp.asarray(scalars), jnp.stack(keys))
 
         def cfg_grid(num_steps):  # [2 * w (test, then val), seeds, n, d]
             draw = lambda p, w, k: sample_cfg(net, p, labels, key=k, num_steps=num_steps, w=w).x
@@ -209,43 +315,56 @@ def mixture_study(
 
         xs_cfg = cfg_grid(steps)
         xs_half = cfg_grid(max(steps // 2, 1))
-        xs = jnp.concatenate([xs_one, xs_cfg, xs_half])  # [jobs, seeds, n, d]
+
+        def scg(pair, w, k):  # the oracle: SCG at sampling time (conditional + offline psi)
+            return sample_scg(net, *pair, labels, key=k, num_steps=steps, w=w).x
+
+        pairs = stack(*[(trained["conditional"], trained["oracle_psi"])] * (2 * nw))
+        wk = jnp.concatenate([ws, ws]), jnp.stack([k_test] * nw + [k_val] * nw)
+        xs_scg = flat_sample(scg, pairs, *wk)
         n_one = len(jobs)
+        start["CFG"], start["CFG at SCALE's NFE"] = n_one, n_one + 2 * nw
+        start[ORACLE] = n_one + 4 * nw
+        xs = jnp.concatenate([xs_one, xs_cfg, xs_half, xs_scg])  # [jobs, seeds, n, d]
+        guided = ("GFT", *(r for r, _ in tuned_kinds), "CFG", "CFG at SCALE's NFE", ORACLE)
+        grid_of = {row: W_GRID for row in guided} | {r: TRAINED_ROWS_GRID for r, _ in tuned_kinds}
         # Validation draws are scored against the validation reference.
         is_val = np.zeros(xs.shape[0], bool)
-        is_val[1 + nw : 1 + 2 * nw] = True
-        for base in (n_one, n_one + 2 * nw):
-            is_val[base + nw : base + 2 * nw] = True
+        for row in guided:
+            g = len(grid_of[row])
+            is_val[start[row] + g : start[row] + 2 * g] = True
         refs = jnp.where(jnp.asarray(is_val)[:, None, None], val_ref, ref)
         sc = jax.vmap(lambda x, r: jax.vmap(lambda y: _score(mix, y, labels, r, k_sw))(x))(xs, refs)
         at = lambda i: {k: v[i] for k, v in sc.items()}
         span = lambda i, j: {k: v[i:j] for k, v in sc.items()}
         rows, chosen_w = {}, {}
         rows["conditional (no guidance)"] = at(0)
-        rows["GFT"], chosen_w["GFT"] = _pick_w(span(1, 1 + nw), sc["log_lik"][1 + nw : 1 + 2 * nw])
-        rows["MG"], rows["SCALE"] = at(1 + 2 * nw), at(2 + 2 * nw)
-        for row, base in (("CFG", n_one), ("CFG at SCALE's NFE", n_one + 2 * nw)):
+        for row in guided:
+            b, g = start[row], len(grid_of[row])
             rows[row], chosen_w[row] = _pick_w(
-                span(base, base + nw), sc["log_lik"][base + nw : base + 2 * nw]
+                span(b, b + g), sc["log_lik"][b + g : b + 2 * g], grid_of[row]
             )
+        at_w = start["SCALE"] + TRAINED_ROWS_GRID.index(config.scale_w)
+        rows[SCALE_AT_W] = at(at_w)
         if with_dpo:
-            rows["SCALE+DPO"] = at(3 + 2 * nw)
+            rows["SCALE+DPO"] = at(start["SCALE+DPO"])
         exact = _score(mix, mix.sample(labels, key=jax.random.key(99)), labels, ref, k_sw)
         # CFG at w = 1 (grid entry 0, test key) against the conditional one-pass sampler.
         cfg1 = jnp.max(jnp.abs(xs_cfg[0] - xs_one[0]), axis=(1, 2))
         # The first seed's first test samples of every row (at its chosen scale), for the plot.
-        pick = lambda base: xs[base + jnp.argmax(sc["log_lik"][base + nw : base + 2 * nw, 0]), 0]
-        shown = {"exact": ref, "conditional (no guidance)": xs_one[0, 0], "CFG": pick(n_one)}
-        shown |= {"GFT": pick(1), "MG": xs_one[1 + 2 * nw, 0], "SCALE": xs_one[2 + 2 * nw, 0]}
+        pick = lambda b, g: xs[b + jnp.argmax(sc["log_lik"][b + g : b + 2 * g, 0]), 0]
+        shown = {"exact": ref, "conditional (no guidance)": xs_one[0, 0]}
+        shown |= {r: pick(start[r], len(grid_of[r])) for r in ("CFG", "GFT", "MG", "SCALE", ORACLE)}
         if with_dpo:
-            shown["SCALE+DPO"] = xs_one[3 + 2 * nw, 0]
+            shown["SCALE+DPO"] = xs_one[start["SCALE+DPO"], 0]
         shown = {k: v[:N_SHOWN] for k, v in shown.items()}
         return rows, chosen_w, exact, cfg1, shown
 
-    trained = train_methods(
-        net, methods, mix, init, train_keys, steps=config.steps, batch=config.batch
+    trained, diagnostic = _train_tuned(
+        net, mix, config, methods, init, train_keys, labels, psi_keys
     )
-    tuned = jax.jit(lambda p: _dpo(net, mix, p, config))(trained["scale"]) if with_dpo else None
+    scale_at_w = trained[f"scale@{config.scale_w}"]
+    tuned = jax.jit(lambda p: _dpo(net, mix, p, config))(scale_at_w) if with_dpo else None
     rows, chosen_w, exact, cfg1, shown = jax.jit(evaluate)(trained, tuned)
     sanity = None
     if with_sanity:
@@ -257,6 +376,7 @@ def mixture_study(
         "GFT": steps,
         "MG": steps,
         "SCALE": steps,
+        ORACLE: 2 * steps,
     }
     lists = lambda d: {k: np.asarray(v).tolist() for k, v in d.items()}
     samples = None
@@ -271,9 +391,15 @@ def mixture_study(
         w=lists(chosen_w),
         nfe=nfe,
         exact_samples={k: float(v) for k, v in exact.items()},
-        trained_w={"MG": config.mg_w, "SCALE": config.scale_w},
+        trained_w={
+            "MG": list(TRAINED_GRID),
+            "SCALE": list(TRAINED_GRID),
+            "DPO's SCALE": config.scale_w,
+            "SCALE's replay (refreshes)": config.replay,
+        },
         sanity=None if sanity is None else lists(sanity),
         samples=samples,
+        self_score_fit=lists(diagnostic),
     )
 
 

@@ -7,7 +7,7 @@ from jaxpapers.core.experiment import Context, Outcome
 from jaxpapers.scale.experiments._ar import ARStudy, ar_study
 from jaxpapers.scale.experiments._config import Config
 from jaxpapers.scale.experiments._digits import DigitsStudy, digits_study
-from jaxpapers.scale.experiments._mixture import MixtureStudy, mixture_study
+from jaxpapers.scale.experiments._mixture import SCALE_AT_W, MixtureStudy, mixture_study
 
 #: The rows of ``sanity_limits``: the four limits, then the guided-target errors.
 SANITY_ROWS = {
@@ -21,6 +21,12 @@ SANITY_ROWS = {
 LIMIT_ROWS = tuple(SANITY_ROWS)[:4]
 HEADLINE = ("CFG", "GFT", "MG", "SCALE")
 DPO_SW, DPO_MISS = "sliced Wasserstein", "missed support (1 - recall)"
+#: The rows of ``mixture2d_self_score_fit``: SCALE's online self network psi against a self
+#: network psi' refitted offline on fresh self samples, the contrast of psi' with the exact data
+#: predictor, and their per-seed ratio.
+SELF_ERROR = "online self network error |eps_psi - eps_psi'|^2"
+SELF_CONTRAST = "contrast |eps_data - eps_psi'|^2"
+SELF_RATIO = "error / contrast"
 
 
 def _mixture(ctx: Context, config: Config, dim: int) -> MixtureStudy:
@@ -66,16 +72,33 @@ def run_dpo(ctx: Context, config: Config) -> Outcome:
     """
     r = _mixture(ctx, config, 2).rows
     values = {}
-    for row in ("SCALE", "SCALE+DPO"):
-        values[f"{row} {DPO_SW}"] = r[row]["sw"]
-        values[f"{row} {DPO_MISS}"] = [1.0 - v for v in r[row]["recall"]]
+    # DPO fine-tunes SCALE trained at ``config.scale_w`` (not the per-seed tuned SCALE row)
+    pairs = (("SCALE", SCALE_AT_W), ("SCALE+DPO", "SCALE+DPO"))
+    for row, key in pairs:
+        values[f"{row} {DPO_SW}"] = r[key]["sw"]
+        values[f"{row} {DPO_MISS}"] = [1.0 - v for v in r[key]["recall"]]
     extras = {
-        "ranking signal, not judged (log_lik)": {
-            m: r[m]["log_lik"] for m in ("SCALE", "SCALE+DPO")
-        },
+        "SCALE's trained w": config.scale_w,
+        "ranking signal, not judged (log_lik)": {row: r[key]["log_lik"] for row, key in pairs},
         "precision (a threshold on the ranking signal), not judged": {
-            m: r[m]["precision"] for m in ("SCALE", "SCALE+DPO")
+            row: r[key]["precision"] for row, key in pairs
         },
+    }
+    return Outcome(values, extras)
+
+
+def run_self_score_fit(ctx: Context, config: Config) -> Outcome:
+    """The 2-D study's self-score diagnostic (``_oracle.self_score_error``) as rows: SCALE's
+    online self network at ``scale_w`` against one refitted offline, the refit's contrast, and
+    their ratio per seed."""
+    d = _mixture(ctx, config, 2).self_score_fit
+    ratio = [e / c for e, c in zip(d["error"], d["contrast"], strict=True)]
+    values = {SELF_ERROR: d["error"], SELF_CONTRAST: d["contrast"], SELF_RATIO: ratio}
+    extras = {
+        "SCALE's trained w": config.scale_w,
+        "replay buffer (refreshes)": config.replay,
+        "self samples per refresh": config.self_batch,
+        "refit: fresh samples, Adam steps": [config.self_fit_samples, config.self_fit_steps],
     }
     return Outcome(values, extras)
 
