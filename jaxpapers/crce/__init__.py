@@ -75,11 +75,12 @@ unlike CAM; Grad-CAM is CAM / hw for this head); on Waterbirds-like scenes from
 :mod:`jaxpapers.core.data.scenes` (two shape classes; 95% of training images show class 0 on
 stripes and class 1 on smooth noise; balanced and reversed backgrounds at test; groups = class x
 background; class 1 is a ring): ``context_shift`` (worst-group accuracy of CE, Grad-CAM-regularised
-CE, CR-CE with known and with estimated context), ``context_shift_baselines`` (CR-CE against
-GroupDRO and background randomisation, each tuned on the same validation set and grid size), and
-the sanity check ``no_context_information`` (backgrounds independent of the label: CR-CE must
-match CE). The measured numbers and verdicts are in ``results/P09`` (``result.json`` and
-``NOTES.md``).
+CE, CR-CE with known and, at full size only, with estimated context),
+``context_shift_baselines`` (CR-CE against GroupDRO on group-balanced minibatches, group-balanced
+CE and background randomisation, the tuned ones on the same validation set and grid size, on a
+tuning seed that is not judged), and the sanity check ``no_context_information`` (backgrounds
+independent of the label: CR-CE must match CE). The measured numbers and verdicts are in
+``results/P09`` (``result.json`` and ``NOTES.md``).
 
 Examples:
     >>> import jax, jax.numpy as jnp

@@ -10,14 +10,29 @@ count, and GroupDRO's once: a separate program, so that the other methods' step 
 program of plain CE and CR-CE (an exactly-zero GroupDRO term in the shared step changes XLA's
 summation order, hence the float32 results; ``results/P09/NOTES.md``).
 
-The two baselines of the context-shift tables:
+The baselines of the context-shift tables:
 
 * **GroupDRO** (Sagawa et al. 2020, Algorithm 1, the online group-weight update): with group
   labels ``g`` (class x background) and the mean cross-entropy ``l_g`` of each group's examples
   in the minibatch (0 for a group absent from it), the group weights move by
   ``q_g <- q_g exp(eta l_g) / sum_g' q_g' exp(eta l_g')`` (``eta`` the step size; computed in log
   space) and the model takes a gradient step on ``sum_g q_g l_g`` with the updated ``q``, held
-  fixed. ``q`` starts uniform and is carried across steps.
+  fixed. ``q`` starts uniform and is carried across steps. Minibatches are **group-balanced**,
+  as in every GroupDRO command of the reference implementation (kohpangwei/group_DRO,
+  ``--reweight_groups --robust``: a ``WeightedRandomSampler`` with weight ``1 / n_g`` per example,
+  drawn with replacement): example ``i`` of group ``g_i`` is drawn with probability
+  ``1 / (G n_{g_i})`` (``G`` the groups present), so each slot falls in every group with
+  probability ``1 / G`` and is uniform within it (:func:`group_balanced_indices`). Why it
+  matters: Algorithm 1 estimates each ``l_g`` from the group's examples in the batch. Drawn
+  uniformly, a group holding a share ``pi_g`` of the training set appears in a batch of ``B``
+  with probability ``1 - (1 - pi_g)^B``; at quick size (``pi_g`` ~ 0.025, ``B`` = 64) a minority
+  group is missing from ~20% of the batches and then enters the update with ``l_g = 0``, which
+  lowers its weight, so ``q`` drifts towards the majority groups. Balanced batches hold ~``B / G``
+  examples of each group, so every ``l_g`` is estimated at every step.
+* **Group-balanced CE** (resampling: the reference implementation's ``--reweight_groups``
+  without ``--robust``, the standard cheap baseline with group labels): the plain cross-entropy
+  on the same group-balanced minibatches, whose expected loss is ``(1 / G) sum_g l_g`` (the
+  group-averaged risk, where the uniform draw's is ``sum_g pi_g l_g``). Nothing to tune.
 * **Background randomisation**: with probability ``p`` (drawn per image and step) a training
   image's background pixels (outside its object mask) are replaced by a background drawn from the
   training distribution of backgrounds independently of the label (:func:`._data.backgrounds`;
@@ -61,11 +76,13 @@ class Method(NamedTuple):
       group_dro: train with GroupDRO's group-weighted loss; the tuned value is its step size.
       randomise: background randomisation; the tuned value is the probability that a training
         image's background is replaced.
+      balanced: draw group-balanced minibatches (:func:`group_balanced_indices`).
     """
 
     penalties: Penalties
     group_dro: bool = False
     randomise: bool = False
+    balanced: bool = False
 
     @property
     def tuned(self) -> str | None:
@@ -83,8 +100,9 @@ METHODS: dict[str, Method] = {
     "Grad-CAM-regularised CE": Method(Penalties(0.0, 1.0, 0.0)),
     "CR-CE (known context)": Method(Penalties(1.0, 0.0, 0.0)),
     "CR-CE (estimated context)": Method(Penalties(0.0, 0.0, 1.0)),
-    "GroupDRO": Method(NO_PENALTY, group_dro=True),
+    "GroupDRO": Method(NO_PENALTY, group_dro=True, balanced=True),
     "Background randomisation": Method(NO_PENALTY, randomise=True),
+    "Group-balanced CE": Method(NO_PENALTY, balanced=True),
 }
 
 
@@ -95,20 +113,22 @@ class Options(NamedTuple):
     weights: Penalties
     group_dro: float | None
     randomise: float
+    balanced: bool = False
 
 
 def options(name: str, value: float | None) -> Options:
     """How to train method ``name`` with its tuned hyperparameter at ``value``."""
     method = METHODS[name]
     if method.tuned is None:
-        return Options(NO_PENALTY, None, 0.0)
+        return Options(NO_PENALTY, None, 0.0, method.balanced)
     if value is None:
         raise ValueError(f"method {name!r} needs a value of its {method.tuned}")
     if method.group_dro:
-        return Options(NO_PENALTY, float(value), 0.0)
+        return Options(NO_PENALTY, float(value), 0.0, method.balanced)
     if method.randomise:
-        return Options(NO_PENALTY, None, float(value))
-    return Options(Penalties(*(float(value) * x for x in method.penalties)), None, 0.0)
+        return Options(NO_PENALTY, None, float(value), method.balanced)
+    weights = Penalties(*(float(value) * x for x in method.penalties))
+    return Options(weights, None, 0.0, method.balanced)
 
 
 class Trained(NamedTuple):
@@ -154,6 +174,21 @@ def group_dro_update(
     log_q = log_q + step * jax.lax.stop_gradient(group_loss)
     log_q = jax.lax.stop_gradient(log_q - jax.nn.logsumexp(log_q))
     return log_q, jnp.sum(jnp.exp(log_q) * group_loss)
+
+
+def group_balanced_indices(groups, steps: int, batch: int, seed: int) -> np.ndarray:
+    """``[steps, batch]`` minibatch indices drawn with replacement, group-balanced.
+
+    Example ``i`` is drawn with probability ``1 / (G n_{g_i})`` (``G`` the groups present in
+    ``groups``, ``n_g`` their sizes): the ``--reweight_groups`` sampler of the reference GroupDRO
+    implementation. Every slot falls in each present group with probability ``1 / G`` and is
+    uniform within the group.
+    """
+    g = np.asarray(groups)
+    present, inverse, counts = np.unique(g, return_inverse=True, return_counts=True)
+    p = 1.0 / (len(present) * counts[inverse])
+    rng = np.random.default_rng(seed)
+    return rng.choice(g.shape[0], size=(steps, batch), replace=True, p=p / p.sum())
 
 
 def randomise_backgrounds(
@@ -212,6 +247,7 @@ def train_model(
     group_dro: float | None = None,
     randomise: float = 0.0,
     backgrounds: jax.Array | None = None,
+    balanced: bool = False,
 ) -> Trained:
     """Adam on ``CE + sum_i weights_i * penalty_i`` over minibatches drawn with ``seed``.
 
@@ -221,6 +257,8 @@ def train_model(
       randomise: probability that an image's background is replaced by a random entry of
         ``backgrounds`` (drawn per image and step with ``seed``; 0: never).
       backgrounds: ``[M, H, W, C]`` object-free backgrounds (required when ``randomise > 0``).
+      balanced: draw group-balanced minibatches over ``data.groups``
+        (:func:`group_balanced_indices`) instead of uniform ones.
 
     A step whose loss, gradient or update is not finite leaves the parameters, the optimiser
     state and the group weights unchanged and marks the run (the freeze of
@@ -241,7 +279,10 @@ def train_model(
             f"backgrounds has shape {backgrounds.shape}; expected [M, {data.images.shape[1:]}]"
         )
     opt_state = optax.adam(lr).init(params)
-    idx = np.random.default_rng(seed).integers(0, data.labels.shape[0], (steps, batch))
+    if balanced:
+        idx = group_balanced_indices(data.groups, steps, batch, seed)
+    else:
+        idx = np.random.default_rng(seed).integers(0, data.labels.shape[0], (steps, batch))
     aug = np.random.default_rng([seed, 1])
     swap = aug.random((steps, batch)) < randomise
     partner = aug.integers(0, backgrounds.shape[0], (steps, batch))
@@ -300,6 +341,7 @@ __all__ = [
     "Penalties",
     "Trained",
     "group_accuracies",
+    "group_balanced_indices",
     "group_dro_update",
     "init_model",
     "options",
