@@ -2313,6 +2313,38 @@ def _owned_cases() -> list[Case]:
         Case("audit.wilson_interval", "wins", "range", lambda: audit.wilson_interval(5, 3)),
         Case("cayley.layer_graph", "num_layers", "range", lambda: cayley.layer_graph(0)),
         Case(
+            "cayley.ridge_probe",
+            "x",
+            "shape",
+            lambda: cayley.ridge_probe(
+                np.ones(4), np.zeros(4, int), np.ones(4), alphas=[1.0], num_classes=2
+            ),
+        ),
+        Case(
+            "cayley.ridge_probe",
+            "y",
+            "range",
+            lambda: cayley.ridge_probe(
+                np.ones((4, 3)), np.full(4, 2), np.ones(4), alphas=[1.0], num_classes=2
+            ),
+        ),
+        Case(
+            "cayley.ridge_probe",
+            "alphas",
+            "range",
+            lambda: cayley.ridge_probe(
+                np.ones((4, 3)), np.zeros(4, int), np.ones(4), alphas=[0.0], num_classes=2
+            ),
+        ),
+        Case(
+            "cayley.ridge_probe",
+            "x",
+            "finite",
+            lambda: cayley.ridge_probe(
+                np.full((4, 3), np.nan), np.zeros(4, int), np.ones(4), alphas=[1.0], num_classes=2
+            ),
+        ),
+        Case(
             "cayley.layer_graph",
             "topology",
             "range",

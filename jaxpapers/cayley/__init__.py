@@ -108,7 +108,11 @@ from jaxpapers.cayley._graph import (
     sl2_cayley_graph,
     sl2_order,
 )
-from jaxpapers.cayley._probes import AttentionPooling, LayerProbe
+from jaxpapers.cayley._probes import (
+    AttentionPooling,
+    LayerProbe,
+    ridge_probe,
+)
 
 __all__ = [
     "AttentionPooling",
@@ -127,6 +131,7 @@ __all__ = [
     "layer_graph",
     "layer_shapley",
     "message_passing",
+    "ridge_probe",
     "shapley_values",
     "sl2_cayley_graph",
     "sl2_order",

@@ -2,6 +2,8 @@ r"""Baseline heads over per-layer representations ``[L, D]``: linear probes and 
 
 * :class:`LayerProbe`: logistic regression on one layer (the last-layer probe; the best single
   layer when the layer is chosen on validation data) or on the mean over layers.
+* :func:`ridge_probe`: the tuned linear probe of the experiments, ridge regression on one-hot
+  labels in closed form for a whole grid of L2 strengths.
 * :class:`AttentionPooling`: inter-layer attention, :math:`a = \mathrm{softmax}_l(v^\top \tanh(W
   x_l))`, then a linear map of :math:`\sum_l a_l x_l` (the "attention-based aggregation" that the
   Cayley-Encoder paper calls expensive).
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jaxtyping import Array, Float
 
@@ -72,3 +75,49 @@ class AttentionPooling(nnx.Module):
 
     def __call__(self, x: Float[Array, "layers features"]) -> Float[Array, " classes"]:
         return self.linear(self.weights(x) @ x)
+
+
+def ridge_probe(x, y, w, *, alphas, num_classes: int):
+    r"""Linear probes in closed form, one per L2 strength: ridge regression on one-hot labels
+    (scikit-learn's ``RidgeClassifier``; predict the argmax), intercept not penalised.
+
+    With the examples of weight 1 (``w`` is 0 for padding) centred, :math:`X_c`, and the one-hot
+    targets centred, :math:`Y_c`, the minimiser of :math:`\|X_c W - Y_c\|^2 + \alpha \|W\|^2` is
+    :math:`W = X_c^\top (X_c X_c^\top + \alpha I)^{-1} Y_c`; one eigendecomposition
+    :math:`X_c X_c^\top = V \Lambda V^\top` gives it for every ``alpha`` at once,
+    :math:`W_\alpha = X_c^\top V (\Lambda + \alpha)^{-1} V^\top Y_c` (``n x n``, cheap when
+    ``n <= d``), and :math:`b = \bar y - \bar x W`. The padded rows are zero after masking, so
+    they drop out exactly. Classes absent from the training labels get logit :math:`-\infty`.
+    NumPy in float64 on the host (XLA:CPU's batched ``eigh``/``solve`` of 128 x 128 or more
+    stalled inside ``lax.map`` here). Returns ``(W [a, d, k], b [a, k])``; logits ``x @ W + b``.
+    """
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    alphas = np.asarray(alphas, np.float64)
+    y = np.asarray(y)
+    if x.ndim != 2:
+        raise ValueError(f"x has shape {x.shape}; expected [n, d]")
+    if y.shape != x.shape[:1] or w.shape != x.shape[:1]:
+        raise ValueError(f"y has shape {y.shape} and w {w.shape}; expected [{x.shape[0]}] each")
+    used = y[w > 0]
+    if num_classes < 1 or (used.size and (used.min() < 0 or used.max() >= num_classes)):
+        raise ValueError(f"y has labels outside [0, num_classes={num_classes})")
+    if alphas.ndim != 1 or not alphas.size or not np.all(alphas > 0):
+        raise ValueError(f"alphas={alphas.tolist()}; expected a non-empty list of positive values")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("x has non-finite values; expected finite features")
+    m = w / max(float(w.sum()), 1.0)
+    onehot = np.eye(num_classes)[np.asarray(y)]
+    mu, ymu = m @ x, m @ onehot
+    xc = (x - mu[None]) * w[:, None]
+    yc = (onehot - ymu[None]) * w[:, None]
+    lam, v = np.linalg.eigh(xc @ xc.T)
+    vty = v.T @ yc
+    dual = np.einsum(
+        "nm,amk->ank",
+        v,
+        vty[None] / (np.clip(lam, 0.0, None)[None, :, None] + alphas[:, None, None]),
+    )
+    weights = np.einsum("nd,ank->adk", xc, dual)
+    present = (w @ onehot) > 0
+    bias = np.where(present[None], ymu[None] - np.einsum("d,adk->ak", mu, weights), -np.inf)
+    return weights, bias

@@ -1,8 +1,12 @@
 """Every head trained on a grid of (task, seed) cells per training-set size; one program per group
-of heads that differ only in traced data (``_programs``). The linear probes and the one-node layer
-GNNs (the nonlinear single-layer baseline) train on every layer in one program each; the
-Cayley-Encoder of ``vs_lora`` trains at every learning rate of its grid in one program
-(:func:`tune_heads`, the rate traced per cell)."""
+of heads that differ only in traced data (``_programs``). Every head is tuned per cell on the
+cell's validation texts, never on test: the layer heads (Cayley-Encoder, fully connected GNN,
+one-node GNN) over one shared grid of learning rates (traced per cell, so a grid is cells of
+one program), the linear probes over a grid of L2 strengths, each fitted exactly (closed-form
+ridge regression on one-hot labels, :func:`~jaxpapers.cayley.ridge_probe`;
+:func:`_ridge_grid`). The linear probes and the one-node layer GNNs (the nonlinear single-layer
+baseline) train on every layer in one program each; the Cayley-Encoder of ``vs_lora`` trains at
+every learning rate of its grid in one program (:func:`tune_heads`)."""
 
 from __future__ import annotations
 
@@ -23,10 +27,14 @@ from jaxpapers.cayley import (
     LayerProbe,
     fit_head,
     layer_graph,
+    ridge_probe,
 )
 from jaxpapers.core.pytrees import count_params
 
 NUM_CLASSES = 4  # the largest task's; binary tasks leave two logits unused, so shapes are shared
+#: the linear probes' grid of L2 strengths (ridge ``alpha``; the features are standardised, so a
+#: layer's squared norm is ~384, and the grid spans weak to overwhelming penalties)
+PROBE_ALPHAS = tuple(float(10.0**e) for e in range(-1, 6))
 
 
 def _cayley(key, *, layers, features, hidden, virtual_features="learned", virtual=True):
@@ -256,6 +264,50 @@ def _probe_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test, wit
     return _cells(one, x_top.shape[1], *cells, x_top, y_top)
 
 
+def _ridge_grid(shots, alphas, task, row, x_top, y_top, x_val, y_val, x_test, y_test):
+    """Linear probes in closed form (:func:`~jaxpapers.cayley.ridge_probe`, NumPy) on each input
+    (layers ``0 .. L-1`` and the layer mean, input ``L``) at every training-set size of ``shots``
+    and every L2 strength of ``alphas``, per cell (``task [cells]``, ``row [cells]`` into the
+    largest training sets): validation and test accuracy ``[cells, shots, inputs, alphas]`` and
+    whether the fit is finite."""
+
+    def add_mean(a):
+        a = np.asarray(a, np.float64)
+        return np.concatenate([a, a.mean(axis=-2, keepdims=True)], axis=-2)
+
+    xv, xt = add_mean(x_val), add_mean(x_test)
+    y_val, y_test, y_top, x_top = (np.asarray(a) for a in (y_val, y_test, y_top, x_top))
+    inputs = xv.shape[-2]
+    shape = (len(task), len(shots), inputs, len(alphas))
+    val, test, finite = np.zeros(shape), np.zeros(shape), np.zeros(shape, bool)
+    for c, (k, r) in enumerate(zip(np.asarray(task), np.asarray(row), strict=True)):
+        x, y = add_mean(x_top[r]), y_top[r]
+        for i, n in enumerate(shots):
+            w = np.ones(n)  # the first n examples (the padded rest would drop out exactly)
+            for j in range(inputs):
+                weights, bias = ridge_probe(
+                    x[:n, j], y[:n], w, alphas=alphas, num_classes=NUM_CLASSES
+                )
+                for out, xs, ys in ((val, xv[k], y_val[k]), (test, xt[k], y_test[k])):
+                    logits = np.einsum("nd,adk->ank", xs[:, j], weights, optimize=True)
+                    logits = logits + bias[:, None]
+                    out[c, i, j] = np.mean(np.argmax(logits, -1) == ys[None], axis=-1)
+                finite[c, i, j] = np.all(np.isfinite(weights), axis=(1, 2))
+    return val, test, finite
+
+
+def _tuned_on_validation(val, test, axis: int):
+    """Per entry, the setting along ``axis`` of highest validation accuracy (the first on a tie):
+    its validation and test accuracy and its index."""
+    best = np.argmax(val, axis=axis)
+    pick = np.expand_dims(best, axis)
+    return (
+        np.take_along_axis(val, pick, axis).squeeze(axis),
+        np.take_along_axis(test, pick, axis).squeeze(axis),
+        best,
+    )
+
+
 def normal_cdf(x: float) -> float:
     """Standard normal CDF ``Phi(x) = erfc(-x / sqrt 2) / 2`` (the same float as
     ``scipy.stats.norm.cdf`` here, without importing scipy.stats, a slow import)."""
@@ -292,6 +344,8 @@ class HeadRun(NamedTuple):
       seconds_per_step, cpu_seconds_per_step: wall and CPU seconds of the head's program per
         training step of one cell (every cell padded to the largest size; the evaluation and the
         program's compile, or its load from the compilation cache, included).
+      setting: the tuned setting of each entry of ``val`` (the learning rate of the layer heads,
+        the L2 strength of the probes), chosen on validation accuracy; ``None`` when not tuned.
     """
 
     val: np.ndarray
@@ -300,6 +354,7 @@ class HeadRun(NamedTuple):
     params: Any = None
     seconds_per_step: float = math.nan
     cpu_seconds_per_step: float = math.nan
+    setting: Any = None
 
 
 class Grid(NamedTuple):
@@ -382,12 +437,18 @@ def run_grid(
     shots,
     seeds,
     steps,
-    learning_rate,
+    learning_rates,
     weight_decay,
     hidden,
     heads: tuple[str, ...] = tuple(GRAPH_HEADS),
+    probe_alphas=PROBE_ALPHAS,
 ) -> Grid:
     """Train every head for every (task, seed) at each training-set size; report accuracies.
+
+    Tuning, per cell on its validation texts: the layer heads (and each layer's one-node GNN)
+    train at every rate of ``learning_rates`` and keep the rate of highest validation accuracy;
+    the linear probe of each input fits in closed form at every L2 strength of ``probe_alphas``
+    and keeps the best.
 
     Every size is one compiled program per head, mapped over the (size, task, seed) cells; the
     training examples of a (task, seed) cell are the first ``n`` of a seeded order of the task's
@@ -401,7 +462,8 @@ def run_grid(
     if set(heads) - set(GRAPH_HEADS):
         raise ValueError(f"heads={heads}; expected some of {tuple(GRAPH_HEADS)}")
     grid = tuple((k, r) for k in range(num_tasks) for r in seeds)
-    hp = (("steps", steps), ("learning_rate", learning_rate), ("weight_decay", weight_decay))
+    hp = (("steps", steps), ("weight_decay", weight_decay))
+    lrs = tuple(float(lr) for lr in learning_rates)
     sizes = {"layers": layers, "features": features, "hidden": hidden}
     top = max(shots)
     # The sizes are nested (a cell of size n trains on the first n of its order), so every size is
@@ -418,32 +480,65 @@ def run_grid(
             if name not in heads:
                 continue
             for n in shots if name in FEW_SHOT_HEADS else (top,):
-                groups.append((n, switch, None))
+                for lr in lrs:
+                    groups.append((n, switch, lr))
                 names.append((name, n))
         if not groups:
             continue
         arrays = _cell_arrays(cells, groups)
         out, wall, cpu = _timed(_graph_grid, partial(make, **sizes), hp, arrays, *cells.data)
         per_step = len(arrays[0]) * steps
-        for (name, n), (v, t, p, f) in zip(names, _split_groups(out, groups, g), strict=True):
-            results.setdefault(name, {})[n] = HeadRun(v, t, f, p, wall / per_step, cpu / per_step)
+        parts = _split_groups(out, groups, g)
+        for i, (name, n) in enumerate(names):
+            mine = parts[i * len(lrs) : (i + 1) * len(lrs)]  # [lrs] of (val, test, params, finite)
+            val, test, best = _tuned_on_validation(
+                np.stack([m[0] for m in mine], 1), np.stack([m[1] for m in mine], 1), axis=1
+            )
+            finite = np.stack([m[3] for m in mine], 1)[np.arange(g), best]
+            params = jax.tree.map(
+                lambda *a, best=best: np.stack(a, 1)[np.arange(g), best], *[m[2] for m in mine]
+            )
+            results.setdefault(name, {})[n] = HeadRun(
+                val, test, finite, params, wall / per_step, cpu / per_step, np.array(lrs)[best]
+            )
     results = {name: results[name] for name in GRAPH_HEADS if name in heads}
     params = {name: _param_count(partial(GRAPH_HEADS[name], **sizes)) for name in GRAPH_HEADS}
-    groups = [(n, None, None) for n in shots]
-    layerwise = {}
-    for name, make, with_mean in (("probes", _probe, True), ("single", _single_node, False)):
-        make = partial(make, **sizes)
-        val, test, finite = _probe_grid(
-            make, hp, _cell_arrays(cells, groups), *cells.data, with_mean=with_mean
+    # the one-node GNN of every layer at every rate of the grid; per (cell, layer) the best rate
+    groups = [(n, None, lr) for n in shots for lr in lrs]
+    make = partial(_single_node, **sizes)
+    val, test, finite = _probe_grid(
+        make, hp, _cell_arrays(cells, groups), *cells.data, with_mean=False
+    )
+    parts = _split_groups((val, test, finite), groups, g)
+    single = {}
+    for i, n in enumerate(shots):
+        mine = parts[i * len(lrs) : (i + 1) * len(lrs)]  # [lrs] of [cells, layers]
+        v, t, best = _tuned_on_validation(
+            np.stack([m[0] for m in mine], 1), np.stack([m[1] for m in mine], 1), axis=1
         )
-        layerwise[name] = {
-            n: HeadRun(v, t, f)
-            for n, (v, t, f) in zip(
-                shots, _split_groups((val, test, finite), groups, g), strict=True
-            )
-        }
-        params[{"probes": "linear probe", "single": "one-node GNN"}[name]] = _param_count(make)
-    return Grid(grid, params, results, layerwise["probes"], layerwise["single"])
+        f = np.all(np.stack([m[2] for m in mine], 1), axis=(1, 2))
+        single[n] = HeadRun(v, t, f, setting=np.array(lrs)[best])
+    params["one-node GNN"] = _param_count(make)
+    # the linear probes: every input, size and L2 strength in one program (closed form)
+    cs = tuple(float(c) for c in probe_alphas)
+    v, t, f = (
+        np.asarray(a)
+        for a in _ridge_grid(
+            tuple(shots),
+            np.asarray(cs),
+            np.asarray(cells.task),
+            np.arange(g),
+            *cells.data,
+        )
+    )  # [cells, shots, inputs, C]
+    probes = {}
+    for i, n in enumerate(shots):
+        val, test, best = _tuned_on_validation(
+            v[:, i].astype(np.float64), t[:, i].astype(np.float64), axis=-1
+        )
+        probes[n] = HeadRun(val, test, np.all(f[:, i], axis=(1, 2)), setting=np.array(cs)[best])
+    params["linear probe"] = _param_count(partial(_probe, **sizes))
+    return Grid(grid, params, results, probes, single)
 
 
 def tune_heads(
