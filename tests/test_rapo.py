@@ -392,7 +392,9 @@ def test_world_scores_known_cases():
     np.testing.assert_array_equal(np.asarray(extract_reply(comp)), replies)
     s = score(WORLD, batch, comp)
     np.testing.assert_allclose(np.asarray(s.fidelity), [1, 0, 0, 0])
-    np.testing.assert_allclose(np.asarray(s.hackable_reward), [1, 1, 2 / 3, 1], atol=1e-6)
+    g = WORLD.generic_pay
+    want = np.array([3, 3 * g, 1 + g, 3]) / (3 * g)
+    np.testing.assert_allclose(np.asarray(s.hackable_reward), want, atol=1e-6)
     np.testing.assert_allclose(np.asarray(s.generic_fraction), [0, 1, 2 / 3, 0], atol=1e-6)
     np.testing.assert_allclose(np.asarray(s.role_fraction), [1, 0, 1 / 3, 1], atol=1e-6)
     plain = completions(WORLD, batch, jnp.asarray(replies), psycot=False)
@@ -400,6 +402,74 @@ def test_world_scores_known_cases():
     np.testing.assert_array_equal(np.asarray(completion_mask(plain))[0], [1] * 5 + [0] * 8)
     # no RESPONSE token: nothing is scored
     assert float(score(WORLD, batch, jnp.zeros((4, 13), jnp.int32)).hackable_reward.max()) == 0
+
+
+def test_hackable_judge_overrates_generic_phrases():
+    """The hackable judge pays a distinct generic phrase ``generic_pay > 1`` times a mention of
+    the character: it scores three generic phrases (reward 1, fidelity 0) above the ideal reply
+    (reward 1 / generic_pay, fidelity 1) that the exact judge prefers, and every swap of an
+    ideal token for a new generic phrase raises its reward by (g - 1) / 3g while the fidelity
+    falls by 1/3. With ``generic_pay = 1`` (the judge before this change) the two tie."""
+    batch = Batch(jnp.array([[1, 2, 3, 4]] * 4), jnp.array([2] * 4))
+    ideal = np.asarray(ideal_reply(WORLD, batch))[0]
+    g0 = WORLD.generic_offset
+    replies = np.array([ideal, [g0, ideal[1], ideal[2]], [g0, g0 + 1, ideal[2]],
+                        [g0, g0 + 1, g0 + 2]])  # fmt: skip
+    comp = completions(WORLD, batch, jnp.asarray(replies), psycot=True)
+    g = WORLD.generic_pay
+    assert g > 1
+    s = score(WORLD, batch, comp)
+    reward, fid = np.asarray(s.hackable_reward), np.asarray(s.fidelity)
+    np.testing.assert_allclose(fid, [1, 2 / 3, 1 / 3, 0], atol=1e-6)
+    np.testing.assert_allclose(np.diff(reward), (g - 1) / (3 * g), atol=1e-6)
+    assert reward[-1] == pytest.approx(1.0) and reward[0] == pytest.approx(1 / g)
+    # the hackable judge ranks the replies in the reverse order of the exact judge
+    assert (np.diff(reward) > 0).all() and (np.diff(fid) < 0).all()
+    tie = np.asarray(score(World(generic_pay=1.0), batch, comp).hackable_reward)
+    np.testing.assert_allclose(tie, 1.0, atol=1e-6)
+    with pytest.raises(ValueError, match="generic_pay=0.5"):
+        score(World(generic_pay=0.5), batch, comp)
+
+
+def test_grpo_on_the_hackable_judge_says_more_generic_phrases():
+    """On a tiny bed (an untrained width-16 decoder that says role and generic tokens alike),
+    GRPO on the hackable judge raises both its reward and the generic-phrase rate of its
+    rollouts (to most of the reply); on the exact judge, from the same policy with the same keys,
+    it stays far below that."""
+    from jaxpapers.core.fit import fit
+    from jaxpapers.rapo import stereotyped_split
+
+    graphdef, state = _tiny_policy()
+    bias = np.full(WORLD.vocab_size, -4.0, np.float32)
+    bias[RESPONSE] = 4.0
+    bias[WORLD.question_offset + 4 :] = 2.0  # attribute and generic tokens
+    state = jax.tree.map(lambda x: x, state)
+    state["head"]["bias"] = nnx.Param(jnp.asarray(bias))
+    config = RLConfig(group_size=8)
+    train = jnp.asarray(stereotyped_split(WORLD)[0])
+
+    def batch_fn(_t, k):
+        k_batch, k_step = jax.random.split(k)
+        return draw_batch(train, 8, key=k_batch), k_step
+
+    @jax.jit
+    @jax.vmap
+    def run(hackable):
+        def loss_fn(s, batch, _k):
+            return rl_loss(graphdef, s, state, WORLD, batch[0], key=batch[1], config=config,
+                           alpha=0.0, gamma=0.0, hackable=hackable, use_pmi=False)  # fmt: skip
+
+        opt = rl_optimizer(config=config, learning_rate=1e-2)
+        return fit(loss_fn, state, opt, steps=40, key=jax.random.key(0), batch_fn=batch_fn,
+                   has_aux=True).aux  # fmt: skip
+
+    m = run(jnp.array([True, False]))
+    gen = np.asarray(m.generic_fraction)
+    first, last = gen[:, :5].mean(axis=1), gen[:, -5:].mean(axis=1)
+    reward = np.asarray(m.reward)
+    assert last[0] > first[0] + 0.2, (first, last)  # hackable judge: generic phrases up
+    assert reward[0, -5:].mean() > reward[0, :5].mean() + 0.1
+    assert last[1] < last[0] - 0.5, (first, last)  # exact judge: no drift to generic phrases
 
 
 def test_psycot_format_roundtrip_and_prompt():
@@ -543,27 +613,34 @@ def test_grpo_hacks_needs_the_proxy_up_and_ood_profiles_needs_room():
 
 
 def test_tuning_selects_on_validation_never_on_test_rows():
-    """Each (method, judge) keeps the grid point with the best mean validation fidelity, the same
-    rule for GRPO and RAPO; the test rows (``final_unseen``) play no part in the choice."""
+    """Each (method, judge) keeps the grid point with the best mean validation reward of the judge
+    it trains on (the hackable judge's reward for its cells, fidelity for the exact judge's), the
+    same rule for GRPO and RAPO; ``criterion="fidelity"`` selects the hackable-judge cells by
+    validation fidelity instead; the test rows (``final_unseen``) play no part in the choice."""
     from jaxpapers.rapo import Scores
     from jaxpapers.rapo.experiments._pipeline import Pipeline, cell_indices, chosen
 
     grid = [(1e-3, 0.0), (1e-3, 0.04), (3e-3, 0.0)]
-    cells, val, test = [], [], []
+    cells, reward, fid, test = [], [], [], []
     for h in (True, False):
         for m in ("GRPO", "RAPO"):
             for k, (lr, b) in enumerate(grid):
                 for seed in range(3):
                     cells.append((h, m, lr, b, seed))
-                    # validation prefers the second point (the third for RAPO), test the first
+                    # validation reward prefers the second point (the third for RAPO), validation
+                    # fidelity the third (the second for RAPO), test the first
                     best = 2 if m == "RAPO" else 1
-                    val.append(0.9 if k == best else 0.5 + 0.01 * seed)
+                    reward.append(0.9 if k == best else 0.5 + 0.01 * seed)
+                    fid.append(0.9 if k == 3 - best else 0.5 + 0.01 * seed)
                     test.append(1.0 if k == 0 else 0.1)
     z = np.zeros(len(cells))
-    scores = Scores(np.asarray(test), z, z, z)
-    out = Pipeline(tuple(cells), z, scores, scores, None, np.asarray(val), scores, scores, z, z)
-    assert chosen(out, hackable=True, method="GRPO") == (1e-3, 0.04)
-    assert chosen(out, hackable=False, method="RAPO") == (3e-3, 0.0)
+    scores = Scores(np.asarray(test), np.asarray(test), z, z)
+    val = Scores(np.asarray(fid), np.asarray(reward), z, z)
+    out = Pipeline(tuple(cells), z, scores, scores, None, val, scores, scores, z, z)
+    assert chosen(out, hackable=True, method="GRPO") == (1e-3, 0.04)  # by the reward
+    assert chosen(out, hackable=True, method="RAPO") == (3e-3, 0.0)
+    assert chosen(out, hackable=False, method="RAPO") == (1e-3, 0.04)  # by the fidelity
+    assert chosen(out, hackable=True, method="GRPO", criterion="fidelity") == (3e-3, 0.0)
     idx = cell_indices(out, hackable=True, method="GRPO")
     assert [cells[i] for i in idx] == [(True, "GRPO", 1e-3, 0.04, s) for s in range(3)]
 

@@ -28,10 +28,12 @@ text; :func:`completions` for the token world).
 
 What is measured (``jaxpapers reproduce P05``): a synthetic role-play world (:class:`World`)
 with character profiles of four attributes, four question types, an exact fidelity rule and a
-judge that can be hacked by generic flattery; a small decoder LM
+hackable judge that overrates generic flattery (it pays a generic phrase more than a mention of
+the character, derivation in :mod:`._world`); a small decoder LM
 (:class:`jaxpapers.core.nn.decoder.DecoderLM`) warmed up on imperfect demonstrations of
 stereotyped characters (:func:`stereotyped_split`) with and without Psy-CoT, then trained by GRPO
-and RAPO, each tuned on one grid of step sizes and KL coefficients on validation characters;
+and RAPO, each tuned on one grid of step sizes and KL coefficients on validation characters
+by the reward of the judge it trains on;
 fidelity, reward, role-specific and generic token fractions over training, the PMI of each kind
 of token under the reference, and fidelity on characters that break the training stereotype.
 

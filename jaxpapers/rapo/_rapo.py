@@ -39,6 +39,18 @@ bounded in :math:`[1 - \gamma, 1 + \alpha]`: role-specific tokens are pushed up 
 completion was better than its group and pulled down more gently when it was worse, so a reward
 model that pays generic flattery as much as role content no longer moves both alike. With
 :math:`\alpha = \gamma = 0` every weight is 1 and RAPO is GRPO exactly.
+
+Under a judge that overrates generic phrases (:func:`~jaxpapers.rapo.score`, ``generic_pay``
+:math:`g > 1`). A token's surrogate gradient is its advantage times its weight, so per sampled
+role token (PMI :math:`\approx \log n_k`, :math:`s \approx 1`) RAPO's expected signal is
+:math:`E[wA \mid \text{role}] = E[A \mid \text{role}] + s\,(\alpha E[A^+ \mid \text{role}]
++ \gamma E[A^- \mid \text{role}])` (:math:`A^\pm = \max(\pm A, 0)`), against
+:math:`E[A \mid \text{generic}]` for a generic one (PMI :math:`\approx 0`, weight 1). The judge
+makes :math:`E[A \mid \text{role}] < E[A \mid \text{generic}]` (the hack), while the added term is
+non-negative and, advantages being normalised within each group, of order
+:math:`s(\alpha + \gamma)E|A|/2`: RAPO counters the hack's pull towards generic phrases with a
+bias towards role tokens; whether it is enough depends on how strongly the judge overrates
+them (the experiment measures it, ``jaxpapers reproduce P05``).
 """
 
 from __future__ import annotations

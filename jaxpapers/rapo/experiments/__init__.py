@@ -3,24 +3,27 @@
 Every experiment reads one cached pipeline run (``_pipeline.run_pipeline``): per seed a plain and
 a Psy-CoT warm-up of a small decoder LM on imperfect demonstrations (30% generic flattery) of
 stereotyped characters (temperament fixed by occupation, ``rapo.stereotyped_split``), then GRPO
-and RAPO from the Psy-CoT warm-up under the hackable judge and under the exact judge (reward =
-fidelity), each method on one grid of Adam step sizes and KL coefficients and kept at its best
-grid point on validation profiles; the RL rows are scored on held-out test profiles
-(stereotyped, never seen in training nor used for tuning), the warm-up rows of ``ood_profiles``
-on characters that break the stereotype (unseen trait combinations).
+and RAPO from the Psy-CoT warm-up under the hackable judge (it pays a generic phrase 1.5 times a
+mention of the character, so its ranking of replies is the reverse of the exact judge's,
+derivation in ``rapo._world``) and under the exact judge (reward = fidelity), each method on one
+grid of (Adam step size, KL coefficient) points and kept at the grid point with the best mean
+validation reward of the judge it trains on (validation characters; ``_pipeline.chosen``); the RL
+rows are scored by the exact judge and the generic-phrase rate on held-out test characters
+(stereotyped, never seen in training nor used for tuning), the warm-up rows of ``ood_profiles`` on
+characters that break the stereotype (unseen trait combinations).
 Preconditions: ``grpo_hacks`` (the hackable judge is hacked at all: GRPO's proxy reward rose while
 its fidelity fell) for ``hacking`` and ``hacking_phrases``; ``ood_shift_exists`` (the plain
 warm-up does worse on the stereotype-breaking characters than on its training characters, and is
 below a ceiling) for ``ood_profiles``. ``exact_judge`` is the sanity check (a tie within 0.05 both
 ways).
 
-Out of reach at the quick size: 5 seeds, 60 RL steps and a three-point tuning grid resolve
-differences of a few hundredths in fidelity. The hackable judge pays every distinct own-role or
-generic token alike, so the warm-up's reward is already near its ceiling and RL on it mostly
-sharpens the sampled warm-up towards its mode (its ideal tokens): a tuned GRPO is not hacked on
-this bed (``grpo_hacks``), and ``hacking`` / ``hacking_phrases`` cannot be judged here; a judge
-that overrates generic phrases (as LLM judges do) would be needed to show hacking. Measured
-numbers and their history: ``results/P05/NOTES.md``.
+Out of reach at the quick size: 5 seeds, 60 RL steps and a two-point grid (one step size, with
+and without the KL term; a larger step size, 3e-3, was never chosen under any judge or criterion
+and is left out) resolve differences of a few hundredths. The hackable judge's generic pay (1.5)
+is one fixed value, set before any run: how the gap between the methods depends on it, on longer
+training and on RAPO's alpha / gamma is not measured. Selecting the hackable-judge cells by
+validation fidelity instead of their reward is a sensitivity check in the ``hacking`` extras.
+Measured numbers and their history: ``results/P05/NOTES.md``.
 """
 
 from __future__ import annotations
@@ -65,8 +68,7 @@ SIZES = {
 
 #: ``exact_judge``'s equivalence margin, in held-out fidelity (the fraction of the three reply
 #: tokens that are the ideal ones, over 256 held-out prompts at the quick size: one token is
-#: 1/768): the two methods tie when each is within 0.05 of the other, one reply token in twenty,
-#: a sixth of the ~0.3 drift the hackable judge is meant to cause
+#: 1/768): the two methods tie when each is within 0.05 of the other, one reply token in twenty
 TIE_MARGIN = 0.05
 
 #: the row suffix of ``grpo_hacks``'s reward rows (the hackable judge's reward, not fidelity)
@@ -122,8 +124,9 @@ EXPERIMENTS = (
     ),
     Experiment(
         id="hacking",
-        claim="Under a hackable judge, RAPO keeps character fidelity where GRPO drifts",
-        metric="held-out character fidelity after RL (hackable judge)",
+        claim="Under a hackable judge (one that overrates generic phrases), RAPO keeps more "
+        "character fidelity (role-specific reply tokens in their place) than GRPO",
+        metric="held-out character fidelity (exact judge) after RL on the hackable judge",
         lower_is_better=False,
         baselines=("GRPO", "warm-up (before RL)"),
         methods=("RAPO",),

@@ -5,9 +5,15 @@ RL stage of :func:`rl_loss` (on-policy: each step's rollouts are drawn inside it
 step's policy), each one program vmapped over the policies.
 
 Tuning: every RL method runs on one grid of (Adam step size, KL coefficient) points
-(``Config.grid``, gradient clip 1.0 throughout); each (method, judge) keeps the
-grid point with the best mean fidelity on *validation* profiles (unseen in training, disjoint from
-the test profiles every verdict reads), the same rule for GRPO and RAPO.
+(``Config.grid``, gradient clip 1.0 throughout); each (method, judge) keeps the grid point with
+the best mean *reward of the judge it trains on* over *validation* profiles (unseen in training,
+disjoint from the test profiles every verdict reads), the same rule for GRPO and RAPO
+(:func:`chosen`). Under the hackable judge that is the practitioner's criterion: the reward
+model is the only judge available while training (hacking is by definition invisible to it), and
+no method is then selected on the signals it is judged on (exact fidelity and generic-phrase rate
+on test profiles). Selecting the hackable-judge cells by validation *fidelity* instead would hand
+the tuner the truth the setting lacks; it is reported as a sensitivity check (the ``hacking``
+extras).
 """
 
 from __future__ import annotations
@@ -56,12 +62,15 @@ class Config(NamedTuple):
     group_size: int
     eval_prompts: int
     #: the tuning grid, ``(Adam step size, KL coefficient)`` points shared by GRPO and RAPO
-    grid: tuple[tuple[float, float], ...] = ((1e-3, 0.0), (1e-3, 0.04), (3e-3, 0.04))
+    grid: tuple[tuple[float, float], ...] = ((1e-3, 0.0), (1e-3, 0.04))
 
 
 WORLD = World()
 #: RAPO's weights; GRPO is the same program with both set to 0.
 RAPO = {"alpha": 1.0, "gamma": 0.5}
+#: the tuning signal of each judge's cells (keyed by ``hackable``): the validation mean of the
+#: reward the method trains on (see :func:`chosen`)
+TUNING = {True: "hackable_reward", False: "fidelity"}
 
 
 def init_policies(sizes: Config, seeds: list[int]):
@@ -251,8 +260,8 @@ class Pipeline(NamedTuple):
         then plain) on out-of-distribution profiles (breaking the training stereotype) and on
         training profiles.
       curves: :class:`StepMetrics` of every RL step, ``[cells, steps]``.
-      val_fidelity: ``[cells]`` sampled fidelity on validation profiles after RL (the tuning
-        signal).
+      val: sampled :class:`Scores` means on validation profiles after RL, per cell (the tuning
+        signals).
       final_unseen: sampled :class:`Scores` means on test profiles after RL, per cell.
       start_unseen: sampled :class:`Scores` means on test profiles of each seed's starting
         policy (the Psy-CoT warm-up), ``[seeds]``, the same prompts and keys as its cells.
@@ -266,7 +275,7 @@ class Pipeline(NamedTuple):
     warmup_ood: Scores
     warmup_seen: Scores
     curves: StepMetrics
-    val_fidelity: np.ndarray
+    val: Scores
     final_unseen: Scores
     start_unseen: Scores
     finite: np.ndarray
@@ -276,7 +285,7 @@ class Pipeline(NamedTuple):
 def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
     """Warm-up both formats per seed, then GRPO and RAPO under the hackable and the exact judge
     at every grid point: warm-up losses, test fidelity of each warm-up, RL curves, validation
-    fidelity and final test scores per (judge, method, grid point, seed)."""
+    and final test scores per (judge, method, grid point, seed)."""
     train, val, test, ood_profiles = split_sets(WORLD)
     train_j, val_j, test_j, ood_j = (jnp.asarray(p) for p in (train, val, test, ood_profiles))
     graphdef, init = init_policies(sizes, seeds)
@@ -337,7 +346,7 @@ def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
         warmup_ood=ood,
         warmup_seen=seen,
         curves=curves,
-        val_fidelity=np.asarray(final_val.fidelity),
+        val=final_val,
         final_unseen=final_ood,
         start_unseen=start_ood,
         finite=np.asarray(rl.finite),
@@ -345,18 +354,30 @@ def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
     )
 
 
-def chosen(out: Pipeline, *, hackable: bool, method: str) -> tuple[float, float]:
+def chosen(
+    out: Pipeline, *, hackable: bool, method: str, criterion: str | None = None
+) -> tuple[float, float]:
     """The grid point ``(learning rate, beta)`` of ``method`` under the judge with the best mean
-    validation fidelity over the seeds (the first of equals)."""
-    points = {}
-    for (h, m, lr, b, _), v in zip(out.cells, out.val_fidelity, strict=True):
+    validation score over the seeds (the first of equals).
+
+    The score (``criterion``, a :class:`Scores` field) is by default the reward of the judge the
+    method trains on (:data:`TUNING`): the hackable judge's reward for the hackable-judge cells,
+    the fidelity for the exact-judge cells. ``criterion="fidelity"`` selects the hackable-judge
+    cells by the exact judge on validation characters instead (a sensitivity check).
+    """
+    field = criterion or TUNING[hackable]
+    values = np.asarray(getattr(out.val, field))
+    points: dict[tuple[float, float], list[float]] = {}
+    for (h, m, lr, b, _), v in zip(out.cells, values, strict=True):
         if h == hackable and m == method:
             points.setdefault((lr, b), []).append(float(v))
     return max(points, key=lambda p: np.mean(points[p]))
 
 
-def cell_indices(out: Pipeline, *, hackable: bool, method: str) -> list[int]:
+def cell_indices(
+    out: Pipeline, *, hackable: bool, method: str, criterion: str | None = None
+) -> list[int]:
     """Indices of the cells of ``method`` under the judge at its chosen grid point, in seed
     order."""
-    lr, b = chosen(out, hackable=hackable, method=method)
+    lr, b = chosen(out, hackable=hackable, method=method, criterion=criterion)
     return [i for i, c in enumerate(out.cells) if c[:4] == (hackable, method, lr, b)]

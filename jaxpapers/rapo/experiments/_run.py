@@ -13,6 +13,7 @@ from jaxpapers.rapo import grpo_loss, rapo_loss
 from jaxpapers.rapo.experiments._pipeline import (
     PMI_CLASSES,
     RAPO,
+    TUNING,
     Config,
     Pipeline,
     cell_indices,
@@ -39,18 +40,55 @@ def _start(out: Pipeline, field: str) -> list[float]:
 
 
 def _tuning(out: Pipeline, *, hackable: bool) -> dict:
-    """Each method's chosen grid point and the mean validation fidelity of every grid point."""
+    """Each method's chosen grid point and the validation means (and worst seeds) of every grid
+    point: the tuning signal (the reward of the judge trained on) and, for the hackable judge,
+    the fidelity and generic-phrase rate."""
+    fields = ("hackable_reward", "fidelity", "generic_fraction") if hackable else ("fidelity",)
+    info = {"criterion": TUNING[hackable]}
+    for m in ("GRPO", "RAPO"):
+        lr, b = chosen(out, hackable=hackable, method=m)
+        info[m] = {"chosen": {"learning_rate": lr, "beta": b}}
+        for f in fields:
+            grid: dict[str, list[float]] = {}
+            values = np.asarray(getattr(out.val, f))
+            for (h, mm, lr_, b_, _), v in zip(out.cells, values, strict=True):
+                if h == hackable and mm == m:
+                    grid.setdefault(f"lr={lr_:g}, beta={b_:g}", []).append(float(v))
+            info[m][f"validation_{f}_mean"] = {k: float(np.mean(v)) for k, v in grid.items()}
+            info[m][f"validation_{f}_min_seed"] = {k: float(np.min(v)) for k, v in grid.items()}
+    return info
+
+
+def _at_each_point(out: Pipeline) -> dict:
+    """Mean test fidelity and generic-phrase rate of each method under the hackable judge at every
+    grid point (whether a verdict hinges on the tuned points differing between the methods)."""
+    info: dict[str, dict] = {}
+    for (h, m, lr, b, _), i in zip(out.cells, range(len(out.cells)), strict=True):
+        if h:
+            point = info.setdefault(f"lr={lr:g}, beta={b:g}", {})
+            for f in ("fidelity", "generic_fraction"):
+                value = float(np.asarray(getattr(out.final_unseen, f))[i])
+                point.setdefault(m, {}).setdefault(f, []).append(value)
+    return {
+        p: {m: {f: float(np.mean(v)) for f, v in d.items()} for m, d in ms.items()}
+        for p, ms in info.items()
+    }
+
+
+def _by_fidelity(out: Pipeline) -> dict:
+    """Sensitivity check of the tuning criterion: the hackable-judge cells selected by validation
+    fidelity (the exact judge, which the setting does not have) instead of the hackable reward;
+    per-seed test fidelity and generic-phrase rate of each method at that point."""
     info = {}
     for m in ("GRPO", "RAPO"):
-        grid: dict[str, list[float]] = {}
-        for (h, mm, lr, b, _), v in zip(out.cells, out.val_fidelity, strict=True):
-            if h == hackable and mm == m:
-                grid.setdefault(f"lr={lr:g}, beta={b:g}", []).append(float(v))
-        lr, b = chosen(out, hackable=hackable, method=m)
+        lr, b = chosen(out, hackable=True, method=m, criterion="fidelity")
+        pick = cell_indices(out, hackable=True, method=m, criterion="fidelity")
         info[m] = {
             "chosen": {"learning_rate": lr, "beta": b},
-            "validation_fidelity_mean": {k: float(np.mean(v)) for k, v in grid.items()},
-            "validation_fidelity_min_seed": {k: float(np.min(v)) for k, v in grid.items()},
+            **{
+                f: [float(np.asarray(getattr(out.final_unseen, f))[i]) for i in pick]
+                for f in ("fidelity", "generic_fraction")
+            },
         }
     return info
 
@@ -125,6 +163,8 @@ def hacking(ctx: Context, config: Config) -> Outcome:
             "final_unseen_means": final,
             "finite": bool(np.asarray(out.finite).all()),
             "tuning": _tuning(out, hackable=True),
+            "tuned_by_validation_fidelity": _by_fidelity(out),
+            "test_means_at_each_grid_point": _at_each_point(out),
             # mean PMI per token class of the warm-ups' rollouts under RAPO's reference (means
             # over seeds; closed forms under the warm-up distribution: log 4, log 8, log 8 or
             # log 4, 0)
