@@ -1495,6 +1495,45 @@ def _steam_cases() -> list[Case]:
             "shape",
             lambda: steam.segment(out, jnp.ones(cfg.classes + 1)),
         ),
+        Case(
+            "steam.dynamic_scale_shift",
+            "summary",
+            "shape",
+            lambda: steam.dynamic_scale_shift(
+                jnp.ones((2, 3, 4)),
+                jnp.ones((3, 4)),
+                jnp.zeros(4),
+                ss,
+                steam.DashSlope(jnp.zeros((4, 4)), jnp.zeros((4, 4))),
+            ),
+        ),
+        Case(
+            "steam.match",
+            "mask_logits",
+            "shape",
+            lambda: steam.match(
+                jnp.zeros((2, 3)), jnp.zeros((3, 4, 4)), inst, inst, jnp.ones(2), assign
+            ),
+        ),
+        Case(
+            "steam.temporal_loss",
+            "matched",
+            "shape",
+            lambda: steam.temporal_loss(
+                jnp.ones((3, 2, 4)), jnp.zeros((2, 1), jnp.int32), jnp.ones((2, 1))
+            ),
+        ),
+        Case(
+            "steam.temporal_loss",
+            "temperature",
+            "range",
+            lambda: steam.temporal_loss(
+                jnp.ones((3, 2, 4)),
+                jnp.zeros((3, 1), jnp.int32),
+                jnp.ones((3, 1)),
+                temperature=0.0,
+            ),
+        ),
     ]
 
 
@@ -3574,6 +3613,14 @@ def _boundary_cases() -> list[Case]:
             "completion",
             "shape",
             lambda: rapo.score(rapo.World(), _rbatch(), jnp.zeros((3, 13), jnp.int32)),
+        ),
+        Case(
+            "rapo.score",
+            "world.generic_pay",
+            "range",
+            lambda: rapo.score(
+                rapo.World(generic_pay=0.5), _rbatch(), jnp.zeros((2, 13), jnp.int32)
+            ),
         ),
         Case(
             "scale.ar_scale_loss",

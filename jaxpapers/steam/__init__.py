@@ -9,30 +9,56 @@ pretrained model and *retrieve* one learned prompt per input by matching the inp
 (the query) against learned keys; the abstract names two failures of this: (i) frame-level
 spatial knowledge (classification of each frame's masks) and video-level temporal knowledge
 (trajectories, identities) degrade differently, and (ii) a hard retrieval is brittle when tasks
-are ambiguous or the distribution shifts. STEAM answers with three parts, which we implement as
-follows at miniature size:
+are ambiguous or the distribution shifts. STEAM answers with three parts and a balanced objective,
+which we implement as follows at miniature size:
 
-* **DASH** (distribution-aware scaling and shifting). SSF (Lian et al. 2022) adapts a frozen
-  network with per-channel ``y = gamma * x + beta`` after a layer; DASH initialises the map of task
-  ``t`` from feature statistics so that the task's features are moved onto the pretrained
-  distribution, ``gamma_t = sigma_1 / sigma_t``, ``beta_t = mu_1 - gamma_t mu_t`` (the "domain gap"
-  of the abstract is a moment mismatch here), then trains it. The map is affine per channel, so it
-  folds into the preceding linear layer: ``W' = W diag(gamma)``, ``b' = gamma b + beta``
-  (:func:`fold_scale_shift`). We route DASH per video with the same soft weights as the experts.
+* **DASH** (distribution-aware spatial-temporal scaling and shifting). SSF (Lian et al. 2022)
+  adapts a frozen network with per-channel ``y = gamma * x + beta`` after a layer. DASH has two
+  levels. *Video level* (static, one map per task): the map of task ``t`` is initialised from
+  feature statistics so that the task's features are moved onto the pretrained distribution,
+  ``gamma_t = sigma_1 / sigma_t``, ``beta_t = mu_1 - gamma_t mu_t`` (the "domain gap" of the
+  abstract is a moment mismatch here), then trained; it is affine per channel, so it folds into
+  the preceding linear layer: ``W' = W diag(gamma)``, ``b' = gamma b + beta``
+  (:func:`fold_scale_shift`). *Frame level* (dynamic): a single map suits the task's average
+  frame only, so the scale and shift become functions of each frame's pooled feature ``g_f``,
+  expanded to first order about the task's key ``k_t`` (its mean summary):
+  ``gamma_t(g_f) = gamma_t + (g_f - k_t) G_t``, ``beta_t(g_f) = beta_t + (g_f - k_t) H_t`` with
+  learned ``G_t, H_t`` initialised at 0 (:func:`dynamic_scale_shift`; a frame at its task's mean
+  gets the static map). Both levels are routed per video with the video-level weights, so an old
+  video keeps its own task's maps.
 * **TASTE** (task-adaptive spatial-temporal experts). One low-rank bottleneck expert per task at
   two levels: *frame-level* experts add ``sum_e w_e B_e A_e x`` to every pixel feature of a frame
   (spatial knowledge), *video-level* experts read each object query's mean over the video and add
   their output to that query in every frame (temporal knowledge: a shared per-track correction,
   which keeps classes and embeddings consistent across frames and so helps association). The
-  weights ``w = softmax(cos(g, k_e) / tau)`` come from the pooled frozen features ``g`` of the frame
-  or video and one key per expert (the mean of its task's features): soft routing, so an
-  ambiguous input mixes experts instead of committing to one prompt.
+  weights ``w = softmax_e(cos(g - c, k_e - c) / tau)`` come from the pooled frozen features ``g``
+  of the frame or video, one key ``k_e`` per expert (the mean of its task's features) and the
+  keys' mean ``c``: L2P's cosine query-key match (centred, because uncentred pooled features of
+  different tasks are nearly parallel), made soft, so an ambiguous input mixes experts instead of
+  committing to one prompt. At ``tau = 0.05`` a clearly matched input gets one-hot weights to
+  float round-off.
+* **Balanced** spatial-temporal objective. The abstract's point is that frame-level spatial
+  knowledge (classification, masks) and video-level temporal knowledge (trajectories) degrade
+  differently, and the mixture is "spatial-temporal balanced". We read this as giving the two
+  levels equal standing in what each task's experts learn: the per-frame set-prediction loss
+  (spatial) plus, with equal weight (``balance = 1``), a temporal association loss on the same
+  matched queries (:func:`temporal_loss`: the instance's query in frame ``t + 1`` must win the
+  cosine softmax against its query in frame ``t``, the choice :func:`associate` makes at
+  inference). Left out: any adaptive re-weighting of the two terms (the abstract does not say how
+  the balance is set; a fixed equal weight is the plain reading) and a balance between old and new
+  tasks beyond SCOA's constraint.
 * **SCOA** (subspace-constrained orthogonal adaptation). As in InfLoRA / O-LoRA, the update for a
   new task lives in the orthogonal complement of the earlier tasks' input subspace: expert ``t``
   reads its input through ``P_t = I - U U^T`` where ``U`` spans (99% of the energy of) the inputs
   that the adapter saw on tasks ``< t``. For ``x`` in ``span(U)``, ``B_t A_t P_t x = 0`` exactly,
   so earlier inputs give unchanged adapter outputs whatever the new expert learns; with soft
   routing this also makes a routing mistake on an old input harmless.
+
+Together: an old video routed to its own task (its key wins the router) runs through its own
+static and dynamic DASH, its own experts (later experts get zero weight to round-off and read it
+through SCOA), its own class prior and the classifier columns frozen since its task, so its
+outputs after later tasks equal its outputs right after its task up to float round-off (checked
+in ``scoa_exactness``).
 
 The base VIS model (:mod:`jaxpapers.steam._vis`) is query-based in the Mask2Former / MinVIS
 style: a small CNN (``core.nn.cnn``) and a linear neck give pixel features; ``Q`` object queries
@@ -73,8 +99,10 @@ Examples:
 """
 
 from jaxpapers.steam._dash import (
+    DashSlope,
     ScaleShift,
     dash_init,
+    dynamic_scale_shift,
     feature_moments,
     fold_scale_shift,
     identity_scale_shift,
@@ -101,13 +129,16 @@ from jaxpapers.steam._vis import (
     init_adapters,
     init_vis,
     masked_logits,
+    match,
     matching_loss,
     routing_weights,
     segment,
+    temporal_loss,
 )
 
 __all__ = [
     "Adapters",
+    "DashSlope",
     "Experts",
     "Projectors",
     "ScaleShift",
@@ -121,6 +152,7 @@ __all__ = [
     "check_video",
     "dash_init",
     "decode",
+    "dynamic_scale_shift",
     "encode",
     "feature_moments",
     "fold_scale_shift",
@@ -135,6 +167,7 @@ __all__ = [
     "input_subspace",
     "make_videos",
     "masked_logits",
+    "match",
     "matching_loss",
     "mixture_adapter",
     "orthogonal_projector",
@@ -143,4 +176,5 @@ __all__ = [
     "routing_weights",
     "scale_shift",
     "segment",
+    "temporal_loss",
 ]

@@ -36,7 +36,9 @@ def input_subspace(
     if max_rank is not None:
         check_int("max_rank", max_rank, minimum=0)
     d = inputs.shape[1]
-    u, s, _ = jnp.linalg.svd(inputs.T.astype(jnp.float32), full_matrices=True)
+    # Only U ([D, D]) is needed: with N >= D the reduced SVD gives all of it without forming the
+    # [N, N] right factor (N is every pixel of the earlier videos: that factor would cost O(N^2)).
+    u, s, _ = jnp.linalg.svd(inputs.T.astype(jnp.float32), full_matrices=inputs.shape[0] < d)
     s = jnp.concatenate([s, jnp.zeros((d - s.shape[0],), s.dtype)]) if s.shape[0] < d else s
     cum = jnp.cumsum(s**2) / jnp.maximum(jnp.sum(s**2), 1e-30)
     # Keep direction i while the energy before it is still short of the threshold.

@@ -3,11 +3,15 @@
 Each expert ``e`` is a bottleneck adapter ``x -> B_e A_e P_e x`` (``A_e [r, D]``, ``B_e [D, r]``,
 ``P_e`` the SCOA projector of :mod:`jaxpapers.steam._scoa`, the identity without SCOA). A router
 turns a summary ``g`` of the input (pooled features of a frame for the spatial experts, of a whole
-video for the temporal experts) into weights ``w = softmax(-||g - k_e||^2 / (tau s))`` over the
-experts' keys ``k_e`` (the mean summary of the task each expert was made for; ``s`` the mean
-squared distance between keys): every expert contributes in
+video for the temporal experts) into weights ``w = softmax_e(cos(g - c, k_e - c) / tau)`` over the
+experts' keys ``k_e`` (the mean summary of the task each expert was made for; ``c`` the mean of
+the keys that exist yet): L2P's cosine query-key match, made soft. Every expert contributes in
 proportion to how well the input matches its task, instead of one prompt being retrieved by an
-argmax (L2P). The adapter adds ``sum_e w_e B_e A_e P_e x`` to its input.
+argmax (L2P). The centring is needed at this size: pooled features of different tasks share a
+large common component (the neck's bias and the mean ReLU response), so uncentred they are nearly
+parallel and a cosine barely separates them; about the keys' mean, two keys point in opposite
+directions and more keys spread around it. The adapter adds ``sum_e w_e B_e A_e P_e x`` to its
+input.
 """
 
 from __future__ import annotations
@@ -46,12 +50,13 @@ def route(
     temperature: float,
     active: Float[Array, " e"] | None = None,
 ) -> Float[Array, "*b e"]:
-    """Soft routing weights ``softmax_e(-||g - k_e||^2 / (temperature * s))``; they sum to one.
+    """Soft routing weights ``softmax_e(cos(g - c, k_e - c) / temperature)``; they sum to one.
 
-    ``s`` is the mean squared distance between distinct active keys, which makes the temperature
-    scale-free: at ``temperature = 0.1`` an input at one key and an average distance from the
-    others gives the others ``exp(-10)`` of the weight. (Pooled ReLU features of different tasks
-    are nearly parallel, so a cosine router would barely separate them.)
+    ``c`` is the mean of the active keys (cosine about the keys' centre: see the module
+    docstring). With one active key there is nothing to choose: it gets weight 1. The logits lie
+    in ``[-1, 1] / temperature``, so at ``temperature = 0.05`` an input whose cosine to its own
+    key exceeds that to another key by 1 gives the other ``exp(-20) ~ 2e-9`` of the weight (below
+    float32 resolution next to 1: the weights are one-hot to round-off).
 
     Args:
       summary: ``[..., D]`` pooled features.
@@ -69,15 +74,15 @@ def route(
     if active is not None:
         check_shape("active", active, (keys.shape[0],))
     e = keys.shape[0]
-    on = jnp.ones((e,)) if active is None else active.astype(keys.dtype)
-    pair = jnp.sum((keys[:, None, :] - keys[None, :, :]) ** 2, -1)
-    both = on[:, None] * on[None, :] * (1 - jnp.eye(e))
-    scale = jnp.sum(pair * both) / jnp.maximum(jnp.sum(both), 1.0)
-    d2 = jnp.sum(
-        (summary[..., None, :] - keys.reshape((1,) * (summary.ndim - 1) + keys.shape)) ** 2, -1
-    )
-    # With fewer than two distinct active keys there is nothing to choose between: uniform logits.
-    logits = jnp.where(scale > 0, -d2 / (temperature * jnp.maximum(scale, 1e-12)), 0.0)
+    on = jnp.ones((e,), keys.dtype) if active is None else active.astype(keys.dtype)
+    centre = (on @ keys) / jnp.maximum(jnp.sum(on), 1.0)
+    k = keys - centre[None]
+    g = summary - centre.reshape((1,) * (summary.ndim - 1) + centre.shape)
+    k_unit = k / (jnp.linalg.norm(k, axis=-1, keepdims=True) + 1e-12)
+    g_unit = g / (jnp.linalg.norm(g, axis=-1, keepdims=True) + 1e-12)
+    cos = g_unit @ k_unit.T
+    # With fewer than two active keys there is nothing to choose between: uniform logits.
+    logits = jnp.where(jnp.sum(on) > 1, cos / temperature, 0.0)
     logits = jnp.where(jnp.broadcast_to(on > 0, logits.shape), logits, -jnp.inf)
     return jax.nn.softmax(logits, axis=-1)
 

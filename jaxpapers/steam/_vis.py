@@ -1,13 +1,16 @@
 """A miniature query-based video instance segmentation model with STEAM's adapters.
 
-Per frame: the GAP CNN's feature map (``core.nn.cnn``, stride 2) -> a linear neck (the layer DASH
-folds into) -> DASH scale/shift -> frame-level (spatial) expert adapters on every pixel feature ->
+Per frame: the GAP CNN's feature map (``core.nn.cnn``, stride 2) -> a linear neck (the layer the
+static DASH folds into) -> DASH scale/shift (the routed task's static map plus its frame-level
+dynamic part, :func:`~jaxpapers.steam._dash.dynamic_scale_shift`) -> frame-level (spatial) expert
+adapters on every pixel feature ->
 one cross-attention layer from ``Q`` object queries (plus an optional retrieved prompt) to the
 pixel features and an MLP -> video-level (temporal) expert adapters read the queries' mean over
 the video and add their output to every frame's queries -> class logits ``[Q, C + 1]`` (last =
 no object) and mask logits ``[Q, H, W]`` (dot products of a mask embedding with the pixel
 features, upsampled). Training matches queries to ground-truth instances per frame by the minimum
-over all injective assignments (exact Hungarian matching at this size); inference keeps confident
+over all injective assignments (exact Hungarian matching at this size); STEAM adds a temporal
+(association) term on the matched queries (:func:`temporal_loss`); inference keeps confident
 queries, paints each pixel with the best query, and links queries across frames by maximising the
 summed cosine similarity of their embeddings over all permutations (MinVIS-style association).
 """
@@ -26,7 +29,7 @@ from jaxtyping import Array, Float, Int
 
 from jaxpapers.core.checks import check_finite, check_int, check_key, check_range, check_shape
 from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
-from jaxpapers.steam._dash import ScaleShift
+from jaxpapers.steam._dash import DashSlope, ScaleShift
 from jaxpapers.steam._taste import Experts, init_experts, mixture_adapter, route
 
 
@@ -85,6 +88,7 @@ class Adapters(NamedTuple):
 
     Attributes:
       dash: :class:`ScaleShift` with ``[E, D]`` fields (identity for the pretrained task).
+      slope: frame-level DASH :class:`DashSlope` with ``[E, D, D]`` fields (zero: static DASH).
       frame: spatial :class:`Experts` on pixel features.
       video: temporal :class:`Experts` on the video mean of each query.
       keys: ``[E, D]`` routing / prompt keys.
@@ -92,6 +96,7 @@ class Adapters(NamedTuple):
     """
 
     dash: ScaleShift
+    slope: DashSlope
     frame: Experts
     video: Experts
     keys: Float[Array, "e d"]
@@ -165,14 +170,15 @@ def init_vis(*, config: VISConfig, key: jax.Array) -> tuple[nnx.GraphDef, dict[s
 
 
 def init_adapters(*, config: VISConfig, key: jax.Array) -> Adapters:
-    """Identity DASH, zero-output experts, zero prompts and zero keys for ``config.experts``
-    tasks."""
+    """Identity (static, zero-slope) DASH, zero-output experts, zero prompts and zero keys for
+    ``config.experts`` tasks."""
     _check_config(config)
     check_key("key", key)
     e, d = config.experts, config.dim
     kf, kv = jax.random.split(key)
     return Adapters(
         dash=ScaleShift(jnp.ones((e, d)), jnp.zeros((e, d))),
+        slope=DashSlope(jnp.zeros((e, d, d)), jnp.zeros((e, d, d))),
         frame=init_experts(e, d, config.rank, key=kf),
         video=init_experts(e, d, config.rank, key=kv),
         keys=jnp.zeros((e, d)),
@@ -284,11 +290,18 @@ def decode(
 def _pixel_stage(
     adapters: Adapters, projectors: Projectors, feats: jax.Array, wv: jax.Array, wf: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
-    """DASH (routed per video), then the frame-level experts: (their input, the pixel tokens)."""
+    """DASH (routed per video: ``sum_e w_e`` of task ``e``'s static map plus its frame-level
+    dynamic part at the frame's summary), then the frame-level experts: (their input, the pixel
+    tokens)."""
     t, g, _, d = feats.shape
-    gamma = wv @ adapters.dash.gamma
-    beta = wv @ adapters.dash.beta
-    x = (feats * gamma[None, None, None] + beta[None, None, None]).reshape(t, g * g, d)
+    dev = feats.mean(axis=(1, 2))[:, None, :] - adapters.keys[None]  # [T, E, D]: g_f - k_e
+    gamma = (wv @ adapters.dash.gamma)[None] + jnp.einsum(
+        "e,ted,edf->tf", wv, dev, adapters.slope.gamma
+    )
+    beta = (wv @ adapters.dash.beta)[None] + jnp.einsum(
+        "e,ted,edf->tf", wv, dev, adapters.slope.beta
+    )
+    x = (feats * gamma[:, None, None] + beta[:, None, None]).reshape(t, g * g, d)
     return x, x + mixture_adapter(x, wf, adapters.frame, projectors.frame)
 
 
@@ -359,21 +372,16 @@ def frame_targets(
     return masks, jnp.maximum(cls, 0), visible
 
 
-def matching_loss(
-    class_logits: Float[Array, "q c1"],
-    mask_logits: Float[Array, "q h w"],
-    instances: Int[Array, "h w"],
-    classes: Int[Array, "h w"],
-    allowed: Float[Array, " c"],
-    assign: Int[Array, "m k"],
-    *,
-    no_object_weight: float = 0.5,
-) -> Float[Array, ""]:
-    """Set-prediction loss of one frame under the best assignment of queries to instances.
-
-    ``cost(q, k) = -log p_q(class_k) + BCE(mask_q, mask_k) + dice(mask_q, mask_k)`` for visible
-    instances; unmatched queries pay ``-no_object_weight * log p_q(no object)``.
-    """
+def _assignment_costs(
+    class_logits: jax.Array,
+    mask_logits: jax.Array,
+    instances: jax.Array,
+    classes: jax.Array,
+    allowed: jax.Array,
+    assign: jax.Array,
+    no_object_weight: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Total cost of every assignment ``[M]`` and the slots' visibility ``[K]``."""
     if jnp.ndim(class_logits) != 2:
         raise ValueError(f"class_logits has shape {jnp.shape(class_logits)}; expected [Q, C + 1]")
     q = jnp.shape(class_logits)[0]
@@ -404,7 +412,78 @@ def matching_loss(
         1,
     )  # [M, Q]
     none_cost = -no_object_weight * jnp.sum(jnp.where(matched, 0.0, logp[None, :, -1]), -1)
-    return jnp.min(matched_cost + none_cost)
+    return matched_cost + none_cost, visible
+
+
+def matching_loss(
+    class_logits: Float[Array, "q c1"],
+    mask_logits: Float[Array, "q h w"],
+    instances: Int[Array, "h w"],
+    classes: Int[Array, "h w"],
+    allowed: Float[Array, " c"],
+    assign: Int[Array, "m k"],
+    *,
+    no_object_weight: float = 0.5,
+) -> Float[Array, ""]:
+    """Set-prediction loss of one frame under the best assignment of queries to instances.
+
+    ``cost(q, k) = -log p_q(class_k) + BCE(mask_q, mask_k) + dice(mask_q, mask_k)`` for visible
+    instances; unmatched queries pay ``-no_object_weight * log p_q(no object)``.
+    """
+    total, _visible = _assignment_costs(
+        class_logits, mask_logits, instances, classes, allowed, assign, no_object_weight
+    )
+    return jnp.min(total)
+
+
+def match(
+    class_logits: Float[Array, "q c1"],
+    mask_logits: Float[Array, "q h w"],
+    instances: Int[Array, "h w"],
+    classes: Int[Array, "h w"],
+    allowed: Float[Array, " c"],
+    assign: Int[Array, "m k"],
+    *,
+    no_object_weight: float = 0.5,
+) -> tuple[Float[Array, ""], Int[Array, " k"], Float[Array, " k"]]:
+    """:func:`matching_loss` with the best assignment: ``(loss, query of each slot [K], visible
+    [K])`` (the assignment is a constant for the gradient)."""
+    total, visible = _assignment_costs(
+        class_logits, mask_logits, instances, classes, allowed, assign, no_object_weight
+    )
+    best = jnp.argmin(jax.lax.stop_gradient(total))
+    return total[best], assign[best], visible
+
+
+def temporal_loss(
+    queries: Float[Array, "t q d"],
+    matched: Int[Array, "t k"],
+    visible: Float[Array, "t k"],
+    *,
+    temperature: float = 0.1,
+) -> Float[Array, ""]:
+    """Video-level (temporal) objective: each instance's query in frame ``t + 1`` must be the one
+    the association step links to its query in frame ``t``.
+
+    For a ground-truth instance visible in frames ``t`` and ``t + 1``, with matched queries
+    ``a = matched[t, k]`` and ``b = matched[t + 1, k]``: ``-log softmax_j(cos(q_t[a], q_{t+1}[j])
+    / temperature)[b]``, averaged over such pairs (0 when there are none). :func:`associate`
+    links by the same cosine, so this is the cross-entropy of its (softened) choice.
+    """
+    if jnp.ndim(queries) != 3:
+        raise ValueError(f"queries has shape {jnp.shape(queries)}; expected [T, Q, D]")
+    t = queries.shape[0]
+    if jnp.ndim(matched) != 2 or jnp.shape(matched)[0] != t:
+        raise ValueError(f"matched has shape {jnp.shape(matched)}; expected [{t}, K]")
+    check_shape("visible", visible, jnp.shape(matched))
+    check_range("temperature", temperature, 0.0, low_open=True)
+    unit = queries / (jnp.linalg.norm(queries, axis=-1, keepdims=True) + 1e-6)
+    sim = jnp.einsum("tad,tbd->tab", unit[:-1], unit[1:]) / temperature  # [T - 1, Q, Q]
+    rows = jnp.take_along_axis(sim, matched[:-1, :, None], axis=1)  # [T - 1, K, Q]
+    logp = jax.nn.log_softmax(rows, -1)
+    picked = jnp.take_along_axis(logp, matched[1:, :, None], axis=-1)[..., 0]  # [T - 1, K]
+    valid = visible[:-1] * visible[1:]
+    return -jnp.sum(picked * valid) / jnp.maximum(jnp.sum(valid), 1.0)
 
 
 class Segmentation(NamedTuple):

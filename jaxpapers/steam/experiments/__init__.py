@@ -2,29 +2,50 @@
 
 All experiments read one shared computation (:func:`._protocol.run_protocol`, cached with
 ``ctx.cached``): a base VIS model per seed is pretrained on task 1, then sequential fine-tuning,
-L2P-style prompt retrieval, STEAM and its three ablations learn tasks 2 (new classes) and 3
-(appearance shift); every model is scored on every task after every stage (per-task mIoU over
-the task's labels, from one confusion matrix per task's test videos).
+L2P-style prompt retrieval, STEAM and its three ablations learn tasks 2 and 3, each with two new
+classes (disjoint from every earlier task's) and its own appearance. The protocol is
+class-incremental (iCaRL / DER class-IL): one classifier over every class seen so far, trained
+with the softmax over all of them (no masking of the old classes' logits, which would protect
+fine-tuning), scored without task identity. Every method is tuned on the same learning-rate grid
+(``Config.lrs``): it runs the sequence at each grid point and is reported at the point with the
+best final average mIoU on held-out validation videos (never the test videos). Every model is
+scored on every task after every stage (per-task mIoU over the task's labels, from one confusion
+matrix per task's test videos).
 
 * ``learns_tasks`` (precondition of the rest): fine-tuning, L2P and STEAM each learn every task:
   per task and seed, the learning gain (mIoU on the task right after learning it minus the same
   model's mIoU on it just before learning it; task 1: before pretraining) is above 0 with 95%
   confidence. (The all-background prediction is not the reference: a pretrained base can beat it
   on a task it never learned.)
-* ``forgetting`` (headline): average forgetting (mIoU points) after the last task, STEAM vs
-  sequential fine-tuning and L2P; requires ``plasticity`` too (less forgetting bought with less
-  learning is not the claim); final mIoU in the extras.
+* ``forgetting`` (headline): average forgetting (mIoU, 0-1) after the last task, STEAM vs
+  sequential fine-tuning and L2P; judged together with ``plasticity`` (it requires it: less
+  forgetting bought with less learning is not the claim); final mIoU in the extras.
 * ``plasticity``: STEAM's mIoU on each new task right after learning it is no worse than the
   baselines' by more than 0.03 mIoU (non-inferiority; the "same plasticity" of the claim).
 * ``ablations``: average final mIoU of STEAM vs STEAM without DASH / temporal experts / SCOA.
 * ``temporal_coherence``: identity-switch rate after the last task, STEAM vs the rest.
 * ``scoa_exactness`` (sanity, known answer 0): a SCOA expert's output on the earlier tasks'
-  input subspace (0 up to float error) against an unconstrained expert's (order 1), and DASH
-  folded into the neck against DASH applied after it (0 up to float error).
+  input subspace (0 up to float error) against an unconstrained expert's (order 1); DASH folded
+  into the neck against DASH applied after it; and the whole path of an old video: per old test
+  video (every earlier task's) routed to its own task both times (all but 1e-6 of the
+  video-level weight on it), the relative change of STEAM's outputs (class logits of the classes
+  seen then, no-object logit, mask logits) between right after its task and after the last
+  task, averaged over those videos (how many there are is in the extras): 0 up to round-off,
+  since its static and dynamic DASH, experts, class prior and classifier columns are its own and
+  later experts read it through SCOA; fine-tuning's mean change over every old video is the
+  control that must move.
+* ``routing`` (diagnostic behind the whole-path check): the fraction of every task's test
+  videos whose largest video-level routing weight is their own task's, after the last task;
+  STEAM's is judged above 0.9, L2P's (same keys, hard retrieval) is shown.
 
-The bed's known limits (task 3 revisits task 1's classes, so fine-tuning relearns them; the
-shared class head and the routing change old videos' inputs) are issue 36. Measured numbers and
-their history: ``results/P08/NOTES.md``.
+What the quick size cannot show: the sequence has three tasks of two classes on 16x16 frames and
+4-frame videos; the pooled features the router reads do not separate the three tasks well at
+this size (the videos' random colours vary more within a task than the backgrounds between
+tasks), so many old videos share later tasks' DASH and experts and the whole-path exactness is
+checked on the videos routed one-hot only; the learning-rate grid has two points (a wider grid
+does not fit the quick budget); only the video-level router is scored (frame-level routing feeds
+the frame experts).
+Measured numbers and their history: ``results/P08/NOTES.md``.
 """
 
 from __future__ import annotations
@@ -44,11 +65,14 @@ from jaxpapers.steam.experiments._runs import (
     FOLD,
     FREE_LEAK,
     LEARNED,
+    PATH,
+    PATH_FT,
     SCOA_LEAK,
     run_ablations,
     run_forgetting,
     run_learns_tasks,
     run_plasticity,
+    run_routing,
     run_sanity,
     run_temporal,
 )
@@ -63,6 +87,7 @@ SIZES = {
         frames=3,
         train_videos=8,
         test_videos=4,
+        val_videos=4,
         pretrain_steps=4,
         task_steps=4,
         batch=2,
@@ -76,6 +101,7 @@ SIZES = {
         frames=4,
         train_videos=64,
         test_videos=12,
+        val_videos=12,
         pretrain_steps=300,
         task_steps=120,
         batch=4,
@@ -89,6 +115,7 @@ SIZES = {
         frames=6,
         train_videos=512,
         test_videos=128,
+        val_videos=128,
         pretrain_steps=4000,
         task_steps=2000,
         batch=16,
@@ -100,10 +127,14 @@ SIZES = {
 N_TASKS = len(TASKS)
 
 #: ``plasticity``: "same plasticity" is STEAM learning each new task no worse than a baseline by
-#: more than 0.03 mIoU, about a quarter of what learning a task adds over the all-background
-#: prediction at this size (0.1-0.14 mIoU in the 3-seed runs), so STEAM keeps at least three
-#: quarters of the baseline's learning. Chosen before the 5-seed numbers were seen.
+#: more than 0.03 mIoU. Fixed on the earlier bed (a quarter of what learning a task added over
+#: the all-background prediction there, 0.1-0.14 mIoU) and kept, unchanged, for the disjoint-class
+#: bed before its numbers were seen; learning a task from scratch adds more here, so the margin is
+#: a smaller fraction of the gain (stricter).
 PLASTICITY_MARGIN = 0.03
+
+#: ``routing``: STEAM routes at least 90% of the test videos to their own task (video level).
+ROUTING_LEVEL = 0.9
 
 
 EXPERIMENTS = (
@@ -130,8 +161,8 @@ EXPERIMENTS = (
     Experiment(
         id="forgetting",
         claim="STEAM forgets less than sequential fine-tuning and L2P-style prompt retrieval "
-        "over a class-incremental + domain-shift task sequence (at the same plasticity: "
-        "requires ``plasticity``)",
+        "over a class-incremental task sequence with disjoint classes and a domain shift per "
+        "task (at the same plasticity: requires ``plasticity``)",
         metric="average forgetting after the last task (mIoU, 0-1; max earlier minus final)",
         lower_is_better=True,
         baselines=(FINETUNE, L2P),
@@ -186,18 +217,35 @@ EXPERIMENTS = (
     Experiment(
         id="scoa_exactness",
         claim="Sanity: a SCOA expert gives exactly zero output on the earlier tasks' input "
-        "subspace (an unconstrained expert does not), and DASH folds exactly into the neck",
+        "subspace (an unconstrained expert does not), DASH folds exactly into the neck, and an "
+        "old video routed to its own task keeps its outputs through the later tasks (fine-tuning "
+        "does not)",
         metric="relative output norm / relative max difference (known answer: 0)",
         lower_is_better=True,
-        baselines=(FREE_LEAK,),
-        methods=(SCOA_LEAK, FOLD),
+        baselines=(FREE_LEAK, PATH_FT),
+        methods=(SCOA_LEAK, FOLD, PATH),
         rule=AllOf(
             (
                 Threshold(SCOA_LEAK, 1e-4),
                 Threshold(FOLD, 1e-5),
+                Threshold(PATH, 1e-4),
                 Threshold(FREE_LEAK, 0.1, below=False),
+                Threshold(PATH_FT, 0.1, below=False),
             )
         ),
         run=run_sanity,
+    ),
+    Experiment(
+        id="routing",
+        claim="Diagnostic: STEAM's soft router sends old and new videos to their own task's "
+        f"DASH and experts (video-level routing accuracy above {ROUTING_LEVEL} after the last "
+        "task)",
+        metric="fraction of every task's test videos whose largest video-level routing weight "
+        "is their own task's, after the last task",
+        lower_is_better=False,
+        baselines=(L2P,),
+        methods=(STEAM,),
+        rule=Threshold(STEAM, ROUTING_LEVEL, below=False),
+        run=run_routing,
     ),
 )

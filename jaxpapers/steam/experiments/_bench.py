@@ -16,18 +16,25 @@ from jaxpapers.steam import (
     init_vis,
     segment,
 )
-from jaxpapers.steam.experiments._tasks import TASKS, class_mask, task_videos
+from jaxpapers.steam.experiments._tasks import NUM_CLASSES, TASKS, class_mask, task_videos
 
 
 def steam_inference_pair(quick: bool) -> tuple[Callable[[], object], Callable[[], object], int]:
     """``(steam, base, frames)``: zero-argument compiled inference calls on the same videos.
 
     STEAM runs with three tasks' experts active (random non-zero adapters: the cost does not
-    depend on the values), soft routing, the routed class prior and DASH applied after the neck;
-    the base model runs the same network with no adapters. Both segment and associate.
+    depend on the values), soft routing, the routed class prior and DASH (static map and
+    frame-level dynamic part) applied after the neck; the base model runs the same network with
+    no adapters. Both segment and associate.
     """
     n, frames, size = (32, 4, 16) if quick else (128, 8, 32)
-    cfg = VISConfig(size=size, width=16 if quick else 32, dim=16 if quick else 32, experts=3)
+    cfg = VISConfig(
+        size=size,
+        width=16 if quick else 32,
+        dim=16 if quick else 32,
+        classes=NUM_CLASSES,
+        experts=3,
+    )
     graphdef, params = init_vis(config=cfg, key=jax.random.key(0))
     adapters = init_adapters(config=cfg, key=jax.random.key(1))
     k = jax.random.split(jax.random.key(2), 4)

@@ -1,12 +1,32 @@
 """The continual protocol: pretrain on task 1, then learn tasks 2 and 3 with every method.
 
+Class-incremental (the protocol of iCaRL and DER's class-IL setting): one classifier over every
+class seen so far, trained with the softmax over all of them (the old classes' logits are not
+masked: the new task's videos contain no old objects, so plain fine-tuning learns to stop
+predicting the old classes, which is the catastrophic forgetting the claim is about), and scored
+without task identity (each stage predicts over every class seen so far). The three tasks' classes
+are disjoint, so no later task relearns an earlier one.
+
 Training is :func:`jaxpapers.core.fit.fit` throughout. ``finetune`` trains every weight from the
-images (pretraining and sequential fine-tuning, vmapped over seeds). ``adapt`` trains one adapter
-method on one task from features the frozen base computed once per seed (vmapped over seeds): its
-parameters are the new task's row of every adapter part and the classifier columns of the task's
-new classes, and ``optax.multi_transform`` gives the parts the method does not train
-``optax.set_to_zero`` (they keep their values exactly). One compiled ``evaluate`` scores every
-run on every task's test videos after every stage.
+images (pretraining and sequential fine-tuning, vmapped over seeds; one compiled program for
+pretraining and every task). ``adapt`` trains the adapter methods on a task from features the
+frozen base computed once per seed: its parameters are the new task's row of every adapter part
+and the classifier, and a traced 0/1 mask (:func:`masked_updates`: the parts a run's method does
+not train, the classifier columns of classes that are not new) zeroes gradients before Adam, so
+those parameters keep their values exactly. Methods and ablations are per-run flags
+(:func:`method_flags`), the task index and its new classes are traced, so one compiled program
+trains every method, grid point and seed on tasks 2 and 3 (vmapped over runs).
+
+Tuning: every method (fine-tuning and each adapter method) runs the whole sequence at every
+learning rate of one grid (``Config.lrs``, the same grid for all), and each method's reported rows
+are those of the grid point with the best final average mIoU on validation videos (held out from
+training, disjoint from the test videos; one point per method for every seed). Pretraining is
+shared and not tuned.
+
+One compiled ``evaluate`` scores every run on every task's test videos after every stage (mIoU,
+identity switches, routing accuracy), and on the validation videos after the last stage;
+``path_outputs`` keeps fine-tuning's and STEAM's raw outputs on each task's test videos right
+after the task and after the last one, for the whole-path exactness check (:func:`whole_path`).
 """
 
 from __future__ import annotations
@@ -26,6 +46,7 @@ from jaxpapers.core.pytrees import stack_trees
 from jaxpapers.core.segmentation_metrics import confusion_matrix, iou_from_confusion
 from jaxpapers.steam import (
     Adapters,
+    DashSlope,
     Experts,
     Projectors,
     ScaleShift,
@@ -42,17 +63,32 @@ from jaxpapers.steam import (
     init_adapters,
     init_vis,
     input_subspace,
+    match,
     matching_loss,
     orthogonal_projector,
     scale_shift,
     segment,
+    temporal_loss,
 )
-from jaxpapers.steam.experiments._tasks import TASKS, class_mask, label_ids, task_videos
+from jaxpapers.steam.experiments._tasks import (
+    NUM_CLASSES,
+    TASKS,
+    class_mask,
+    classes_up_to,
+    label_ids,
+    task_videos,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config:
-    """Every size-dependent setting of the P08 protocol (one per run size, ``SIZES``)."""
+    """Every size-dependent setting of the P08 protocol (one per run size, ``SIZES``).
+
+    ``lrs`` is the learning-rate grid every method (fine-tuning and each adapter method) is tuned
+    on: every method runs the whole sequence once per grid point, and the point with the best
+    final average mIoU on the validation videos (``val_videos`` per task, held out from training
+    and disjoint from the test videos) is the one reported. ``lr`` is pretraining's (shared).
+    """
 
     size: int
     width: int
@@ -65,18 +101,26 @@ class Config:
     task_steps: int
     batch: int
     subspace_videos: int
+    val_videos: int
     queries: int = 4
-    temperature: float = 0.1
+    temperature: float = 0.05
+    balance: float = 1.0
     lr: float = 3e-3
-    ft_lr: float = 3e-3
-    adapter_lr: float = 1e-2
+    lrs: tuple[float, ...] = (3e-3, 1e-2)
     energy: float = 0.99
+
+    def __post_init__(self) -> None:
+        if not self.lrs or any(not lr > 0 for lr in self.lrs):
+            raise ValueError(f"lrs={self.lrs!r}; expected a non-empty grid of positive rates")
 
 
 class Method(NamedTuple):
-    """An adapter method: which parts of the new task's expert train, hard (L2P) retrieval, SCOA.
+    """An adapter method: which parts of the new task's expert train, hard (L2P) retrieval, SCOA,
+    and whether the objective adds the temporal (association) term (STEAM's balanced objective).
 
-    A static argument of ``adapt``: the parts that do not train get ``optax.set_to_zero``.
+    ``adapt`` takes a ``Method`` of per-run 0/1 float arrays (:func:`method_flags`), so every
+    method and ablation trains in one vmapped program: the gradients of the parts a run does not
+    train are zeroed before Adam (they keep their values exactly).
     """
 
     dash: bool = False
@@ -86,6 +130,15 @@ class Method(NamedTuple):
     keys: bool = False
     hard: bool = False
     scoa: bool = False
+    balanced: bool = False
+
+
+def method_flags(methods) -> Method:
+    """A :class:`Method` of ``[runs]`` float 0/1 arrays from a sequence of methods (one per run)."""
+    methods = list(methods)
+    return Method(
+        *(jnp.asarray([float(getattr(m, f)) for m in methods], jnp.float32) for f in Method._fields)
+    )
 
 
 FINETUNE = "sequential fine-tuning"
@@ -96,16 +149,17 @@ NO_TEMPORAL = "STEAM w/o temporal experts"
 NO_SCOA = "STEAM w/o SCOA"
 ADAPTER_METHODS: dict[str, Method] = {
     L2P: Method(prompt=True, keys=True, hard=True),
-    STEAM: Method(dash=True, frame=True, video=True, scoa=True),
-    NO_DASH: Method(frame=True, video=True, scoa=True),
-    NO_TEMPORAL: Method(dash=True, frame=True, scoa=True),
-    NO_SCOA: Method(dash=True, frame=True, video=True),
+    STEAM: Method(dash=True, frame=True, video=True, scoa=True, balanced=True),
+    NO_DASH: Method(frame=True, video=True, scoa=True, balanced=True),
+    NO_TEMPORAL: Method(dash=True, frame=True, scoa=True, balanced=True),
+    NO_SCOA: Method(dash=True, frame=True, video=True, balanced=True),
 }
 METHODS: tuple[str, ...] = (FINETUNE, *ADAPTER_METHODS)
 
 
 class Protocol(NamedTuple):
-    """Every method on the task sequence (per seed); what the experiments read.
+    """Every method on the task sequence (per seed), at its tuned learning rate; what the
+    experiments read.
 
     Attributes:
       methods: row names, ``METHODS`` order.
@@ -113,12 +167,23 @@ class Protocol(NamedTuple):
       miou: ``[method, stage, task, seed]`` mIoU of each task after each stage.
       miou_before: ``[method, task, seed]`` mIoU of each task just before learning it.
       switches, pairs: ``[method, stage, task, seed]`` identity switches and tracked pairs.
+      routed: ``[method, stage, task, seed]`` fraction of the task's test videos whose largest
+        video-level routing weight is their own task's (meaningful for the adapter methods).
+      path_change: ``{method: [seed]}`` for fine-tuning and STEAM: the mean over old test videos
+        (every earlier task's) of a video's relative output change between right after its task
+        and after the last task (:func:`path_change`); STEAM's over the videos routed to their own
+        task both times, fine-tuning's over every old video (NaN for a seed with none).
+      path_routed: ``[seed]`` how many of the earlier tasks' test videos STEAM routes to their own
+        task both times (the videos its ``path_change`` averages), of ``path_videos``.
       losses: training losses by phase (seed means; adapters ``[method, step]``).
       leaks: per task, ``[adapter method, seed, (frame, video)]`` relative output of the new
         expert on the earlier inputs' subspace.
       background_only_miou: ``[task, seed]`` mIoU of the all-background prediction.
       fold_error: ``[seed]`` DASH folded into the neck vs applied after it.
       cpu_seconds: process CPU seconds per phase (compiles included).
+      path_videos: the number of earlier tasks' test videos per seed.
+      tuning: ``{"lrs": grid, "selected": {method: lr}, "validation": {method: [per lr]}}``, the
+        validation final average mIoU (seed mean) of every method at every grid point.
     """
 
     methods: tuple[str, ...]
@@ -127,34 +192,49 @@ class Protocol(NamedTuple):
     miou_before: np.ndarray
     switches: np.ndarray
     pairs: np.ndarray
+    routed: np.ndarray
+    path_change: dict[str, list[float]]
+    path_routed: list[float]
     losses: dict[str, np.ndarray]
     leaks: dict[str, np.ndarray]
     background_only_miou: np.ndarray
     fold_error: list[float]
     cpu_seconds: dict[str, float]
+    path_videos: int = 0
+    tuning: dict[str, Any] | None = None
 
 
-def _video_loss(cfg, params, adapters, proj, feats, inst, cls, allowed, active, hard, gates=None):
+def _video_loss(
+    cfg, params, adapters, proj, feats, inst, cls, allowed, active, hard, gates=None, balance=None
+):
+    """One video's loss: the per-frame matching loss (spatial), plus ``balance`` (a scalar, may be
+    traced; ``None``: no temporal term) times the temporal association loss on the matched
+    queries."""
     assign = jnp.asarray(assignments(cfg.queries, cfg.max_objects))
     out = decode(
         params, adapters, proj, feats, config=cfg, active=active, hard=hard, task_classes=gates
     )
-    per_frame = jax.vmap(matching_loss, in_axes=(0, 0, 0, 0, None, None))(
+    if balance is None:
+        per_frame = jax.vmap(matching_loss, in_axes=(0, 0, 0, 0, None, None))(
+            out.class_logits, out.mask_logits, inst, cls, allowed, assign
+        )
+        return jnp.mean(per_frame), out
+    per_frame, matched, visible = jax.vmap(match, in_axes=(0, 0, 0, 0, None, None))(
         out.class_logits, out.mask_logits, inst, cls, allowed, assign
     )
-    return jnp.mean(per_frame), out
+    return jnp.mean(per_frame) + balance * temporal_loss(out.queries, matched, visible), out
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "graphdef", "steps", "batch"))
 def finetune(
     params, adapters, proj, images, inst, cls, allowed, lr, keys, *, cfg, graphdef, steps, batch
 ) -> FitResult:
-    """Adam on every base weight from images, one run per seed (leading axis of ``params``,
-    ``images [S, N, T, H, W, C]``, ``inst``, ``cls`` and ``keys``); ``adapters``/``proj`` are
+    """Adam on every base weight from images, one run per leading index of ``params``, ``images
+    [R, N, T, H, W, C]``, ``inst``, ``cls``, ``lr [R]`` and ``keys``; ``adapters``/``proj`` are
     the identity ones (only task 1's expert active)."""
     active = jax.nn.one_hot(0, cfg.experts)
 
-    def one(p0, im, ins, cl, key):
+    def one(p0, im, ins, cl, lr_, key):
         def loss_fn(p, batch_, _key):
             images_b, inst_b, cls_b = batch_
             b, t = images_b.shape[:2]
@@ -169,9 +249,9 @@ def finetune(
             idx = jax.random.randint(k, (batch,), 0, im.shape[0])
             return im[idx], ins[idx], cl[idx]
 
-        return fit(loss_fn, p0, optax.adam(lr), steps=steps, key=key, batch_fn=batch_fn)
+        return fit(loss_fn, p0, optax.adam(lr_), steps=steps, key=key, batch_fn=batch_fn)
 
-    return jax.vmap(one)(params, images, inst, cls, keys)
+    return jax.vmap(one)(params, images, inst, cls, lr, keys)
 
 
 def _summary(feats: jax.Array) -> jax.Array:
@@ -179,32 +259,45 @@ def _summary(feats: jax.Array) -> jax.Array:
     return feats.mean(axis=(0, 1, 2, 3))
 
 
-def _row(adapters: Adapters, t: int) -> Adapters:
-    """Task ``t``'s row of every adapter part."""
+def _row(adapters: Adapters, t) -> Adapters:
+    """Task ``t``'s row of every adapter part (``t`` may be traced)."""
     return jax.tree.map(lambda x: x[t], adapters)
 
 
-def _with_row(adapters: Adapters, t: int, row: Adapters) -> Adapters:
+def _with_row(adapters: Adapters, t, row: Adapters) -> Adapters:
     return jax.tree.map(lambda x, r: x.at[t].set(r), adapters, row)
 
 
-def _labels(method: Method) -> Adapters:
-    """``multi_transform`` labels of an expert row: the parts ``method`` trains."""
-
-    def label(on: bool) -> str:
-        return "train" if on else "frozen"
-
+def _row_mask(method: Method) -> Adapters:
+    """Per part of an expert row: 1 where ``method`` (scalar 0/1 flags) trains it."""
     return Adapters(
-        dash=ScaleShift(label(method.dash), label(method.dash)),
-        frame=Experts(label(method.frame), label(method.frame)),
-        video=Experts(label(method.video), label(method.video)),
-        keys=label(method.keys),
-        prompts=label(method.prompt),
+        dash=ScaleShift(method.dash, method.dash),
+        slope=DashSlope(method.dash, method.dash),
+        frame=Experts(method.frame, method.frame),
+        video=Experts(method.video, method.video),
+        keys=method.keys,
+        prompts=method.prompt,
     )
 
 
+def masked_updates(mask) -> optax.GradientTransformation:
+    """Zero the updates where ``mask`` (a pytree prefix-broadcastable to the parameters, 0/1,
+    may be traced) is 0. Chained before Adam, a zeroed leaf has zero moments and gets exactly
+    zero updates, so it keeps its value bit for bit (as under ``optax.set_to_zero``)."""
+
+    def init(_params):
+        return optax.EmptyState()
+
+    def update(updates, state, params=None):
+        del params
+        out = jax.tree.map(lambda u, m: jnp.where(m > 0, u, jnp.zeros_like(u)), updates, mask)
+        return out, state
+
+    return optax.GradientTransformation(init, update)
+
+
 class Adapted(NamedTuple):
-    """One adapter method's run on one task (per seed): the base parameters (new-class columns
+    """One adapter run on one task (leading axis: run): the base parameters (new-class columns
     of the classifier trained), the adapters (task ``t``'s row trained), the projectors, the
     losses, whether every step was finite, and the new experts' leaks ``[(frame, video)]``."""
 
@@ -216,10 +309,7 @@ class Adapted(NamedTuple):
     leaks: jax.Array
 
 
-@functools.partial(
-    jax.jit,
-    static_argnames=("cfg", "method", "t", "new", "steps", "batch", "lr", "energy"),
-)
+@functools.partial(jax.jit, static_argnames=("cfg", "steps", "batch", "energy", "balance"))
 def adapt(
     params,
     adapters: Adapters,
@@ -229,91 +319,98 @@ def adapt(
     cls,
     earlier,
     allowed,
+    new,
     task_classes,
     keys,
+    method: Method,
+    lr,
+    t,
     *,
     cfg: VISConfig,
-    method: Method,
-    t: int,
-    new: tuple[int, ...],
     steps: int,
     batch: int,
-    lr: float,
     energy: float,
+    balance: float = 1.0,
 ) -> Adapted:
-    """``method`` learns task ``t`` (new classes ``new``), one run per seed (leading axes).
+    """Each run (leading axis of every argument but ``allowed``, ``new``, ``task_classes`` and
+    ``t``) learns task ``t`` with its method (``method``: :func:`method_flags`) and learning rate
+    (``lr [R]``). One compiled program serves every method, ablation, grid point, seed and task:
+    ``t`` (int scalar) and the new classes ``new [C]`` (0/1) are traced, so tasks 2 and 3 reuse it.
 
     Before training: DASH of task ``t`` is initialised from the task's feature moments against
     task 1's (when the method uses DASH); the routing keys of task 1 and ``t`` are set to their
     tasks' mean features; with SCOA, expert ``t``'s projectors remove the subspace of the
     frame / video expert inputs of tasks ``< t`` (computed on ``earlier`` videos under the current
     model). Then Adam trains the parts of row ``t`` that the method names and the classifier
-    columns of the new classes; the other parts of the row get zero updates.
+    columns of the new classes; every other parameter gets zero updates. ``allowed`` is the
+    0/1 mask of every class seen so far (class-incremental: the softmax runs over all of them).
+    A ``balanced`` method adds ``balance`` times the temporal loss to the per-frame loss; an
+    L2P run (``keys``) adds the key-query cosine term that pulls its key to its task's queries.
     """
-    hard = float(method.hard)
-    optimizer = optax.multi_transform(
-        {"train": optax.adam(lr), "frozen": optax.set_to_zero()},
-        {"row": _labels(method), **({"cls": {"kernel": "train", "bias": "train"}} if new else {})},
-    )
-    cols = jnp.asarray(new, jnp.int32)
+    new_cols = jnp.concatenate([jnp.asarray(new, jnp.float32), jnp.zeros((1,))])
+    t = jnp.asarray(t, jnp.int32)
 
-    def one(params, adapters, proj, feats, inst, cls, earlier, key):
+    def one(params, adapters, proj, feats, inst, cls, earlier, key, m, lr_):
         e = cfg.experts
         before = (jnp.arange(e) < t).astype(jnp.float32)
         active = (jnp.arange(e) <= t).astype(jnp.float32)
         keys_ = adapters.keys.at[0].set(_summary(earlier[0])).at[t].set(_summary(feats))
-        dash = adapters.dash
-        if method.dash:
-            mean0, std0 = feature_moments(earlier[0])
-            init = dash_init(feats, mean0, std0)
-            dash = ScaleShift(dash.gamma.at[t].set(init.gamma), dash.beta.at[t].set(init.beta))
+        mean0, std0 = feature_moments(earlier[0])
+        init = dash_init(feats, mean0, std0)
+        on = m.dash > 0
+        dash = ScaleShift(
+            jnp.where(on, adapters.dash.gamma.at[t].set(init.gamma), adapters.dash.gamma),
+            jnp.where(on, adapters.dash.beta.at[t].set(init.beta), adapters.dash.beta),
+        )
         adapters = adapters._replace(keys=keys_, dash=dash)
 
         # SCOA: the inputs expert t must not disturb are those of the earlier tasks' videos.
         rows = jax.vmap(
             jax.vmap(
                 lambda f: adapter_inputs(
-                    params, adapters, proj, f, config=cfg, active=before, hard=hard
+                    params, adapters, proj, f, config=cfg, active=before, hard=m.hard
                 )
             )
         )(earlier)
         weight = before[:, None, None, None]
         pix = (rows[0] * weight).reshape(-1, cfg.dim)
         qry = (rows[1] * weight).reshape(-1, cfg.dim)
-        if method.scoa:
-            span = functools.partial(input_subspace, energy=energy, max_rank=cfg.dim - cfg.rank)
-            pf, pv = orthogonal_projector(span(pix)), orthogonal_projector(span(qry))
-        else:
-            pf = pv = jnp.eye(cfg.dim)
+        span = functools.partial(input_subspace, energy=energy, max_rank=cfg.dim - cfg.rank)
+        eye = jnp.eye(cfg.dim)
+        pf = jnp.where(m.scoa > 0, orthogonal_projector(span(pix)), eye)
+        pv = jnp.where(m.scoa > 0, orthogonal_projector(span(qry)), eye)
         proj = Projectors(proj.frame.at[t].set(pf), proj.video.at[t].set(pv))
 
-        trainable = {"row": _row(adapters, t)}
-        if new:
-            kernel, bias = params["cls"]["kernel"], params["cls"]["bias"]
-            trainable["cls"] = {"kernel": kernel[:, cols], "bias": bias[cols]}
+        trainable = {"row": _row(adapters, t), "cls": params["cls"]}
+        mask = {"row": _row_mask(m), "cls": {"kernel": new_cols[None, :], "bias": new_cols}}
+        optimizer = optax.chain(masked_updates(mask), optax.adam(lr_))
 
         def merged(tr):
-            p = params
-            if new:
-                cls_ = {
-                    "kernel": kernel.at[:, cols].set(tr["cls"]["kernel"]),
-                    "bias": bias.at[cols].set(tr["cls"]["bias"]),
-                }
-                p = {**params, "cls": cls_}
-            return p, _with_row(adapters, t, tr["row"])
+            return {**params, "cls": tr["cls"]}, _with_row(adapters, t, tr["row"])
 
         def loss_fn(tr, batch_, _key):
             p, ad = merged(tr)
 
             def video(fv, iv, cv):
                 loss, _out = _video_loss(
-                    cfg, p, ad, proj, fv, iv, cv, allowed, active, hard, task_classes
+                    cfg,
+                    p,
+                    ad,
+                    proj,
+                    fv,
+                    iv,
+                    cv,
+                    allowed,
+                    active,
+                    m.hard,
+                    task_classes,
+                    balance * m.balanced,
                 )
-                if method.keys:  # L2P's key-query matching term
-                    s = fv.mean(axis=(0, 1, 2))
-                    k = ad.keys[t]
-                    loss = loss + (1 - s @ k / (jnp.linalg.norm(s) * jnp.linalg.norm(k) + 1e-6))
-                return loss
+                # L2P's key-query matching term (pulls the task's key towards its queries).
+                s = fv.mean(axis=(0, 1, 2))
+                k = ad.keys[t]
+                cos = s @ k / (jnp.linalg.norm(s) * jnp.linalg.norm(k) + 1e-6)
+                return loss + m.keys * (1 - cos)
 
             return jnp.mean(jax.vmap(video)(*batch_))
 
@@ -336,7 +433,7 @@ def adapt(
         )
         return Adapted(params, new_ad, proj, res.losses, res.finite, leaks)
 
-    return jax.vmap(one)(params, adapters, proj, feats, inst, cls, earlier, keys)
+    return jax.vmap(one)(params, adapters, proj, feats, inst, cls, earlier, keys, method, lr)
 
 
 def _task_miou(confusion: jax.Array, labels: jax.Array) -> jax.Array:
@@ -353,7 +450,8 @@ def _task_miou(confusion: jax.Array, labels: jax.Array) -> jax.Array:
 @functools.partial(jax.jit, static_argnames=("cfg",))
 def evaluate(params, adapters, proj, feats, inst, cls, allowed, active, hard, gates, *, cfg):
     """Per run (leading axis of all but ``allowed``/``active``) and task: mIoU, identity switches
-    and pairs; ``feats [runs, tasks, N, T, g, g, D]``."""
+    and pairs, and the fraction of the task's videos routed to the task's own expert (largest
+    video-level weight); ``feats [runs, tasks, N, T, g, g, D]``."""
     labels = [label_ids(task) for task in TASKS]
 
     def run(params, adapters, proj, feats, inst, cls, hard, gates):
@@ -363,15 +461,113 @@ def evaluate(params, adapters, proj, feats, inst, cls, allowed, active, hard, ga
             )
             seg = segment(out, allowed)
             sw = identity_switches(seg.tracks, i, cfg.max_objects, cfg.queries)
-            return confusion_matrix(seg.semantic, c, cfg.classes + 1), sw
+            routed = jnp.argmax(out.video_weights)
+            return confusion_matrix(seg.semantic, c, cfg.classes + 1), sw, routed
 
         res = []
         for j in range(len(TASKS)):
-            confusion, sw = jax.vmap(video)(feats[j], inst[j], cls[j])
-            res.append((_task_miou(confusion.sum(0), labels[j]), sw.switches.sum(), sw.pairs.sum()))
+            confusion, sw, routed = jax.vmap(video)(feats[j], inst[j], cls[j])
+            res.append(
+                (
+                    _task_miou(confusion.sum(0), labels[j]),
+                    sw.switches.sum(),
+                    sw.pairs.sum(),
+                    jnp.mean(routed == j),
+                )
+            )
         return tuple(jnp.stack(v) for v in zip(*res, strict=True))
 
     return jax.vmap(run)(params, adapters, proj, feats, inst, cls, hard, gates)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def path_outputs(params, adapters, proj, feats, active, hard, gates, *, cfg):
+    """Per run (leading axis of all but ``active``) and video of one task (``feats [runs, N, T,
+    g, g, D]``): class logits ``[N, T, Q, C + 1]``, mask logits ``[N, T, Q, H, W]`` and the
+    video-level routing weights ``[N, E]``: what an old video's path produces."""
+
+    def run(params, adapters, proj, feats, hard, gates):
+        def video(f):
+            out = decode(
+                params, adapters, proj, f, config=cfg, active=active, hard=hard, task_classes=gates
+            )
+            return out.class_logits, out.mask_logits, out.video_weights
+
+        return jax.vmap(video)(feats)
+
+    return jax.vmap(run)(params, adapters, proj, feats, hard, gates)
+
+
+#: A video is routed to a task when the task's video-level weight is at least ``1 - ROUTED_TOL``:
+#: the soft router's output is that task's one-hot vector to float32 round-off.
+ROUTED_TOL = 1e-6
+
+
+def routed_to(weights: np.ndarray, task: int) -> np.ndarray:
+    """``[N]`` whether each video's routing weights ``[N, E]`` put all but ``ROUTED_TOL`` of the
+    weight on ``task``."""
+    return np.asarray(weights)[:, task] >= 1 - ROUTED_TOL
+
+
+def path_change(
+    before: tuple[np.ndarray, np.ndarray, np.ndarray],
+    after: tuple[np.ndarray, np.ndarray, np.ndarray],
+    task: int,
+    classes: tuple[int, ...],
+    *,
+    routed: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per test video of task ``task``: the relative change of one run's outputs between right
+    after learning the task (``before``) and later (``after``), from :func:`path_outputs`, and
+    whether the video counts.
+
+    Compared, per video: the class logits of ``classes`` (every class seen right after the task)
+    and of "no object", and the mask logits; the largest absolute change relative to the largest
+    of them before (that video's). With ``routed``, a video counts when it is routed to its own
+    task both times (:func:`routed_to`): the whole path it takes (routing, static and dynamic
+    DASH, frame and video experts, prompts, the routed class prior, the frozen classifier
+    columns) must then give the same outputs up to float round-off. Without, every video counts.
+
+    Returns:
+      ``(change [N], counts [N] bool)``.
+    """
+    c0, m0, r0 = (np.asarray(x) for x in before)
+    c1, m1, r1 = (np.asarray(x) for x in after)
+    n = r0.shape[0]
+    ok = routed_to(r0, task) & routed_to(r1, task) if routed else np.ones(n, bool)
+    cols = [*classes, c0.shape[-1] - 1]
+    a0, a1 = c0[..., cols].reshape(n, -1), c1[..., cols].reshape(n, -1)
+    b0, b1 = m0.reshape(n, -1), m1.reshape(n, -1)
+    a0, a1, b0, b1 = (x.astype(np.float64) for x in (a0, a1, b0, b1))
+    diff = np.maximum(np.abs(a1 - a0).max(1), np.abs(b1 - b0).max(1))
+    scale = np.maximum(np.maximum(np.abs(a0).max(1), np.abs(b0).max(1)), 1e-30)
+    return diff / scale, ok
+
+
+def whole_path(reference, final, run: int, *, routed: bool) -> tuple[float, int, int]:
+    """The whole-path row of one run: the mean, over the earlier tasks' test videos that count
+    (:func:`path_change`), of each video's relative output change between right after its task
+    (``reference[j]``) and after the last task (``final[j]``), both :func:`path_outputs` tuples
+    with a leading run axis. Counted per video, so a task with no routed video does not make the
+    row undefined; NaN only when no old video counts at all.
+
+    Returns:
+      ``(mean change, videos counted, old videos)``.
+    """
+    changes, oks = [], []
+    for j in range(len(final)):
+        ch, ok = path_change(
+            tuple(x[run] for x in reference[j]),
+            tuple(x[run] for x in final[j]),
+            j,
+            classes_up_to(j),
+            routed=routed,
+        )
+        changes.append(ch)
+        oks.append(ok)
+    ch, ok = np.concatenate(changes), np.concatenate(oks)
+    mean = float(ch[ok].mean()) if ok.any() else float("nan")
+    return mean, int(ok.sum()), int(ok.size)
 
 
 def background_only_miou(classes: jax.Array, num_labels: int) -> np.ndarray:
@@ -392,34 +588,50 @@ def background_only_miou(classes: jax.Array, num_labels: int) -> np.ndarray:
 
 
 def run_protocol(config: Config, seeds: list[int]) -> Protocol:
-    """Every method on the task sequence, per seed (see the module docstring)."""
+    """Every method on the task sequence at every grid learning rate, per seed; each method's
+    rows are those of its grid point with the best validation final average mIoU (see the module
+    docstring and :class:`Config`)."""
     cfg = VISConfig(
         size=config.size,
         width=config.width,
         dim=config.dim,
         queries=config.queries,
-        classes=4,
+        classes=NUM_CLASSES,
         experts=len(TASKS),
         rank=config.rank,
         temperature=config.temperature,
     )
-    n_seeds = len(seeds)
-    names = list(ADAPTER_METHODS)
-
+    n_seeds, lrs, names = len(seeds), tuple(config.lrs), list(ADAPTER_METHODS)
+    n_lr, n_m = len(lrs), len(names)
+    # Runs: fine-tuning at grid point g, seed s is run g * S + s (n_ft of them); adapter method
+    # m at grid point g, seed s is run (m * G + g) * S + s of the n_ad adapter runs.
+    n_ft, n_ad = n_lr * n_seeds, n_m * n_lr * n_seeds
+    n_train, n_val, n_test = config.train_videos, config.val_videos, config.test_videos
     clock = _Clock()
-    n_train = config.train_videos
 
     @jax.jit
     def make_data(key):
         ks = jax.random.split(key, len(TASKS))
         return [
-            task_videos(task, n_train + config.test_videos, config.frames, cfg.size, key=k)
+            task_videos(task, n_train + n_val + n_test, config.frames, cfg.size, key=k)
             for task, k in zip(TASKS, ks, strict=True)
         ]
 
     videos = stack_trees([make_data(jax.random.key(1000 + s)) for s in seeds])
-    train = [jax.tree.map(lambda x: x[:, :n_train], v) for v in videos]
-    test = [jax.tree.map(lambda x: x[:, n_train:], v) for v in videos]
+
+    @jax.jit
+    def split(videos):
+        def cut(a, b):
+            return [jax.tree.map(lambda x: x[:, a:b], v) for v in videos]
+
+        images = jnp.stack([v.image for v in videos], 1)  # [seeds, tasks, N, T, H, W, C]
+        return cut(0, n_train), cut(n_train + n_val, None), images, images[:, :, n_train:]
+
+    train, test, all_images, eval_images = split(videos)
+    test_inst = jnp.stack([v.instances for v in test], 1)  # [seeds, tasks, N, T, H, W]
+    test_cls = jnp.stack([v.classes for v in test], 1)
+    val_inst = jnp.stack([v.instances[:, n_train : n_train + n_val] for v in videos], 1)
+    val_cls = jnp.stack([v.classes[:, n_train : n_train + n_val] for v in videos], 1)
     clock("data")
 
     graphdef = None
@@ -428,21 +640,28 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         graphdef, p = init_vis(config=cfg, key=jax.random.key(s))
         base.append(p)
     params = stack_trees(base)
-
     identity_ad = init_adapters(config=cfg, key=jax.random.key(0))
     identity_proj = identity_projectors(config=cfg)
+    init_adapter_runs = jax.jit(jax.vmap(lambda k: init_adapters(config=cfg, key=k)))
 
-    def tune(params, task: int, lr: float, keys: jax.Array) -> FitResult:
+    def keys(offset, n):
+        return jnp.stack([jax.random.key(7919 * s + offset) for s in seeds] * n)
+
+    def rep(tree, n):  # seeds -> n blocks of seeds
+        return jax.tree.map(lambda x: jnp.concatenate([x] * n), tree)
+
+    def tune(p, task: int, lr: float, k: jax.Array) -> FitResult:
+        # Class-incremental: the softmax runs over every class seen up to this task.
         return finetune(
-            params,
+            p,
             identity_ad,
             identity_proj,
             train[task].image,
             train[task].instances,
             train[task].classes,
-            class_mask(TASKS[task].pool),
-            lr,
-            keys,
+            class_mask(set(classes_up_to(task))),
+            jnp.full((n_seeds,), lr),
+            k,
             cfg=cfg,
             graphdef=graphdef,
             steps=config.task_steps,
@@ -452,10 +671,6 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
     encode_all = jax.jit(
         jax.vmap(lambda p, x: jax.vmap(jax.vmap(lambda v: encode(graphdef, p, v)))(x))
     )
-    all_images = jnp.stack([v.image for v in videos], 1)  # [seeds, tasks, N, T, H, W, C]
-
-    def keys(offset, n):
-        return jnp.stack([jax.random.key(7919 * s + offset) for s in seeds] * n)
 
     init_params = params  # the model before pretraining: the "before" of task 1's learning gain
     pre_losses = []
@@ -464,122 +679,210 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         params = res.params
         pre_losses.append(res.losses)
     clock("pretrain")
-    test_inst = jnp.stack([v.instances for v in test], 1)  # [seeds, tasks, N, T, H, W]
-    test_cls = jnp.stack([v.classes for v in test], 1)
-
-    def rep(tree):  # seeds -> runs (method-major: run r = method r // n_seeds, seed r % n_seeds)
-        return jax.tree.map(lambda x: jnp.concatenate([x] * len(names)), tree)
-
-    def runs_of(tree, i):  # the runs of adapter method i
-        return jax.tree.map(lambda x: x[i * n_seeds : (i + 1) * n_seeds], tree)
 
     feats = encode_all(params, all_images)  # [seeds, tasks, N, T, g, g, D]
-    base_train_feats = [feats[:, j, :n_train] for j in range(len(TASKS))]
-    base_test_feats = feats[:, :, n_train:]
-    clock("encode")
-    ft_params = params
-    ad_params = rep(params)
-    ad = jax.vmap(lambda k: init_adapters(config=cfg, key=k))(keys(13, len(names)))
-    proj = jax.vmap(lambda _: identity_projectors(config=cfg))(jnp.arange(len(names) * n_seeds))
-    hard = jnp.repeat(jnp.asarray([float(m.hard) for m in ADAPTER_METHODS.values()]), n_seeds)
-    earlier = jnp.stack([f[:, : config.subspace_videos] for f in base_train_feats], 1)
-    zero_ad = jax.vmap(lambda k: init_adapters(config=cfg, key=k))(keys(0, 1))
-    eye = jax.vmap(lambda _: identity_projectors(config=cfg))(jnp.arange(n_seeds))
-
+    base_train = [feats[:, j, :n_train] for j in range(len(TASKS))]
+    base_val = feats[:, :, n_train : n_train + n_val]
+    base_test = feats[:, :, n_train + n_val :]
+    blocks = n_m * n_lr  # adapter runs per seed
+    ad_test, ad_val = rep(base_test, blocks), rep(base_val, blocks)
+    ft_params = [params] * n_lr
+    ad_params = rep(params, blocks)
+    ad = init_adapter_runs(keys(13, blocks))
+    proj = jax.vmap(lambda _: identity_projectors(config=cfg))(jnp.arange(n_ad))
+    flags = method_flags([m for m in ADAPTER_METHODS.values() for _ in range(n_lr * n_seeds)])
+    ad_lr = jnp.asarray([lr for _ in names for lr in lrs for _ in seeds], jnp.float32)
+    earlier = rep(jnp.stack([f[:, : config.subspace_videos] for f in base_train], 1), blocks)
+    zero_ad = init_adapter_runs(keys(0, n_lr))
+    eye = jax.vmap(lambda _: identity_projectors(config=cfg))(jnp.arange(n_ft))
     task_classes = jnp.stack([class_mask(task.pool) for task in TASKS])
-    rep_gates = jnp.broadcast_to(task_classes, (len(names) * n_seeds, *task_classes.shape))
-    acc = np.zeros((len(METHODS), len(TASKS), len(TASKS), n_seeds))
-    sw = np.zeros_like(acc)
-    pairs = np.zeros_like(acc)
-    losses = {"pretrain": np.concatenate([np.asarray(x) for x in pre_losses], 1).mean(0)}
-    leaks: dict[str, np.ndarray] = {}
-    seen: set[int] = set()
-    before_acc = np.zeros((len(METHODS), len(TASKS), n_seeds))
+    gates = _cat(
+        jnp.ones((n_ft, *task_classes.shape)),
+        jnp.broadcast_to(task_classes, (n_ad, *task_classes.shape)),
+    )
+    hard = _cat(jnp.zeros(n_ft), flags.hard)
+    runs = n_ft + n_ad
+    inst_all, cls_all = rep(test_inst, runs // n_seeds), rep(test_cls, runs // n_seeds)
+    val_inst_all, val_cls_all = rep(val_inst, runs // n_seeds), rep(val_cls, runs // n_seeds)
+    steam_i = names.index(STEAM)
+    steam = slice(steam_i * n_lr * n_seeds, (steam_i + 1) * n_lr * n_seeds)  # of adapter runs
+    path_gates = _cat(
+        jnp.ones((n_ft, *task_classes.shape)),
+        jnp.broadcast_to(task_classes, (n_lr * n_seeds, *task_classes.shape)),
+    )
+    path_feats = rep(base_test, n_lr)
 
-    def score(ft_p, ft_feats, ad_p, ad_a, ad_proj, ad_feats, seen_mask, active):
-        return evaluate(
+    def ft_eval_feats(ps):  # fine-tuning runs' (val, test) features [n_ft, tasks, N, ...]
+        f = jnp.concatenate([encode_all(p, eval_images) for p in ps])
+        return f[:, :, :n_val], f[:, :, n_val:]
+
+    def outputs(j, active):  # fine-tuning's and STEAM's outputs on task j's test videos
+        return jax.device_get(
+            path_outputs(
+                _cat(_cat_all(ft_params), jax.tree.map(lambda x: x[steam], ad_params)),
+                _cat(zero_ad, jax.tree.map(lambda x: x[steam], ad)),
+                _cat(eye, jax.tree.map(lambda x: x[steam], proj)),
+                _cat(ft_test[:, j], path_feats[:, j]),
+                active,
+                jnp.zeros(n_ft + n_lr * n_seeds),
+                path_gates,
+                cfg=cfg,
+            )
+        )
+
+    def score(ft_p, ft_feats, ad_p, ad_a, ad_proj, ad_feats, inst, cls, seen_mask, active):
+        out = evaluate(
             _cat(ft_p, ad_p),
             _cat(zero_ad, ad_a),
             _cat(eye, ad_proj),
             _cat(ft_feats, ad_feats),
-            _cat(test_inst, rep(test_inst)),
-            _cat(test_cls, rep(test_cls)),
+            inst,
+            cls,
             seen_mask,
             active,
-            _cat(jnp.zeros(n_seeds), hard),
-            _cat(jnp.ones((n_seeds, *task_classes.shape)), rep_gates),
+            hard,
+            gates,
             cfg=cfg,
         )
+        return [np.asarray(x) for x in out]  # each [runs, tasks]
 
-    ft_test = encode_all(init_params, all_images)[:, :, n_train:]
+    reference: list = []
+    final: list = []
+    pre_runs, stage_runs = [], []
+    ft_losses: dict[str, list] = {}
+    ad_losses: dict[str, np.ndarray] = {}
+    leak_runs: dict[str, np.ndarray] = {}
+    seen: set[int] = set()
+    _init_val, init_test = ft_eval_feats([init_params])
+    ft_test = rep(init_test, n_lr)
+    val_final = np.zeros(runs)
     for t, task in enumerate(TASKS):
         new = tuple(sorted(set(task.pool) - seen))
         seen |= set(task.pool)
-        allowed = class_mask(task.pool)
-        active = jnp.broadcast_to(
-            (jnp.arange(cfg.experts) <= t).astype(jnp.float32), (cfg.experts,)
-        )
+        active = (jnp.arange(cfg.experts) <= t).astype(jnp.float32)
         seen_mask = class_mask(seen)
         # The learning gain's "before": every model just before it learns task t (task 1: the
         # untrained initialisation, before pretraining), scored on task t with the same label
         # mask and active experts as right after learning it.
         if t == 0:
             pre = score(
-                init_params, ft_test, rep(init_params), ad, proj, rep(ft_test), seen_mask, active
+                rep(init_params, n_lr),
+                ft_test,
+                rep(init_params, blocks),
+                ad,
+                proj,
+                rep(init_test, blocks),
+                inst_all,
+                cls_all,
+                seen_mask,
+                active,
             )
         else:
             pre = score(
-                ft_params, ft_test, ad_params, ad, proj, rep(base_test_feats), seen_mask, active
+                _cat_all(ft_params),
+                ft_test,
+                ad_params,
+                ad,
+                proj,
+                ad_test,
+                inst_all,
+                cls_all,
+                seen_mask,
+                active,
             )
-        miou_pre = np.asarray(pre[0])  # [runs, tasks]
-        before_acc[0, t] = miou_pre[:n_seeds, t]
-        before_acc[1:, t] = miou_pre[n_seeds:, t].reshape(len(names), n_seeds)
+        pre_runs.append(pre[0][:, t])
         clock(f"before stage {t + 1}")
         if t > 0:
-            res = tune(ft_params, t, config.ft_lr, keys(17 + t, 1))
-            ft_params = res.params
-            losses[f"task{t + 1}_finetune"] = np.asarray(res.losses).mean(0)
-            adapted = [
-                adapt(
-                    runs_of(ad_params, i),
-                    runs_of(ad, i),
-                    runs_of(proj, i),
-                    base_train_feats[t],
-                    train[t].instances,
-                    train[t].classes,
-                    earlier,
-                    allowed,
-                    task_classes,
-                    keys(23 + t, 1),
-                    cfg=cfg,
-                    method=method,
-                    t=t,
-                    new=new,
-                    steps=config.task_steps,
-                    batch=config.batch,
-                    lr=config.adapter_lr,
-                    energy=config.energy,
-                )
-                for i, method in enumerate(ADAPTER_METHODS.values())
-            ]
-            ad_params, ad, proj = (
-                jax.tree.map(lambda *x: jnp.concatenate(x), *[getattr(a, f) for a in adapted])
-                for f in ("params", "adapters", "projectors")
+            losses_t = []
+            for g, lr in enumerate(lrs):
+                res = tune(ft_params[g], t, lr, keys(17 + t, 1))
+                ft_params[g] = res.params
+                losses_t.append(np.asarray(res.losses))
+            ft_losses[f"task{t + 1}_finetune"] = losses_t
+            adapted = adapt(
+                ad_params,
+                ad,
+                proj,
+                rep(base_train[t], blocks),
+                rep(train[t].instances, blocks),
+                rep(train[t].classes, blocks),
+                earlier,
+                seen_mask,
+                class_mask(new),
+                task_classes,
+                keys(23 + t, blocks),
+                flags,
+                ad_lr,
+                t,
+                cfg=cfg,
+                steps=config.task_steps,
+                batch=config.batch,
+                energy=config.energy,
+                balance=config.balance,
             )
-            leaks[f"task{t + 1}"] = np.stack([np.asarray(a.leaks, np.float64) for a in adapted])
-            losses[f"task{t + 1}_adapters"] = np.stack(
-                [np.asarray(a.losses).mean(0) for a in adapted]
+            ad_params, ad, proj = adapted.params, adapted.adapters, adapted.projectors
+            leak_runs[f"task{t + 1}"] = np.asarray(adapted.leaks, np.float64)
+            ad_losses[f"task{t + 1}_adapters"] = np.asarray(adapted.losses)
+        ft_val, ft_test = ft_eval_feats(ft_params)
+        args = (_cat_all(ft_params), ft_test, ad_params, ad, proj, ad_test)
+        stage_runs.append(score(*args, inst_all, cls_all, seen_mask, active))
+        reference.append(outputs(t, active))
+        if t == len(TASKS) - 1:
+            final = [outputs(j, active) for j in range(t)]
+            val = score(
+                *args[:1], ft_val, *args[2:5], ad_val, val_inst_all, val_cls_all, seen_mask, active
             )
-        ft_test = encode_all(ft_params, all_images)[:, :, n_train:]
-        res = score(
-            ft_params, ft_test, ad_params, ad, proj, rep(base_test_feats), seen_mask, active
-        )
+            val_final = val[0].mean(1)  # final average mIoU on the validation videos, per run
         clock(f"stage {t + 1}")
-        res_ft = [x[:n_seeds] for x in res]
-        res_ad = [x[n_seeds:] for x in res]
-        for k, arr in enumerate((acc, sw, pairs)):
-            arr[0, t] = np.asarray(res_ft[k]).T
-            arr[1:, t] = np.asarray(res_ad[k]).reshape(len(names), n_seeds, -1).transpose(0, 2, 1)
+
+    # Tuning: per method, the grid point with the best seed-mean validation final average mIoU.
+    tuning: dict[str, Any] = {"lrs": list(lrs), "selected": {}, "validation": {}}
+    chosen: dict[str, np.ndarray] = {}  # method -> [seeds] run indices (of all runs)
+    for i, name in enumerate(METHODS):
+        offset = 0 if i == 0 else n_ft + (i - 1) * n_lr * n_seeds
+        g, block = select_grid_point(val_final[offset : offset + n_lr * n_seeds], n_lr)
+        chosen[name] = offset + g * n_seeds + np.arange(n_seeds)
+        tuning["selected"][name] = lrs[g]
+        tuning["validation"][name] = block.tolist()
+
+    shape = (len(METHODS), len(TASKS), len(TASKS), n_seeds)
+    acc, sw, pairs, routed = (np.zeros(shape) for _ in range(4))
+    before_acc = np.zeros((len(METHODS), len(TASKS), n_seeds))
+    for i, name in enumerate(METHODS):
+        idx = chosen[name]
+        for t in range(len(TASKS)):
+            before_acc[i, t] = pre_runs[t][idx]
+            for k, arr in enumerate((acc, sw, pairs, routed)):
+                arr[i, t] = stage_runs[t][k][idx].T
+
+    ft_g = (chosen[FINETUNE][0]) // n_seeds
+    st_g = (chosen[STEAM][0] - n_ft - steam.start) // n_seeds
+    change: dict[str, list[float]] = {FINETUNE: [], STEAM: []}
+    path_routed: list[float] = []
+    path_videos = 0
+    for s in range(n_seeds):
+        ft_mean, _, _ = whole_path(reference, final, ft_g * n_seeds + s, routed=False)
+        st_mean, count, path_videos = whole_path(
+            reference, final, n_ft + st_g * n_seeds + s, routed=True
+        )
+        change[FINETUNE].append(ft_mean)
+        change[STEAM].append(st_mean)
+        path_routed.append(count)
+
+    ad_idx = {m: chosen[m] - n_ft for m in names}
+    leaks = {k: np.stack([v[ad_idx[m]] for m in names]) for k, v in leak_runs.items()}
+    losses = {"pretrain": np.concatenate([np.asarray(x) for x in pre_losses], 1).mean(0)}
+    for k, v in ft_losses.items():
+        losses[k] = v[ft_g].mean(0)
+    for k, v in ad_losses.items():
+        losses[k] = np.stack([v[ad_idx[m]].mean(0) for m in names])
+    st = ad_idx[STEAM]
+    fold = _fold_errors(
+        graphdef,
+        params,
+        ScaleShift(ad.dash.gamma[st, 1], ad.dash.beta[st, 1]),
+        test[1].image[:, 0],
+    )
     return Protocol(
         methods=METHODS,
         tasks=tuple(task.name for task in TASKS),
@@ -587,16 +890,36 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         miou_before=before_acc,
         switches=sw,
         pairs=pairs,
+        routed=routed,
+        path_change=change,
+        path_routed=path_routed,
         losses=losses,
         leaks=leaks,
         background_only_miou=background_only_miou(test_cls, cfg.classes + 1),
-        fold_error=_fold_error(graphdef, params, ad, test[1].image, n_seeds),
+        fold_error=np.asarray(fold, np.float64).tolist(),
         cpu_seconds=clock.laps,
+        path_videos=path_videos,
+        tuning=tuning,
     )
+
+
+def select_grid_point(validation: np.ndarray, n_points: int) -> tuple[int, np.ndarray]:
+    """One method's tuned grid point: ``validation [G * S]`` holds each run's validation score
+    (grid point ``g``, seed ``s`` at ``g * S + s``; higher is better). Returns the point with the
+    best seed mean (one point for every seed, not one per seed) and the seed means ``[G]``."""
+    v = np.asarray(validation, np.float64)
+    if v.ndim != 1 or v.size % n_points:
+        raise ValueError(f"validation has shape {v.shape}; expected [G * S] with G={n_points}")
+    means = v.reshape(n_points, -1).mean(1)
+    return int(np.argmax(means)), means
 
 
 def _cat(a, b):
     return jax.tree.map(lambda x, y: jnp.concatenate([x, y]), a, b)
+
+
+def _cat_all(trees):
+    return jax.tree.map(lambda *x: jnp.concatenate(x), *trees)
 
 
 class _Clock:
@@ -612,17 +935,15 @@ class _Clock:
         self.last = now
 
 
-def _fold_error(graphdef, params, adapters, images, n_seeds) -> list[float]:
-    """Per seed: max relative difference between STEAM's task-2 DASH applied after the neck and
-    folded into it, on one test video."""
-    out = []
-    for s in range(n_seeds):
-        p = jax.tree.map(lambda x, s=s: x[s], params)
-        run = n_seeds * list(ADAPTER_METHODS).index(STEAM) + s
-        ss = ScaleShift(adapters.dash.gamma[run, 1], adapters.dash.beta[run, 1])
-        video = images[s, 0]
+@functools.partial(jax.jit, static_argnames=("graphdef",))
+def _fold_errors(graphdef, params, ss: ScaleShift, videos):
+    """Per seed (leading axes): max relative difference between a DASH map ``ss`` applied after
+    the neck and folded into it, on one video ``[T, H, W, C]``."""
+
+    def one(p, ss, video):
         applied = scale_shift(encode(graphdef, p, video), ss)
         kernel, bias = fold_scale_shift(p["neck"]["kernel"], p["neck"]["bias"], ss)
         folded = encode(graphdef, {**p, "neck": {"kernel": kernel, "bias": bias}}, video)
-        out.append(float(jnp.max(jnp.abs(applied - folded)) / jnp.max(jnp.abs(applied))))
-    return out
+        return jnp.max(jnp.abs(applied - folded)) / jnp.max(jnp.abs(applied))
+
+    return jax.vmap(one)(params, ss, videos)

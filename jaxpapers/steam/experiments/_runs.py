@@ -28,6 +28,8 @@ LEARNED = "{}: task {} learning gain (mIoU after - before learning it)"
 SCOA_LEAK = "SCOA expert on earlier-input subspace"
 FREE_LEAK = "unconstrained expert (w/o SCOA) on the same subspace"
 FOLD = "DASH folded into the neck vs applied after it"
+PATH = "STEAM: old videos' outputs after the last task vs right after their own (routed to it)"
+PATH_FT = "sequential fine-tuning: the same change (every old video)"
 
 
 def _protocol(ctx: Context, config: Config) -> Protocol:
@@ -53,6 +55,8 @@ def _per_method(res: Protocol) -> dict[str, Any]:
                 for t in range(acc.shape[1])
             ],
             "switch_rate": (sw[i] / np.maximum(pairs[i], 1)).tolist(),
+            # Routing accuracy after the last task, over every task's test videos.
+            "routing": [float(np.asarray(res.routed)[i, -1, :, s].mean()) for s in seeds],
             "matrix": acc[i].mean(-1).tolist(),
         }
     return out
@@ -78,8 +82,16 @@ def _extras(res: Protocol, stats: dict[str, Any]) -> dict[str, Any]:
         "average_forgetting": mean["forgetting"],
         "plasticity (mIoU on a task right after learning it, tasks 2-3)": mean["plasticity"],
         "identity_switch_rate": mean["switch_rate"],
+        "routing accuracy after the last task per task (seed mean)": {
+            m: np.asarray(res.routed)[i, -1].mean(-1).tolist()
+            for i, m in enumerate(res.methods)
+            if m != FINETUNE
+        },
         "miou_matrix [stage][task] (seed mean)": {m: v["matrix"] for m, v in stats.items()},
         "final_losses": {k: np.asarray(v)[..., -1].tolist() for k, v in res.losses.items()},
+        "learning-rate tuning (grid, selected, validation final average mIoU per grid point)": (
+            res.tuning
+        ),
         "cpu_seconds_by_phase": res.cpu_seconds,
     }
 
@@ -123,16 +135,32 @@ def run_temporal(ctx: Context, config: Config) -> Outcome:
     return Outcome(values, _extras(res, stats))
 
 
+def run_routing(ctx: Context, config: Config) -> Outcome:
+    res = _protocol(ctx, config)
+    stats = _per_method(res)
+    values = {m: stats[m]["routing"] for m in (L2P, STEAM)}
+    return Outcome(values, _extras(res, stats))
+
+
 def run_sanity(ctx: Context, config: Config) -> Outcome:
     res = _protocol(ctx, config)
     names = list(ADAPTER_METHODS)
     leaks = np.stack([np.asarray(v) for v in res.leaks.values()])  # [task, method, seed, lvl]
     scoa = leaks[:, names.index(STEAM)].max(axis=(0, 2))  # worst case per seed
     free = leaks[:, names.index(NO_SCOA)].min(axis=(0, 2))
-    values = {SCOA_LEAK: scoa.tolist(), FREE_LEAK: free.tolist(), FOLD: list(res.fold_error)}
+    values = {
+        SCOA_LEAK: scoa.tolist(),
+        FREE_LEAK: free.tolist(),
+        FOLD: list(res.fold_error),
+        PATH: list(res.path_change[STEAM]),
+        PATH_FT: list(res.path_change[FINETUNE]),
+    }
     extras = {
         "leak per task (STEAM; frame, video)": leaks[:, names.index(STEAM)].mean(1).tolist(),
         "leak per task (w/o SCOA; frame, video)": leaks[:, names.index(NO_SCOA)].mean(1).tolist(),
         "methods": list(METHODS),
+        "old test videos routed to their own task both times (STEAM, per seed; the videos the "
+        "whole-path row averages)": list(res.path_routed),
+        "old test videos per seed": res.path_videos,
     }
     return Outcome(values, extras)

@@ -1,11 +1,14 @@
-"""The continual task sequence: class-incremental steps and an appearance (domain) shift.
+"""The continual task sequence: three class-incremental tasks with disjoint classes, each with its
+own appearance (domain).
 
 * task 1 (pretraining): squares and discs on plain backgrounds;
 * task 2 (new classes): triangles and rings on striped backgrounds;
-* task 3 (domain shift): squares and discs again, textured, on smooth-noise backgrounds.
+* task 3 (new classes, domain shift): crosses and diamonds, textured, on smooth-noise backgrounds.
 
-Every video has two object slots (one or two objects present) moving at one pixel per frame and
-occluding each other; instance ids persist across frames.
+No task revisits an earlier task's classes, so a method can only keep task 1 by not forgetting it
+(fine-tuning cannot relearn it later). Every video has two object slots (one or two objects
+present) moving at one pixel per frame and occluding each other; instance ids persist across
+frames.
 """
 
 from __future__ import annotations
@@ -31,9 +34,9 @@ class Task(NamedTuple):
 TASKS: tuple[Task, ...] = (
     Task("task 1: square, disc", (0, 1), 0, 0.0),
     Task("task 2: triangle, ring (new classes)", (2, 3), 1, 0.0),
-    Task("task 3: square, disc (textured, noise bg)", (0, 1), 3, 0.6),
+    Task("task 3: cross, diamond (new classes, textured, noise bg)", (4, 5), 3, 0.6),
 )
-NUM_CLASSES = 4
+NUM_CLASSES = 6
 
 
 def scene_config(size: int, texture: float) -> SceneConfig:
@@ -59,6 +62,14 @@ def task_videos(task: Task, n: int, frames: int, size: int, *, key: jax.Array) -
         pool=jnp.asarray(task.pool),
         background=task.background,
     )
+
+
+def classes_up_to(t: int) -> tuple[int, ...]:
+    """The classes of tasks ``0 .. t`` (0-based): the classifier's classes right after task ``t``
+    in the class-incremental protocol (the softmax runs over all of them, in training and test)."""
+    if not 0 <= t < len(TASKS):
+        raise ValueError(f"t={t}; expected a task index in [0, {len(TASKS)})")
+    return tuple(sorted({c for task in TASKS[: t + 1] for c in task.pool}))
 
 
 def label_ids(task: Task) -> jax.Array:
