@@ -53,10 +53,14 @@ B = 0 at the start; :mod:`jaxpapers.cayley.experiments`). Measured numbers are i
 With only 7 layers the complete graph has 42 directed edges against the Cayley graph's 96 over 24
 nodes, so neither sparsity nor overfitting is expected to separate them on MiniLM; the paper's
 gain is expected for deep LMs (24-80 layers), where a complete graph's edges grow quadratically.
-None ships offline beyond MiniLM, so ``deep_topology`` uses the known-answer construction of the
-synthetic check with 24 layers, where :math:`SL(2, \mathbb{Z}_3)` has exactly 24 elements: the
-Cayley graph (96 edges, no virtual nodes), the complete graph (552) and no edges, as one head on
-the complete graph with a traced edge mask (same nodes, parameters, initial weights and steps).
+None ships offline beyond MiniLM, so ``deep_topology`` uses a synthetic bed of 24 layers, where
+:math:`SL(2, \mathbb{Z}_3)` has exactly 24 elements, whose label needs two layers half the stack
+apart to interact (``1[c_a c_b > 0]`` for the latents of layers ``a`` and ``a + 12``, the other
+layers noise): the Cayley graph (96 edges, diameter 4, no virtual nodes), the complete graph (552),
+a ring of the same degree (96 edges; the pair at its diameter, 6 hops, beyond two rounds' reach)
+and no edges, as one head with a traced adjacency (same nodes, parameters, initial weights and
+steps), learning rates tuned on validation; the derivation of why the bed can show the topology
+either way is in ``experiments._run.deep_topology``.
 
 LoRA (``vs_lora``) is tuned, and so is the Cayley head it is compared with: LoRA's learning rate
 and number of adapted top layers, the head's learning rate (same rates), each chosen by mean

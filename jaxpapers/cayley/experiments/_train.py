@@ -4,9 +4,10 @@ cell's validation texts, never on test: the layer heads (Cayley-Encoder, fully c
 one-node GNN) over one shared grid of learning rates (traced per cell, so a grid is cells of
 one program), the linear probes over a grid of L2 strengths, each fitted exactly (closed-form
 ridge regression on one-hot labels, :func:`~jaxpapers.cayley.ridge_probe`;
-:func:`_ridge_grid`). The linear probes and the one-node layer GNNs (the nonlinear single-layer
-baseline) train on every layer in one program each; the Cayley-Encoder of ``vs_lora`` trains at
-every learning rate of its grid in one program (:func:`tune_heads`)."""
+:func:`_ridge_grid`). The linear probes fit on every layer; the one-node layer GNN (the
+nonlinear single-layer baseline) trains on the layer they choose on validation and on the last
+layer; the Cayley-Encoder of ``vs_lora`` trains at every learning rate of its grid in one program
+(:func:`tune_heads`). Each training-set size is its own program (no padding to the largest)."""
 
 from __future__ import annotations
 
@@ -114,6 +115,11 @@ def _seven_node_cells(key, *, variant, layers, features, hidden):
     return _Switched(graph, features, NUM_CLASSES, key=key, hidden=hidden, edge_mask=variant)
 
 
+def _coalition_cells(key, *, variant, layers, features, hidden):
+    graph = layer_graph(layers)
+    return _Switched(graph, features, NUM_CLASSES, key=key, hidden=hidden, layer_mask=variant)
+
+
 def _attention_cells(key, *, variant, layers, features, hidden):
     del variant
     return _attention(key, layers=layers, features=features, hidden=hidden)
@@ -162,7 +168,7 @@ def _train_one(make, hp, key, x, y, w, task, x_val, y_val, x_test, y_test, *, ke
     logits = jax.vmap(fit.head)(jnp.concatenate([xv, xt]))
     correct = (jnp.argmax(logits, -1) == jnp.concatenate([yv, yt])).astype(jnp.float32)
     val, test = jnp.mean(correct[:n_val]), jnp.mean(correct[n_val : n_val + n_test])
-    params = nnx.state(fit.head, nnx.Param).to_pure_dict() if keep_params else None
+    params = nnx.to_pure_dict(nnx.state(fit.head, nnx.Param)) if keep_params else None
     return val, test, params, fit.finite
 
 
@@ -171,18 +177,32 @@ class _Switched(LayerGNN):
     compiled program: virtual nodes starting from zero (``zero_virtual``, a bool scalar) and
     edges left out (``edge_mask``, bool ``[E]``; :func:`~jaxpapers.cayley.message_passing`).
 
-    Both give the very numbers of the head they stand for (same initial weights for a key): the
-    zeroed starting states and the left-out edges' messages are exact zeros, and their gradients
-    too. The switches are plain ``nnx.Variable`` values, not ``nnx.Param``, so
+    ``layer_mask`` (bool ``[L]``) zeroes the layers outside a coalition in every input (the
+    features are standardised: zero is each layer's mean), so a head trained with it is the
+    head retrained on the coalition's layers alone (:func:`retrain_coalitions`).
+
+    The first two give the very numbers of the head they stand for (same initial weights for a
+    key): the zeroed starting states and the left-out edges' messages are exact zeros, and their
+    gradients too. The switches are plain ``nnx.Variable`` values, not ``nnx.Param``, so
     :func:`~jaxpapers.cayley.fit_head` does not train them.
     """
 
     def __init__(
-        self, graph, in_features, num_classes, *, key, hidden, zero_virtual=None, edge_mask=None
+        self,
+        graph,
+        in_features,
+        num_classes,
+        *,
+        key,
+        hidden,
+        zero_virtual=None,
+        edge_mask=None,
+        layer_mask=None,
     ):
         super().__init__(graph, in_features, num_classes, key=key, hidden=hidden)
         self.zero_virtual = None if zero_virtual is None else nnx.Variable(zero_virtual)
         self.edge_mask = None if edge_mask is None else nnx.Variable(edge_mask)
+        self.layer_mask = None if layer_mask is None else nnx.Variable(layer_mask)
 
     def embedding(self):
         embedding = super().embedding()
@@ -192,6 +212,8 @@ class _Switched(LayerGNN):
         return jnp.where((virtual & self.zero_virtual[...])[:, None], 0.0, embedding)
 
     def __call__(self, x):
+        if self.layer_mask is not None:  # the layers outside a coalition: zero (their mean)
+            x = jnp.where(self.layer_mask[...][:, None], x, 0.0)
         mask = None if self.edge_mask is None else self.edge_mask[...]
         return super().__call__(x, edge_mask=mask)
 
@@ -236,30 +258,30 @@ def _graph_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test):
     return _cells(one, x_top.shape[1], *cells, x_top, y_top)
 
 
-@partial(jax.jit, static_argnames=("make", "hp", "with_mean"))
-def _probe_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test, with_mean=True):
-    """A head on each layer alone, inputs ``j = 0 .. L-1``, and with ``with_mean`` on the layer
-    mean (input ``L``): the linear probes, and the one-node layer GNNs (``with_mean=False``)."""
+@partial(jax.jit, static_argnames=("make", "hp"))
+def _single_grid(make, hp, cells, x_top, y_top, x_val, y_val, x_test, y_test):
+    """The one-node GNN on the layers ``pick [cells, P]`` of each cell (the cells' traced
+    switch), each layer alone: validation and test accuracy and finiteness ``[cells, P]``."""
 
-    def add_mean(a):
-        if not with_mean:
-            return a
-        return jnp.concatenate([a, jnp.mean(a, axis=-2, keepdims=True)], axis=-2)
-
-    xv, xt = add_mean(x_val), add_mean(x_test)
-
-    def one(key, x, y, w, task, variant, lr):
-        del variant
-        xs = add_mean(x)
-
+    def one(key, x, y, w, task, pick, lr):
         def per_input(j):
-            pick = partial(jax.lax.dynamic_slice_in_dim, start_index=j, slice_size=1, axis=-2)
+            take = partial(jax.lax.dynamic_slice_in_dim, start_index=j, slice_size=1, axis=-2)
             val, test, _, finite = _train_one(
-                make, _with_lr(hp, lr), key, pick(xs), y, w, task, pick(xv), y_val, pick(xt), y_test
+                make,
+                _with_lr(hp, lr),
+                key,
+                take(x),
+                y,
+                w,
+                task,
+                take(x_val),
+                y_val,
+                take(x_test),
+                y_test,
             )
             return val, test, finite
 
-        return jax.vmap(per_input)(jnp.arange(xs.shape[-2]))
+        return jax.vmap(per_input)(pick)
 
     return _cells(one, x_top.shape[1], *cells, x_top, y_top)
 
@@ -289,8 +311,7 @@ def _ridge_grid(shots, alphas, task, row, x_top, y_top, x_val, y_val, x_test, y_
                     x[:n, j], y[:n], w, alphas=alphas, num_classes=NUM_CLASSES
                 )
                 for out, xs, ys in ((val, xv[k], y_val[k]), (test, xt[k], y_test[k])):
-                    logits = np.einsum("nd,adk->ank", xs[:, j], weights, optimize=True)
-                    logits = logits + bias[:, None]
+                    logits = np.matmul(xs[:, j], weights) + bias[:, None]
                     out[c, i, j] = np.mean(np.argmax(logits, -1) == ys[None], axis=-1)
                 finite[c, i, j] = np.all(np.isfinite(weights), axis=(1, 2))
     return val, test, finite
@@ -346,6 +367,8 @@ class HeadRun(NamedTuple):
         program's compile, or its load from the compilation cache, included).
       setting: the tuned setting of each entry of ``val`` (the learning rate of the layer heads,
         the L2 strength of the probes), chosen on validation accuracy; ``None`` when not tuned.
+      layer: the one-node GNN's: ``[cells]`` the layer its first input is (the one the tuned
+        linear probes choose on validation; its second input is the last layer).
     """
 
     val: np.ndarray
@@ -355,6 +378,7 @@ class HeadRun(NamedTuple):
     seconds_per_step: float = math.nan
     cpu_seconds_per_step: float = math.nan
     setting: Any = None
+    layer: Any = None
 
 
 class Grid(NamedTuple):
@@ -366,7 +390,8 @@ class Grid(NamedTuple):
         the one-node layer GNN).
       heads: ``{head: {training-set size: HeadRun}}`` of the layer heads trained.
       probes: ``{training-set size: HeadRun}`` of the probes on each layer and the layer mean.
-      single: ``{training-set size: HeadRun}`` of the one-node layer GNNs on each layer.
+      single: ``{training-set size: HeadRun}`` of the one-node layer GNN on the probe-chosen
+        layer and on the last layer.
       lm_params: parameters of the frozen LM (0 until the caller fills it in).
     """
 
@@ -401,7 +426,7 @@ def _cell_data(splits, cells, top: int) -> _Cells:
 
 def _cell_arrays(cells: _Cells, groups) -> tuple:
     """Per-cell arrays (host-side) of ``groups``, each ``(n, switch, lr)`` a copy of the cells
-    (``lr`` ``None`` in every group: the program's learning rate)."""
+    (``lr``: one rate, ``[cells]`` rates, or ``None`` in every group: the program's rate)."""
     reps, g = len(groups), len(cells.seed)
     switches = [s for _, s, _ in groups]
     lrs = [lr for _, _, lr in groups]
@@ -410,9 +435,20 @@ def _cell_arrays(cells: _Cells, groups) -> tuple:
         np.tile(cells.task, reps),
         np.tile(np.arange(g, dtype=np.int32), reps),
         np.repeat(np.array([n for n, _, _ in groups], np.int32), g),
-        None if switches[0] is None else np.repeat(np.stack(switches), g, axis=0),
-        None if lrs[0] is None else np.repeat(np.array(lrs, np.float32), g),
+        None if switches[0] is None else np.concatenate([_per_cell(sw, g) for sw in switches]),
+        None
+        if lrs[0] is None
+        else np.concatenate([np.broadcast_to(np.float32(lr), (g,)) for lr in lrs]),
     )
+
+
+def _per_cell(switch, g: int) -> np.ndarray:
+    """A group's switch for each of its ``g`` cells: one switch for all, or one per cell
+    (an array with a leading axis of ``g``, e.g. the layers a one-node GNN trains on)."""
+    switch = np.asarray(switch)
+    if switch.ndim and switch.shape[0] == g and switch.dtype.kind == "i":
+        return switch
+    return np.repeat(switch[None], g, axis=0)
 
 
 def _split_groups(out, groups, g: int):
@@ -442,19 +478,21 @@ def run_grid(
     hidden,
     heads: tuple[str, ...] = tuple(GRAPH_HEADS),
     probe_alphas=PROBE_ALPHAS,
+    few_shot_heads: tuple[str, ...] = FEW_SHOT_HEADS,
 ) -> Grid:
     """Train every head for every (task, seed) at each training-set size; report accuracies.
 
-    Tuning, per cell on its validation texts: the layer heads (and each layer's one-node GNN)
-    train at every rate of ``learning_rates`` and keep the rate of highest validation accuracy;
-    the linear probe of each input fits in closed form at every L2 strength of ``probe_alphas``
-    and keeps the best.
+    Tuning, per cell on its validation texts: the layer heads train at every rate of
+    ``learning_rates`` and keep the rate of highest validation accuracy; the linear probe of each
+    input fits in closed form at every L2 strength of ``probe_alphas`` and keeps the best; the
+    one-node GNN trains (at every rate) on the layer the tuned linear probes choose on validation
+    and on the last layer.
 
-    Every size is one compiled program per head, mapped over the (size, task, seed) cells; the
-    training examples of a (task, seed) cell are the first ``n`` of a seeded order of the task's
-    training pool (:func:`cell_order`), the rest padded in with weight 0. ``heads``: the heads of
-    :data:`GRAPH_HEADS` trained (``params`` counts every one). The linear probes and the one-node
-    layer GNNs are trained on every layer at every size.
+    Every size is one compiled program per head, mapped over the (task, seed) cells and the
+    rates (and the heads that differ only in a traced switch, ``_programs``); the training
+    examples of a (task, seed) cell are the first ``n`` of a seeded order of the task's training
+    pool (:func:`cell_order`). ``heads``: the heads of :data:`GRAPH_HEADS` trained (``params``
+    counts every one); those of ``few_shot_heads`` at every size, the others at the largest.
     """
     num_tasks, pool, layers, features = splits.x_train.shape
     if max(shots) > pool:
@@ -466,60 +504,17 @@ def run_grid(
     lrs = tuple(float(lr) for lr in learning_rates)
     sizes = {"layers": layers, "features": features, "hidden": hidden}
     top = max(shots)
-    # The sizes are nested (a cell of size n trains on the first n of its order), so every size is
-    # the largest training set with the examples beyond n weighted 0: all sizes are cells of one
-    # program per head (a compile costs more than the padded steps), and so are the heads that
-    # differ only in a traced switch (``_programs``).
     cells = _cell_data(splits, grid, top)
     g = len(grid)
 
-    results: dict[str, dict[int, HeadRun]] = {}
-    for make, switches in _programs(layers).values():
-        groups, names = [], []
-        for name, switch in switches.items():
-            if name not in heads:
-                continue
-            for n in shots if name in FEW_SHOT_HEADS else (top,):
-                for lr in lrs:
-                    groups.append((n, switch, lr))
-                names.append((name, n))
-        if not groups:
-            continue
-        arrays = _cell_arrays(cells, groups)
-        out, wall, cpu = _timed(_graph_grid, partial(make, **sizes), hp, arrays, *cells.data)
-        per_step = len(arrays[0]) * steps
-        parts = _split_groups(out, groups, g)
-        for i, (name, n) in enumerate(names):
-            mine = parts[i * len(lrs) : (i + 1) * len(lrs)]  # [lrs] of (val, test, params, finite)
-            val, test, best = _tuned_on_validation(
-                np.stack([m[0] for m in mine], 1), np.stack([m[1] for m in mine], 1), axis=1
-            )
-            finite = np.stack([m[3] for m in mine], 1)[np.arange(g), best]
-            params = jax.tree.map(
-                lambda *a, best=best: np.stack(a, 1)[np.arange(g), best], *[m[2] for m in mine]
-            )
-            results.setdefault(name, {})[n] = HeadRun(
-                val, test, finite, params, wall / per_step, cpu / per_step, np.array(lrs)[best]
-            )
-    results = {name: results[name] for name in GRAPH_HEADS if name in heads}
-    params = {name: _param_count(partial(GRAPH_HEADS[name], **sizes)) for name in GRAPH_HEADS}
-    # the one-node GNN of every layer at every rate of the grid; per (cell, layer) the best rate
-    groups = [(n, None, lr) for n in shots for lr in lrs]
-    make = partial(_single_node, **sizes)
-    val, test, finite = _probe_grid(
-        make, hp, _cell_arrays(cells, groups), *cells.data, with_mean=False
-    )
-    parts = _split_groups((val, test, finite), groups, g)
-    single = {}
-    for i, n in enumerate(shots):
-        mine = parts[i * len(lrs) : (i + 1) * len(lrs)]  # [lrs] of [cells, layers]
-        v, t, best = _tuned_on_validation(
-            np.stack([m[0] for m in mine], 1), np.stack([m[1] for m in mine], 1), axis=1
-        )
-        f = np.all(np.stack([m[2] for m in mine], 1), axis=(1, 2))
-        single[n] = HeadRun(v, t, f, setting=np.array(lrs)[best])
-    params["one-node GNN"] = _param_count(make)
-    # the linear probes: every input, size and L2 strength in one program (closed form)
+    def first_examples(n: int) -> _Cells:
+        """The cells with their first ``n`` training examples only: each size is its own
+        program (a compile costs ~1 CPU-s; padding the small sizes to the largest cost more
+        than the compiles, the run time growing with the padded examples)."""
+        x_top, y_top, *rest = cells.data
+        return cells._replace(data=(x_top[:, :n], y_top[:, :n], *rest))
+
+    # the linear probes: every input, size and L2 strength (closed form, NumPy)
     cs = tuple(float(c) for c in probe_alphas)
     v, t, f = (
         np.asarray(a)
@@ -537,6 +532,58 @@ def run_grid(
             v[:, i].astype(np.float64), t[:, i].astype(np.float64), axis=-1
         )
         probes[n] = HeadRun(val, test, np.all(f[:, i], axis=(1, 2)), setting=np.array(cs)[best])
+
+    results: dict[str, dict[int, HeadRun]] = {}
+    for make, switches in _programs(layers).values():
+        for n in shots:
+            groups, names = [], []
+            for name, switch in switches.items():
+                if name not in heads or (n != top and name not in few_shot_heads):
+                    continue
+                groups += [(n, switch, lr) for lr in lrs]
+                names.append(name)
+            if not groups:
+                continue
+            mine_cells = first_examples(n)
+            arrays = _cell_arrays(mine_cells, groups)
+            out, wall, cpu = _timed(
+                _graph_grid, partial(make, **sizes), hp, arrays, *mine_cells.data
+            )
+            per_step = len(arrays[0]) * steps
+            parts = _split_groups(out, groups, g)
+            for i, name in enumerate(names):
+                mine = parts[i * len(lrs) : (i + 1) * len(lrs)]  # [lrs] of (val, test, ...)
+                val, test, best = _tuned_on_validation(
+                    np.stack([m[0] for m in mine], 1), np.stack([m[1] for m in mine], 1), axis=1
+                )
+                finite = np.stack([m[3] for m in mine], 1)[np.arange(g), best]
+                params = jax.tree.map(
+                    lambda *a, best=best: np.stack(a, 1)[np.arange(g), best],
+                    *[m[2] for m in mine],
+                )
+                results.setdefault(name, {})[n] = HeadRun(
+                    val, test, finite, params, wall / per_step, cpu / per_step, np.array(lrs)[best]
+                )
+    results = {name: results[name] for name in GRAPH_HEADS if name in heads}
+    params = {name: _param_count(partial(GRAPH_HEADS[name], **sizes)) for name in GRAPH_HEADS}
+    # the one-node GNN on the probe-chosen layer and on the last layer, at every rate of the
+    # grid; per (cell, input) the best rate
+    make = partial(_single_node, **sizes)
+    single = {}
+    for n in shots:
+        chosen = probe_rows(probes[n], layers)["best layer index"]
+        picks = np.stack([chosen, np.full(g, layers - 1)], axis=1).astype(np.int32)
+        groups = [(n, picks, lr) for lr in lrs]
+        mine_cells = first_examples(n)
+        arrays = _cell_arrays(mine_cells, groups)
+        out = _single_grid(make, hp, arrays, *mine_cells.data)
+        mine = _split_groups(out, groups, g)  # [lrs] of (val, test, finite) [cells, 2]
+        val, test, best = _tuned_on_validation(
+            np.stack([m[0] for m in mine], 1), np.stack([m[1] for m in mine], 1), axis=1
+        )
+        finite = np.all(np.stack([m[2] for m in mine], 1), axis=(1, 2))
+        single[n] = HeadRun(val, test, finite, setting=np.array(lrs)[best], layer=chosen)
+    params["one-node GNN"] = _param_count(make)
     params["linear probe"] = _param_count(partial(_probe, **sizes))
     return Grid(grid, params, results, probes, single)
 
@@ -577,6 +624,33 @@ def tune_heads(
     return runs
 
 
+def coalition_masks(layers: int) -> np.ndarray:
+    """``[2 + 2L, L]`` bool: the coalitions a retrained head is valued on: none, all, each layer
+    alone (rows ``2 .. L+1``), all but each layer (rows ``L+2 .. 2L+1``)."""
+    eye = np.eye(layers, dtype=bool)
+    return np.concatenate([np.zeros((1, layers), bool), np.ones((1, layers), bool), eye, ~eye])
+
+
+def retrain_coalitions(
+    splits, *, cells, n: int, learning_rates, steps, weight_decay, hidden
+) -> np.ndarray:
+    """Test accuracy ``[cells, 2 + 2L]`` of the Cayley-Encoder retrained on each coalition of
+    :func:`coalition_masks` (the other layers zeroed in training, validation and test inputs),
+    per (task, seed) cell of ``cells`` on its first ``n`` training examples with its own
+    learning rate ``learning_rates [cells]`` (the one tuned for the head on all layers) and the
+    same key: one compiled program over (coalition, cell), the coalition a traced mask."""
+    _, _, layers, features = splits.x_train.shape
+    data = _cell_data(splits, cells, n)
+    hp = (("steps", steps), ("weight_decay", weight_decay))
+    lrs = np.asarray(learning_rates, np.float32)
+    groups = [(n, mask, lrs) for mask in coalition_masks(layers)]
+    arrays = _cell_arrays(data, groups)
+    sizes = {"layers": layers, "features": features, "hidden": hidden}
+    out = _graph_grid(partial(_coalition_cells, **sizes), hp, arrays, *data.data)
+    parts = _split_groups(out, groups, len(cells))
+    return np.stack([p[1] for p in parts], axis=1)
+
+
 def probe_rows(probes: HeadRun, layers: int) -> dict[str, np.ndarray]:
     """Last-layer probe, best single layer (argmax validation accuracy), mean over layers."""
     val, test = np.asarray(probes.val), np.asarray(probes.test)
@@ -595,14 +669,13 @@ SINGLE_LAST = "last layer (1-node GNN)"
 
 
 def single_rows(single: HeadRun) -> dict[str, np.ndarray]:
-    """The one-node layer GNN on the layer of highest validation accuracy (chosen per cell, as
-    the best single layer's probe is), and on the last layer."""
-    val, test = np.asarray(single.val), np.asarray(single.test)
-    best = np.argmax(val, axis=1)
+    """The one-node layer GNN on the layer the tuned linear probes choose per cell on validation
+    (input 0 of ``single``) and on the last layer (input 1)."""
+    test = np.asarray(single.test)
     return {
-        SINGLE: test[np.arange(len(best)), best],
-        SINGLE_LAST: test[:, -1],
-        "best layer index (1-node GNN)": best,
+        SINGLE: test[:, 0],
+        SINGLE_LAST: test[:, 1],
+        "best layer index (1-node GNN)": np.asarray(single.layer),
     }
 
 
