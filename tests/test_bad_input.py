@@ -2289,6 +2289,7 @@ KEY_FIRST: tuple[str, ...] = (
     "cfshap.attributions", "cfshap.desiderata_table", "cfshap.equivalent_pair",
     "cfshap.lime_values", "cfshap.pair_desiderata", "cfshap.witnesses",
     "codi.augment", "codi.init_state", "codi.pretrain", "codi.random_masks", "codi.train_step",
+    "codi.texture_scenes",
     "graphons.optimise_graphon", "graphons.plain_mc_density", "graphons.symmetric_mc_density",
     "ivp.distill_prober", "ivp.make_question_bank", "ivp.probe", "ivp.profile_library",
     "ivp.sample_personas",

@@ -38,8 +38,9 @@ def test_p01_smoke(tmp_path):
         assert "pretraining_learns" in exps[i]["precondition"], i
     assert (tmp_path / "P01" / "low_attention_patches.png").exists()
     rows = {r["method"]: r for r in exps["codi_vs_ibot"]["rows"]}
-    # The majority-class reference is the background share of the test patches (a label count).
-    assert 0.5 < rows["majority class dense"]["mean"] < 1.0
+    # The majority-class reference is the background share of the test patches (a label count;
+    # about half of the patches in the texture scenes).
+    assert 0.3 < rows["majority class dense"]["mean"] < 1.0
     assert rows["majority class dense"]["std"] == 0.0
 
 
@@ -83,3 +84,24 @@ def test_low_attention_bins_hold_the_same_patches_for_every_model():
     ]
     np.testing.assert_allclose(rows["error reduction, lowest-attention bin"], want)
     np.testing.assert_array_equal(rows["error reduction, highest-attention bin"], 0.0)
+
+
+def test_pretraining_on_the_texture_bed_beats_the_untrained_network_on_a_fixed_seed():
+    """The quick bed and recipe (texture scenes, 100 steps), iBOT only, seed 1: the frozen
+    teacher's dense probe accuracy and mIoU are above the untrained network's by more than 0.01.
+
+    Measured on seeds 0-4 (2026-12-05, ``results/P01/NOTES.md``): dense differences +0.002,
+    +0.019, +0.027, +0.030, -0.017 (mIoU +0.005, +0.016, +0.030, +0.030, -0.024); seed 1 gained
+    +0.019 / +0.016, so a margin of 0.01 (about 40 of the 4096 test patches) leaves room for
+    round-off between compilers while failing on the shape bed used before (the committed quick
+    run's seed 1 there: dense -0.0027, mIoU -0.018). One seed is a regression check of the bed
+    and the recipe, not evidence for the claim: that is ``pretraining_learns`` on 5 seeds.
+    """
+    from jaxpapers.codi.experiments import SIZES
+    from jaxpapers.codi.experiments._runs import pretrain_and_probe
+
+    res = pretrain_and_probe([1], SIZES["quick"], (0.0,))
+    trained, init = res.by_lambda[0.0], res.untrained
+    assert all(res.finite)
+    assert trained.dense[0] > init.dense[0] + 0.01, (trained.dense, init.dense)
+    assert trained.miou[0] > init.miou[0] + 0.01, (trained.miou, init.miou)

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.codi import (
+    TEXTURES,
     SSLConfig,
     binned_error,
     cls_attention_mass,
@@ -19,6 +20,7 @@ from jaxpapers.codi import (
     linear_probe,
     pretrain,
     readout_gradients,
+    texture_scenes,
 )
 from jaxpapers.core.data.scenes import SceneConfig, make_scenes, patch_labels
 from jaxpapers.core.experiment import Context, Outcome
@@ -105,8 +107,9 @@ CURVE_EVERY = 10
 
 
 def scene_config(config: Config) -> SceneConfig:
-    """The scene family of a run size: 32x32 RGB scenes of shapes of four classes (square, disc,
-    triangle, ring) in random colours with a striped texture, and pixel noise."""
+    """The shape-scene family of a run size (``bed="shapes"``): 32x32 RGB scenes of shapes of
+    four classes (square, disc, triangle, ring) in random colours with a striped texture, and
+    pixel noise."""
     return SceneConfig(
         size=32,
         num_objects=config.num_objects,
@@ -140,6 +143,7 @@ def ssl_config(config: Config) -> SSLConfig:
         lr=config.lr,
         lr_warmup=config.lr_warmup,
         lr_final=config.lr_final,
+        center_momentum=config.center_momentum,
         crop_min=config.crop_min,
         channel_shuffle=config.channel_shuffle,
         grey=config.grey,
@@ -149,6 +153,22 @@ def ssl_config(config: Config) -> SSLConfig:
 def _scenes(config: Config, seed: int):
     """Train and test scenes from one program: ``((images, patch labels, main class), ...)``."""
     n_train, n = config.train_n, config.train_n + config.test_n
+    if config.bed == "textures":
+        t = texture_scenes(
+            n,
+            key=jax.random.key(seed),
+            num_objects=config.num_objects,
+            min_radius=config.min_radius,
+            max_radius=config.max_radius,
+            colour=config.colour,
+            smooth=config.smooth,
+            level=tuple(config.level),
+            amplitude=tuple(config.amplitude),
+        )
+        data = (t.images, t.patch_labels, t.main_class)
+        return tuple(a[:n_train] for a in data), tuple(a[n_train:] for a in data)
+    if config.bed != "shapes":
+        raise ValueError(f"bed={config.bed!r}; expected 'textures' or 'shapes'")
     scenes = scene_config(config)
     s = make_scenes(n, config=scenes, key=jax.random.key(seed), background=config.background)
     data = (s.image, patch_labels(s.classes, 8, scenes.classes).reshape(n, -1), s.main_class)
@@ -182,7 +202,7 @@ def pretrain_and_probe(
     cfg = ssl_config(config)
     runs = [(lam, s) for lam in lambdas for s in seeds]
     (x_tr, p_tr, y_tr), (x_te, p_te, y_te) = _scenes(config, 11)
-    n_obj = scene_config(config).classes
+    n_obj = len(TEXTURES) if config.bed == "textures" else scene_config(config).classes
     stacked = _stack([init_state(config=cfg, key=jax.random.key(s)) for _, s in runs])
     lams = jnp.array([lam for lam, _ in runs])
     keys = jnp.stack([jax.random.key(1000 + s) for _, s in runs])
