@@ -1418,6 +1418,18 @@ def _steam_cases() -> list[Case]:
             lambda: steam.routing_weights(ad(), feats, config=cfg, active=act, hard=2.0),
         ),
         Case(
+            "steam.routing_weights",
+            "task_id",
+            "range",
+            lambda: steam.routing_weights(ad(), feats, config=cfg, active=act, task_id=cfg.experts),
+        ),
+        Case(
+            "steam.routing_weights",
+            "task_id",
+            "type",
+            lambda: steam.routing_weights(ad(), feats, config=cfg, active=act, task_id=0.5),
+        ),
+        Case(
             "steam.decode",
             "feats",
             "finite",

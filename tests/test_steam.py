@@ -145,6 +145,50 @@ def test_decode_applies_the_routed_tasks_dynamic_dash(key):
         np.testing.assert_allclose(rows, want.reshape(-1, 4), rtol=1e-5, atol=1e-5)
 
 
+def test_decode_task_id_routes_to_the_given_task(key):
+    """Oracle routing: ``task_id = e`` gives one-hot video and frame weights on ``e`` (here the
+    router itself sends the video to task 0), so every output equals the model with expert ``e``
+    alone active (its DASH, experts, prompt and class prior); ``task_id = -1`` routes as usual,
+    and a traced per-run ``task_id`` switches between the two inside one jit/vmap program."""
+    cfg = VISConfig(size=8, width=4, dim=4, queries=2, max_objects=1, experts=2, rank=1)
+    graphdef, params = init_vis(config=cfg, key=key)
+    k = jax.random.split(jax.random.fold_in(key, 1), 6)
+    feats = encode(graphdef, params, jax.random.uniform(k[0], (3, 8, 8, 3)))
+    ad = init_adapters(config=cfg, key=k[1])
+    summary = feats.mean(axis=(0, 1, 2))
+    ad = ad._replace(
+        keys=jnp.stack([summary, -summary]),
+        dash=ScaleShift(1 + 0.3 * jax.random.normal(k[2], (2, 4)), jax.random.normal(k[3], (2, 4))),
+        slope=DashSlope(jax.random.normal(k[4], (2, 4, 4)), jax.random.normal(k[5], (2, 4, 4))),
+        prompts=jax.random.normal(k[5], ad.prompts.shape),
+        frame=ad.frame._replace(up=jax.random.normal(k[2], ad.frame.up.shape)),
+        video=ad.video._replace(up=jax.random.normal(k[3], ad.video.up.shape)),
+    )
+    proj = identity_projectors(config=cfg)
+    gates = jnp.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+    run = lambda **kw: decode(params, ad, proj, feats, config=cfg, task_classes=gates, **kw)
+    routed = run(active=jnp.ones(2))
+    assert float(routed.video_weights[0]) > 0.99  # the router picks task 0
+    for e in range(2):
+        given = run(active=jnp.ones(2), task_id=e)
+        alone = run(active=jax.nn.one_hot(e, 2))
+        np.testing.assert_array_equal(given.video_weights, jax.nn.one_hot(e, 2))
+        np.testing.assert_array_equal(given.frame_weights, jnp.tile(jax.nn.one_hot(e, 2), (3, 1)))
+        for a, b in zip(given, alone, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    same = run(active=jnp.ones(2), task_id=-1)
+    for a, b in zip(same, routed, strict=True):
+        np.testing.assert_array_equal(a, b)
+    switch = jax.jit(jax.vmap(lambda i: run(active=jnp.ones(2), task_id=i).video_weights))
+    np.testing.assert_allclose(
+        switch(jnp.array([-1, 1])), jnp.stack([routed.video_weights, jnp.array([0.0, 1.0])])
+    )
+    with pytest.raises(ValueError, match="task_id"):
+        run(active=jnp.ones(2), task_id=2)
+    with pytest.raises(ValueError, match="task_id"):
+        run(active=jnp.ones(2), task_id=1.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # TASTE routing and experts
 # ---------------------------------------------------------------------------------------------

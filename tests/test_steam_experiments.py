@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxpapers.core.experiment import (
     Outcome,
@@ -14,13 +16,20 @@ from jaxpapers.core.experiment import (
     run_paper,
     summarise,
 )
+from jaxpapers.core.pytrees import stack_trees
+from jaxpapers.steam import VISConfig, encode, identity_projectors, init_adapters, init_vis
+from jaxpapers.steam.experiments import SIZES
 from jaxpapers.steam.experiments._protocol import (
     FINETUNE,
     L2P,
     METHODS,
+    NO_SCOA,
+    ORACLE,
     STEAM,
+    Config,
     Protocol,
     background_only_miou,
+    evaluate,
 )
 from jaxpapers.steam.experiments._runs import (
     FOLD,
@@ -31,7 +40,13 @@ from jaxpapers.steam.experiments._runs import (
     SCOA_LEAK,
     _per_method,
 )
-from jaxpapers.steam.experiments._tasks import NUM_CLASSES, TASKS, classes_up_to
+from jaxpapers.steam.experiments._tasks import (
+    NUM_CLASSES,
+    TASKS,
+    class_mask,
+    classes_up_to,
+    task_videos,
+)
 
 
 def test_p08_smoke(tmp_path):
@@ -58,14 +73,26 @@ def test_p08_smoke(tmp_path):
     assert max(rows[SCOA_LEAK]) < 1e-3 and max(rows[FOLD]) < 1e-5, rows
     assert min(rows[FREE_LEAK]) > 0.1, rows
     assert len(rows[PATH]) == 2 and min(rows[PATH_FT]) > 0.0, rows
-    # Every method is tuned on the same grid, on validation videos: one selected rate each.
+    # Every method is tuned on a grid of the same size, on validation videos: one selected rate
+    # each, and the methods selected at an edge of their grid are listed.
     forget = next(e for e in record["experiments"] if e["id"] == "forgetting")
     tuning = next(v for k, v in forget["extras"].items() if k.startswith("learning-rate tuning"))
-    assert set(tuning["selected"]) == set(METHODS), tuning
+    assert set(tuning["selected"]) == set(METHODS) == set(tuning["lrs"]), tuning
+    sizes = {len(grid) for grid in tuning["lrs"].values()}
+    assert sizes == {len(SIZES["smoke"].lrs)}, tuning
     for m in METHODS:
-        assert tuning["selected"][m] in tuning["lrs"] and len(tuning["validation"][m]) == len(
-            tuning["lrs"]
-        )
+        assert tuning["selected"][m] in tuning["lrs"][m]
+        assert len(tuning["validation"][m]) == len(tuning["lrs"][m])
+    ends = {m: (grid[0], grid[-1]) for m, grid in tuning["lrs"].items()}
+    edge = [m for m in METHODS if tuning["selected"][m] in ends[m]]
+    assert sorted(tuning["at grid edge"]) == sorted(edge), tuning
+    # The oracle-routed STEAM is a reported row of forgetting and plasticity, not in a rule.
+    for e in record["experiments"]:
+        names = {r["method"] for r in e["rows"]}
+        assert (ORACLE in names) == (e["id"] in ("forgetting", "plasticity")), e["id"]
+        assert ORACLE not in e["rule"], e["id"]
+    diffs = next(v for k, v in forget["extras"].items() if k.startswith(ORACLE))
+    assert set(diffs) == {"plasticity", "forgetting", "final"}
     saved = json.loads((tmp_path / "P08" / "result.json").read_text())
     assert saved["paper"] == "P08"
     assert (tmp_path / "P08" / "forgetting.png").exists()
@@ -111,13 +138,18 @@ def test_forgetting_needs_learned_tasks_and_same_plasticity():
     holds when the plasticity is matched within the margin and every method learned."""
     rng = np.random.default_rng(1)
     noise = 0.002 * rng.standard_normal(5)
-    forget = {FINETUNE: list(0.10 + noise), L2P: list(0.08 - noise), STEAM: list(0.02 + noise)}
+    forget = {
+        FINETUNE: list(0.10 + noise),
+        L2P: list(0.08 - noise),
+        STEAM: list(0.02 + noise),
+        ORACLE: list(0.0 * noise),  # reported only: it never changes a verdict
+    }
     learned = {
         LEARNED.format(m, k): [0.12, 0.1, 0.11, 0.13, 0.12]
         for m in (FINETUNE, L2P, STEAM)
         for k in range(1, len(TASKS) + 1)
     }
-    plastic = {FINETUNE: list(0.40 + noise), L2P: list(0.39 + noise)}
+    plastic = {FINETUNE: list(0.40 + noise), L2P: list(0.39 + noise), ORACLE: list(0.1 + noise)}
     worse = _judge(
         {
             "learns_tasks": learned,
@@ -196,3 +228,71 @@ def test_p08_rules_have_no_margin_free_no_worse():
     for exp in experiments_for("P08"):
         rules = [exp.rule, *getattr(exp.rule, "parts", ())]
         assert not any(getattr(r, "at_least", False) for r in rules), exp.id
+
+
+def test_quick_grids_have_equal_size_and_bracket_the_selected_rates():
+    """Every method is tuned on a grid of the same size; fine-tuning's is centred one half-decade
+    above the adapter methods' (the rates the two-point grid selected, 1e-2 and 3e-3, at its
+    upper and lower edge, are now interior points), STEAM w/o SCOA's one half-decade below
+    (it chose the lower edge of the adapter grid); grids of unequal size are refused."""
+    quick = SIZES["quick"]
+    assert len(quick.lrs) == len(quick.finetune_lrs) >= 3
+    assert quick.lrs[0] < 3e-3 < quick.lrs[-1]
+    assert quick.finetune_lrs[0] < 1e-2 < quick.finetune_lrs[-1]
+    assert quick.grid(FINETUNE) == quick.finetune_lrs and quick.grid(STEAM) == quick.lrs
+    assert quick.grid(NO_SCOA)[0] < 1e-3 < quick.grid(NO_SCOA)[-1]  # it chose 1e-3 of lrs
+    with pytest.raises(ValueError, match="same size"):
+        Config(**{**vars(quick), "finetune_lrs": (1e-2, 3e-2)})
+    with pytest.raises(ValueError, match="same size"):
+        Config(**{**vars(quick), "method_lrs": ((NO_SCOA, (1e-3, 3e-3)),)})
+    with pytest.raises(ValueError, match="method_lrs"):
+        Config(**{**vars(quick), "method_lrs": ((FINETUNE, (1e-3, 3e-3, 1e-2)),)})
+    with pytest.raises(ValueError, match="finetune_lrs"):
+        Config(**{**vars(quick), "finetune_lrs": (1e-2, 0.0, 3e-2)})
+
+
+def test_evaluate_oracle_runs_score_each_task_with_its_own_expert(key):
+    """A run with ``oracle = 1`` routes every video of task ``j`` to expert ``j``: its scores on
+    task ``j`` equal the same model's with expert ``j`` alone active (so routing is given, not
+    inferred; routing fraction 1), while the routed run (every key near task 1's features) sends
+    the other tasks' videos to expert 0."""
+    cfg = VISConfig(size=16, width=4, dim=4, classes=NUM_CLASSES, experts=len(TASKS), rank=1)
+    graphdef, params = init_vis(config=cfg, key=key)
+    videos = [
+        task_videos(task, 2, 2, 16, key=jax.random.fold_in(key, j)) for j, task in enumerate(TASKS)
+    ]
+    feats = jnp.stack([jax.vmap(lambda v: encode(graphdef, params, v))(v.image) for v in videos])
+    inst = jnp.stack([v.instances for v in videos])
+    cls = jnp.stack([v.classes for v in videos])
+    ad = init_adapters(config=cfg, key=jax.random.fold_in(key, 9))
+    centre = feats.mean(axis=(0, 1, 2, 3, 4))
+    far = jax.random.normal(jax.random.fold_in(key, 10), (len(TASKS), cfg.dim))
+    ad = ad._replace(keys=(far * 10 * jnp.linalg.norm(centre)).at[0].set(centre))
+    two = lambda tree: stack_trees([tree, tree])
+    gates = jnp.stack([class_mask(task.pool) for task in TASKS])
+    seen = class_mask(set(range(NUM_CLASSES)))
+
+    def score(active, oracle):
+        out = evaluate(
+            two(params),
+            two(ad),
+            two(identity_projectors(config=cfg)),
+            two(feats),
+            two(inst),
+            two(cls),
+            seen,
+            active,
+            jnp.zeros(2),
+            two(gates),
+            jnp.asarray(oracle, jnp.float32),
+            cfg=cfg,
+        )
+        return [np.asarray(x) for x in out]  # miou, switches, pairs, routed: each [runs, tasks]
+
+    both = score(jnp.ones(len(TASKS)), [0.0, 1.0])
+    np.testing.assert_array_equal(both[3][1], np.ones(len(TASKS)))
+    assert both[3][0][1:].max() < 1.0
+    for j in range(len(TASKS)):
+        alone = score(jax.nn.one_hot(j, len(TASKS)), [0.0, 0.0])
+        for k in range(3):
+            np.testing.assert_allclose(both[k][1, j], alone[k][0, j], rtol=1e-5, atol=1e-6)

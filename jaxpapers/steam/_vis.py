@@ -27,7 +27,14 @@ import numpy as np
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
-from jaxpapers.core.checks import check_finite, check_int, check_key, check_range, check_shape
+from jaxpapers.core.checks import (
+    check_finite,
+    check_int,
+    check_key,
+    check_range,
+    check_shape,
+    is_concrete,
+)
 from jaxpapers.core.nn.cnn import CNNConfig, ConvNet
 from jaxpapers.steam._dash import DashSlope, ScaleShift
 from jaxpapers.steam._taste import Experts, init_experts, mixture_adapter, route
@@ -229,12 +236,21 @@ def routing_weights(
     config: VISConfig,
     active: Float[Array, " e"],
     hard: Float[Array, ""] | float = 0.0,
+    task_id: Int[Array, ""] | int | None = None,
 ) -> tuple[Float[Array, " e"], Float[Array, "t e"]]:
     """Video- and frame-level routing weights from pooled pre-DASH features.
 
     ``hard = 1`` turns the soft weights into a one-hot retrieval of the best-matching key (L2P).
+    ``task_id`` (oracle routing, a diagnostic): a task index ``>= 0`` replaces both levels'
+    weights by that task's one-hot vector (the video's true task given instead of inferred); a
+    negative value keeps the router's weights, so a traced per-run ``task_id`` switches the
+    oracle on and off inside one compiled program.
     """
     _check_feats(config, feats, active, hard)
+    if task_id is not None:
+        task_id = check_int("task_id", task_id)
+        if is_concrete(task_id) and int(task_id) >= config.experts:
+            raise ValueError(f"task_id={task_id}; expected < experts={config.experts}")
     frame_summary = feats.mean(axis=(1, 2))
     video_summary = frame_summary.mean(0)
     wv = route(video_summary, adapters.keys, temperature=config.temperature, active=active)
@@ -244,7 +260,12 @@ def routing_weights(
         one = jax.nn.one_hot(jnp.argmax(w, -1), w.shape[-1])
         return hard * one + (1 - hard) * w
 
-    return harden(wv), harden(wf)
+    wv, wf = harden(wv), harden(wf)
+    if task_id is None:
+        return wv, wf
+    given = jax.nn.one_hot(task_id, config.experts, dtype=wv.dtype)  # zeros when negative
+    oracle = jnp.asarray(task_id) >= 0
+    return jnp.where(oracle, given, wv), jnp.where(oracle, given[None], wf)
 
 
 def decode(
@@ -257,6 +278,7 @@ def decode(
     active: Float[Array, " e"],
     hard: Float[Array, ""] | float = 0.0,
     task_classes: Float[Array, "e c"] | None = None,
+    task_id: Int[Array, ""] | int | None = None,
 ) -> VISOutput:
     """Segment one video from its pre-DASH pixel features (see the module docstring).
 
@@ -271,9 +293,13 @@ def decode(
       task_classes: optional ``[E, C]`` 0/1 classes of each expert's task; the object-class
         logits then get ``log(sum_e w_e [c in task e])``, the routed prior over classes (a hard
         retrieval restricts the prediction to the retrieved task's classes).
+      task_id: optional oracle routing (:func:`routing_weights`): the video's true task, whose
+        DASH, experts, prompt and class prior then take all the weight (negative: route).
     """
     t, g, _, _d = feats.shape
-    wv, wf = routing_weights(adapters, feats, config=config, active=active, hard=hard)
+    wv, wf = routing_weights(
+        adapters, feats, config=config, active=active, hard=hard, task_id=task_id
+    )
     _x_in, x = _pixel_stage(adapters, projectors, feats, wv, wf)
     q = _query_stage(params, adapters, wv, x)
     q = q + mixture_adapter(q.mean(0), wv, adapters.video, projectors.video)[None]

@@ -18,13 +18,18 @@ those parameters keep their values exactly. Methods and ablations are per-run fl
 trains every method, grid point and seed on tasks 2 and 3 (vmapped over runs).
 
 Tuning: every method (fine-tuning and each adapter method) runs the whole sequence at every
-learning rate of one grid (``Config.lrs``, the same grid for all), and each method's reported rows
-are those of the grid point with the best final average mIoU on validation videos (held out from
-training, disjoint from the test videos; one point per method for every seed). Pretraining is
-shared and not tuned.
+learning rate of its grid (``Config.grid``: the same number of points for every method, each
+centred on its method's optimum so that the selected rate is not at an edge; the extras list any
+method whose selected rate is), and each method's
+reported rows are those of the grid point with the best final average mIoU on validation videos
+(held out from training, disjoint from the test videos; one point per method for every seed).
+Pretraining is shared and not tuned.
 
 One compiled ``evaluate`` scores every run on every task's test videos after every stage (mIoU,
-identity switches, routing accuracy), and on the validation videos after the last stage;
+identity switches, routing accuracy), and on the validation videos after the last stage; STEAM's
+runs are scored twice, by their router and oracle-routed (every video to its true task's DASH,
+experts, prompt and class prior: ``decode(..., task_id=...)``, the diagnostic row ``ORACLE``;
+same trained parameters, no training of its own);
 ``path_outputs`` keeps fine-tuning's and STEAM's raw outputs on each task's test videos right
 after the task and after the last one, for the whole-path exactness check (:func:`whole_path`).
 """
@@ -79,15 +84,28 @@ from jaxpapers.steam.experiments._tasks import (
     task_videos,
 )
 
+FINETUNE = "sequential fine-tuning"
+L2P = "L2P prompt retrieval"
+STEAM = "STEAM"
+NO_DASH = "STEAM w/o DASH"
+NO_TEMPORAL = "STEAM w/o temporal experts"
+NO_SCOA = "STEAM w/o SCOA"
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Config:
     """Every size-dependent setting of the P08 protocol (one per run size, ``SIZES``).
 
-    ``lrs`` is the learning-rate grid every method (fine-tuning and each adapter method) is tuned
-    on: every method runs the whole sequence once per grid point, and the point with the best
-    final average mIoU on the validation videos (``val_videos`` per task, held out from training
-    and disjoint from the test videos) is the one reported. ``lr`` is pretraining's (shared).
+    ``lrs`` is the learning-rate grid of the adapter methods (L2P, STEAM and its ablations),
+    ``finetune_lrs`` that of sequential fine-tuning, and ``method_lrs`` ``((method, grid), ...)``
+    overrides the grid of a named adapter method (:meth:`grid`): grids of the same size (the same
+    tuning budget for every method), each centred on its method's optimum (adapters train a small
+    row on frozen features and want smaller steps than full fine-tuning; STEAM w/o SCOA chose the
+    smallest rate of the common adapter grid, so its grid is one half-decade lower; the selected
+    rate must not sit at either end of its grid, which the extras check). Every method runs the
+    whole sequence once per grid point, and the point with the best final average mIoU on the
+    validation videos (``val_videos`` per task, held out from training and disjoint from the test
+    videos) is the one reported. ``lr`` is pretraining's (shared, not tuned).
     """
 
     size: int
@@ -106,12 +124,34 @@ class Config:
     temperature: float = 0.05
     balance: float = 1.0
     lr: float = 3e-3
-    lrs: tuple[float, ...] = (3e-3, 1e-2)
+    lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    finetune_lrs: tuple[float, ...] = (3e-3, 1e-2, 3e-2)
+    method_lrs: tuple[tuple[str, tuple[float, ...]], ...] = ((NO_SCOA, (3e-4, 1e-3, 3e-3)),)
     energy: float = 0.99
 
     def __post_init__(self) -> None:
-        if not self.lrs or any(not lr > 0 for lr in self.lrs):
-            raise ValueError(f"lrs={self.lrs!r}; expected a non-empty grid of positive rates")
+        grids = {"lrs": self.lrs, "finetune_lrs": self.finetune_lrs}
+        for entry in self.method_lrs:
+            if len(entry) != 2 or entry[0] not in ADAPTER_METHODS:
+                raise ValueError(
+                    f"method_lrs={self.method_lrs!r}; expected (method, grid) pairs naming "
+                    f"adapter methods {tuple(ADAPTER_METHODS)}"
+                )
+            grids[f"method_lrs[{entry[0]!r}]"] = entry[1]
+        for name, grid in grids.items():
+            if not grid or any(not lr > 0 for lr in grid):
+                raise ValueError(f"{name}={grid!r}; expected a non-empty grid of positive rates")
+        if len({len(grid) for grid in grids.values()}) > 1:
+            raise ValueError(
+                f"learning-rate grids {grids!r}; expected grids of the same size (the same "
+                "tuning budget for every method)"
+            )
+
+    def grid(self, method: str) -> tuple[float, ...]:
+        """The learning-rate grid ``method`` is tuned on."""
+        if method == FINETUNE:
+            return tuple(self.finetune_lrs)
+        return tuple(dict(self.method_lrs).get(method, self.lrs))
 
 
 class Method(NamedTuple):
@@ -141,12 +181,6 @@ def method_flags(methods) -> Method:
     )
 
 
-FINETUNE = "sequential fine-tuning"
-L2P = "L2P prompt retrieval"
-STEAM = "STEAM"
-NO_DASH = "STEAM w/o DASH"
-NO_TEMPORAL = "STEAM w/o temporal experts"
-NO_SCOA = "STEAM w/o SCOA"
 ADAPTER_METHODS: dict[str, Method] = {
     L2P: Method(prompt=True, keys=True, hard=True),
     STEAM: Method(dash=True, frame=True, video=True, scoa=True, balanced=True),
@@ -155,6 +189,13 @@ ADAPTER_METHODS: dict[str, Method] = {
     NO_SCOA: Method(dash=True, frame=True, video=True, balanced=True),
 }
 METHODS: tuple[str, ...] = (FINETUNE, *ADAPTER_METHODS)
+#: A diagnostic row, not a trained method: STEAM's runs (same trained parameters, STEAM's tuned
+#: rate) scored with every video routed to its true task (``decode(..., task_id=...)``) instead
+#: of by the router. Against STEAM it separates "the router sends videos to the wrong task's
+#: adapters" from "the adapters cannot learn the task".
+ORACLE = "STEAM (oracle task id)"
+#: The rows of :class:`Protocol` (``methods``): every method, then the oracle-routed STEAM.
+ROWS: tuple[str, ...] = (*METHODS, ORACLE)
 
 
 class Protocol(NamedTuple):
@@ -162,7 +203,7 @@ class Protocol(NamedTuple):
     experiments read.
 
     Attributes:
-      methods: row names, ``METHODS`` order.
+      methods: row names, ``ROWS`` order (every method, then :data:`ORACLE`).
       tasks: task names.
       miou: ``[method, stage, task, seed]`` mIoU of each task after each stage.
       miou_before: ``[method, task, seed]`` mIoU of each task just before learning it.
@@ -182,8 +223,10 @@ class Protocol(NamedTuple):
       fold_error: ``[seed]`` DASH folded into the neck vs applied after it.
       cpu_seconds: process CPU seconds per phase (compiles included).
       path_videos: the number of earlier tasks' test videos per seed.
-      tuning: ``{"lrs": grid, "selected": {method: lr}, "validation": {method: [per lr]}}``, the
-        validation final average mIoU (seed mean) of every method at every grid point.
+      tuning: ``{"lrs": {method: grid}, "selected": {method: lr}, "validation": {method: [per
+        lr]}, "at grid edge": [methods]}``: the validation final average mIoU (seed mean) of every
+        method at every point of its grid, and the methods whose selected rate is the smallest or
+        largest of their grid (the optimum is then not bracketed).
     """
 
     methods: tuple[str, ...]
@@ -448,16 +491,28 @@ def _task_miou(confusion: jax.Array, labels: jax.Array) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
-def evaluate(params, adapters, proj, feats, inst, cls, allowed, active, hard, gates, *, cfg):
+def evaluate(
+    params, adapters, proj, feats, inst, cls, allowed, active, hard, gates, oracle, *, cfg
+):
     """Per run (leading axis of all but ``allowed``/``active``) and task: mIoU, identity switches
     and pairs, and the fraction of the task's videos routed to the task's own expert (largest
-    video-level weight); ``feats [runs, tasks, N, T, g, g, D]``."""
+    video-level weight); ``feats [runs, tasks, N, T, g, g, D]``. A run with ``oracle [runs]``
+    = 1 routes every video of task ``j`` to expert ``j`` (``decode(..., task_id=j)``) instead of
+    by its router (its routing fraction is then 1 by construction)."""
     labels = [label_ids(task) for task in TASKS]
 
-    def run(params, adapters, proj, feats, inst, cls, hard, gates):
-        def video(f, i, c):
+    def run(params, adapters, proj, feats, inst, cls, hard, gates, oracle):
+        def video(f, i, c, j):
             out = decode(
-                params, adapters, proj, f, config=cfg, active=active, hard=hard, task_classes=gates
+                params,
+                adapters,
+                proj,
+                f,
+                config=cfg,
+                active=active,
+                hard=hard,
+                task_classes=gates,
+                task_id=jnp.where(oracle > 0, j, -1),
             )
             seg = segment(out, allowed)
             sw = identity_switches(seg.tracks, i, cfg.max_objects, cfg.queries)
@@ -466,7 +521,9 @@ def evaluate(params, adapters, proj, feats, inst, cls, allowed, active, hard, ga
 
         res = []
         for j in range(len(TASKS)):
-            confusion, sw, routed = jax.vmap(video)(feats[j], inst[j], cls[j])
+            confusion, sw, routed = jax.vmap(functools.partial(video, j=j))(
+                feats[j], inst[j], cls[j]
+            )
             res.append(
                 (
                     _task_miou(confusion.sum(0), labels[j]),
@@ -477,7 +534,7 @@ def evaluate(params, adapters, proj, feats, inst, cls, allowed, active, hard, ga
             )
         return tuple(jnp.stack(v) for v in zip(*res, strict=True))
 
-    return jax.vmap(run)(params, adapters, proj, feats, inst, cls, hard, gates)
+    return jax.vmap(run)(params, adapters, proj, feats, inst, cls, hard, gates, oracle)
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
@@ -602,10 +659,13 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         temperature=config.temperature,
     )
     n_seeds, lrs, names = len(seeds), tuple(config.lrs), list(ADAPTER_METHODS)
+    ft_lrs = config.grid(FINETUNE)
     n_lr, n_m = len(lrs), len(names)
     # Runs: fine-tuning at grid point g, seed s is run g * S + s (n_ft of them); adapter method
-    # m at grid point g, seed s is run (m * G + g) * S + s of the n_ad adapter runs.
+    # m at grid point g, seed s is run (m * G + g) * S + s of the n_ad adapter runs. Scoring
+    # appends STEAM's runs once more (n_or of them), routed by the oracle (``ORACLE``).
     n_ft, n_ad = n_lr * n_seeds, n_m * n_lr * n_seeds
+    n_or = n_lr * n_seeds
     n_train, n_val, n_test = config.train_videos, config.val_videos, config.test_videos
     clock = _Clock()
 
@@ -691,21 +751,22 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
     ad = init_adapter_runs(keys(13, blocks))
     proj = jax.vmap(lambda _: identity_projectors(config=cfg))(jnp.arange(n_ad))
     flags = method_flags([m for m in ADAPTER_METHODS.values() for _ in range(n_lr * n_seeds)])
-    ad_lr = jnp.asarray([lr for _ in names for lr in lrs for _ in seeds], jnp.float32)
+    ad_lr = jnp.asarray([lr for m in names for lr in config.grid(m) for _ in seeds], jnp.float32)
     earlier = rep(jnp.stack([f[:, : config.subspace_videos] for f in base_train], 1), blocks)
     zero_ad = init_adapter_runs(keys(0, n_lr))
     eye = jax.vmap(lambda _: identity_projectors(config=cfg))(jnp.arange(n_ft))
     task_classes = jnp.stack([class_mask(task.pool) for task in TASKS])
-    gates = _cat(
-        jnp.ones((n_ft, *task_classes.shape)),
-        jnp.broadcast_to(task_classes, (n_ad, *task_classes.shape)),
-    )
-    hard = _cat(jnp.zeros(n_ft), flags.hard)
-    runs = n_ft + n_ad
-    inst_all, cls_all = rep(test_inst, runs // n_seeds), rep(test_cls, runs // n_seeds)
-    val_inst_all, val_cls_all = rep(val_inst, runs // n_seeds), rep(val_cls, runs // n_seeds)
     steam_i = names.index(STEAM)
     steam = slice(steam_i * n_lr * n_seeds, (steam_i + 1) * n_lr * n_seeds)  # of adapter runs
+    gates = _cat(
+        jnp.ones((n_ft, *task_classes.shape)),
+        jnp.broadcast_to(task_classes, (n_ad + n_or, *task_classes.shape)),
+    )
+    hard = _cat(_cat(jnp.zeros(n_ft), flags.hard), flags.hard[steam])
+    runs = n_ft + n_ad + n_or
+    oracle = (jnp.arange(runs) >= n_ft + n_ad).astype(jnp.float32)
+    inst_all, cls_all = rep(test_inst, runs // n_seeds), rep(test_cls, runs // n_seeds)
+    val_inst_all, val_cls_all = rep(val_inst, runs // n_seeds), rep(val_cls, runs // n_seeds)
     path_gates = _cat(
         jnp.ones((n_ft, *task_classes.shape)),
         jnp.broadcast_to(task_classes, (n_lr * n_seeds, *task_classes.shape)),
@@ -730,18 +791,22 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
             )
         )
 
+    def with_oracle(tree):  # the adapter runs, then STEAM's again (scored oracle-routed)
+        return _cat(tree, jax.tree.map(lambda x: x[steam], tree))
+
     def score(ft_p, ft_feats, ad_p, ad_a, ad_proj, ad_feats, inst, cls, seen_mask, active):
         out = evaluate(
-            _cat(ft_p, ad_p),
-            _cat(zero_ad, ad_a),
-            _cat(eye, ad_proj),
-            _cat(ft_feats, ad_feats),
+            _cat(ft_p, with_oracle(ad_p)),
+            _cat(zero_ad, with_oracle(ad_a)),
+            _cat(eye, with_oracle(ad_proj)),
+            _cat(ft_feats, with_oracle(ad_feats)),
             inst,
             cls,
             seen_mask,
             active,
             hard,
             gates,
+            oracle,
             cfg=cfg,
         )
         return [np.asarray(x) for x in out]  # each [runs, tasks]
@@ -794,11 +859,12 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         clock(f"before stage {t + 1}")
         if t > 0:
             losses_t = []
-            for g, lr in enumerate(lrs):
+            for g, lr in enumerate(ft_lrs):
                 res = tune(ft_params[g], t, lr, keys(17 + t, 1))
                 ft_params[g] = res.params
                 losses_t.append(np.asarray(res.losses))
             ft_losses[f"task{t + 1}_finetune"] = losses_t
+            clock(f"stage {t + 1}: fine-tuning")
             adapted = adapt(
                 ad_params,
                 ad,
@@ -823,6 +889,7 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
             ad_params, ad, proj = adapted.params, adapted.adapters, adapted.projectors
             leak_runs[f"task{t + 1}"] = np.asarray(adapted.leaks, np.float64)
             ad_losses[f"task{t + 1}_adapters"] = np.asarray(adapted.losses)
+            clock(f"stage {t + 1}: adapters")
         ft_val, ft_test = ft_eval_feats(ft_params)
         args = (_cat_all(ft_params), ft_test, ad_params, ad, proj, ad_test)
         stage_runs.append(score(*args, inst_all, cls_all, seen_mask, active))
@@ -833,22 +900,29 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
                 *args[:1], ft_val, *args[2:5], ad_val, val_inst_all, val_cls_all, seen_mask, active
             )
             val_final = val[0].mean(1)  # final average mIoU on the validation videos, per run
-        clock(f"stage {t + 1}")
+        clock(f"stage {t + 1}: scoring")
 
     # Tuning: per method, the grid point with the best seed-mean validation final average mIoU.
-    tuning: dict[str, Any] = {"lrs": list(lrs), "selected": {}, "validation": {}}
+    tuning: dict[str, Any] = {"lrs": {}, "selected": {}, "validation": {}, "at grid edge": []}
     chosen: dict[str, np.ndarray] = {}  # method -> [seeds] run indices (of all runs)
     for i, name in enumerate(METHODS):
         offset = 0 if i == 0 else n_ft + (i - 1) * n_lr * n_seeds
+        grid = config.grid(name)
         g, block = select_grid_point(val_final[offset : offset + n_lr * n_seeds], n_lr)
         chosen[name] = offset + g * n_seeds + np.arange(n_seeds)
-        tuning["selected"][name] = lrs[g]
+        tuning["lrs"][name] = list(grid)
+        tuning["selected"][name] = grid[g]
         tuning["validation"][name] = block.tolist()
+        if n_lr > 1 and g in (0, n_lr - 1):
+            tuning["at grid edge"].append(name)
+    # The oracle row is STEAM's selected runs, scored with the true task id (not tuned itself).
+    chosen[ORACLE] = chosen[STEAM] - n_ft - steam.start + n_ft + n_ad
+    tuning[ORACLE] = "STEAM's selected runs (rate and trained parameters), oracle-routed"
 
-    shape = (len(METHODS), len(TASKS), len(TASKS), n_seeds)
+    shape = (len(ROWS), len(TASKS), len(TASKS), n_seeds)
     acc, sw, pairs, routed = (np.zeros(shape) for _ in range(4))
-    before_acc = np.zeros((len(METHODS), len(TASKS), n_seeds))
-    for i, name in enumerate(METHODS):
+    before_acc = np.zeros((len(ROWS), len(TASKS), n_seeds))
+    for i, name in enumerate(ROWS):
         idx = chosen[name]
         for t in range(len(TASKS)):
             before_acc[i, t] = pre_runs[t][idx]
@@ -884,7 +958,7 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         test[1].image[:, 0],
     )
     return Protocol(
-        methods=METHODS,
+        methods=ROWS,
         tasks=tuple(task.name for task in TASKS),
         miou=acc,
         miou_before=before_acc,

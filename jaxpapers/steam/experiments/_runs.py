@@ -16,6 +16,7 @@ from jaxpapers.steam.experiments._protocol import (
     NO_DASH,
     NO_SCOA,
     NO_TEMPORAL,
+    ORACLE,
     STEAM,
     Config,
     Protocol,
@@ -85,9 +86,13 @@ def _extras(res: Protocol, stats: dict[str, Any]) -> dict[str, Any]:
         "routing accuracy after the last task per task (seed mean)": {
             m: np.asarray(res.routed)[i, -1].mean(-1).tolist()
             for i, m in enumerate(res.methods)
-            if m != FINETUNE
+            if m not in (FINETUNE, ORACLE)
         },
         "miou_matrix [stage][task] (seed mean)": {m: v["matrix"] for m, v in stats.items()},
+        f"{ORACLE} minus {STEAM} (per seed; same trained parameters, routing given)": {
+            k: (np.asarray(stats[ORACLE][k]) - np.asarray(stats[STEAM][k])).tolist()
+            for k in ("plasticity", "forgetting", "final")
+        },
         "final_losses": {k: np.asarray(v)[..., -1].tolist() for k, v in res.losses.items()},
         "learning-rate tuning (grid, selected, validation final average mIoU per grid point)": (
             res.tuning
@@ -99,7 +104,7 @@ def _extras(res: Protocol, stats: dict[str, Any]) -> dict[str, Any]:
 def run_forgetting(ctx: Context, config: Config) -> Outcome:
     res = _protocol(ctx, config)
     stats = _per_method(res)
-    values = {m: stats[m]["forgetting"] for m in (FINETUNE, L2P, STEAM)}
+    values = {m: stats[m]["forgetting"] for m in (FINETUNE, L2P, STEAM, ORACLE)}
     return Outcome(values, _extras(res, stats))
 
 
@@ -117,7 +122,7 @@ def run_learns_tasks(ctx: Context, config: Config) -> Outcome:
 def run_plasticity(ctx: Context, config: Config) -> Outcome:
     res = _protocol(ctx, config)
     stats = _per_method(res)
-    values = {m: stats[m]["plasticity"] for m in (FINETUNE, L2P, STEAM)}
+    values = {m: stats[m]["plasticity"] for m in (FINETUNE, L2P, STEAM, ORACLE)}
     return Outcome(values, _extras(res, stats))
 
 
