@@ -351,24 +351,46 @@ def test_prdc_objective_affinity_term_penalises_label_changes_inside_a_colour_re
 
 
 def test_tuning_picks_each_methods_best_validation_offset():
-    """The pipeline tunes every method's background offset on the validation split (the chosen
-    offset is the arg-max of that method's validation mIoU over the grid) and trains one
-    segmenter per method on its pseudo-masks."""
+    """The pipeline tunes every row's setting and background offset on the validation split
+    (the chosen pair is the arg-max of that row's validation mIoU over its grid; the bank's
+    alpha grid and RO-PMB's PRDC grid have the same size) and trains one segmenter per method
+    on its pseudo-masks."""
     import dataclasses
 
     from jaxpapers.ropmb.experiments import SIZES
-    from jaxpapers.ropmb.experiments._pipeline import OFFSETS
+    from jaxpapers.ropmb.experiments._pipeline import INIT, OFFSETS
     from jaxpapers.ropmb.experiments._runs import pipeline
 
     cfg = dataclasses.replace(SIZES["smoke"], train_n=32, val_n=16, test_n=16)
     res = pipeline([0, 1], cfg, RefineConfig())
-    for m in METHODS:
+    sizes = {"bank": len(cfg.bank_alphas), "ropmb": 2 * len(cfg.prdc_smooth_weights)}
+    assert sizes["bank"] == sizes["ropmb"]
+    for m in (*METHODS, INIT):
         for s in range(2):
-            grid = res.val_miou[m][s]
-            assert len(grid) == len(OFFSETS)
-            assert res.offsets[m][s] == pytest.approx(OFFSETS[int(np.argmax(grid))])
+            grid = np.asarray(res.val_miou[m][s])
+            assert grid.shape == (sizes.get(m, 1), len(OFFSETS))
+            best = int(np.argmax(grid))
+            assert res.offsets[m][s] == pytest.approx(OFFSETS[best % len(OFFSETS)])
+            assert res.setting[m][s] == best // len(OFFSETS)
     assert set(res.segmenter_miou) == set(METHODS)
     assert all(0.0 <= v <= 1.0 for row in res.segmenter_miou.values() for v in row)
+    # Boundary F1 is judged at tolerance 0, never above its tolerance-1 value.
+    for m in (*METHODS, INIT):
+        assert all(a <= b + 1e-6 for a, b in zip(res.bf1[m], res.bf1_t1[m], strict=True))
+    assert all(0.0 <= v <= 1.0 for v in res.ceiling_val_miou + res.cam_val_miou)
+
+
+def test_true_seeds_are_the_majority_class_of_each_cell():
+    """The prototype ceiling's seeds: a hard one-hot of the true mask at feature resolution."""
+    from jaxpapers.ropmb.experiments._pipeline import true_seeds
+
+    coarse = jnp.array([[[0, 1], [2, 0]]])
+    masks = jnp.repeat(jnp.repeat(coarse, 4, axis=1), 4, axis=2)  # [1, 8, 8]
+    seeds = true_seeds(masks, 3, 4)
+    assert seeds.shape == (1, 4, 4, 3)
+    assert jnp.all(jnp.sum(seeds, -1) == 1)
+    expect = jnp.repeat(jnp.repeat(coarse, 2, axis=1), 2, axis=2)
+    assert jnp.array_equal(jnp.argmax(seeds, -1), expect)
 
 
 def test_segmenter_learns_the_true_masks(key):

@@ -70,11 +70,17 @@ knob, an offset on its background score, is tuned on the same grid on a validati
 
 **What is measured** (``jaxpapers reproduce P12``) on 32x32 scenes with two to four shape classes
 per image drawn from overlapping co-occurrence groups (``jaxpapers.ropmb._multilabel``):
-``segmenter_miou`` (headline), ``pseudo_mask_miou`` and ``boundary_f1`` of the pseudo-masks, and
-the sanity check ``one_hot_features`` (one-hot features; the graph starts from weights that mix
-the classes and must learn, with its own objective, to give the exact mask). The comparisons
-require ``seeds_informative`` (per-label accuracy above 0.9, foreground seed precision above
-0.5): prototypes pooled under wrong seeds cannot show anything about the refinement.
+``segmenter_miou`` (headline), ``pseudo_mask_miou`` and ``boundary_f1`` (tolerance 0) of the
+pseudo-masks against CAM; ``segmenter_miou_gnn`` and ``pseudo_mask_miou_gnn`` against the bank
+without GNN (the graph's own contribution; PRDC's steps and smoothness weight and the bank's
+mixing weight each chosen on equal-size validation grids; the graph at initialisation is a
+further row); and the sanity check ``one_hot_features`` (one-hot features; the graph starts
+from weights that mix the classes and must learn, with its own objective, to give the exact
+mask; best of three initialisations by final objective). The comparisons require
+``seeds_informative`` (per-label accuracy above 0.9, foreground seed precision above 0.5):
+prototypes pooled under wrong seeds cannot show anything about the refinement. The vs-CAM
+claims also require ``prototype_ceiling``: prototypes pooled under the true masks must beat
+CAM on the validation split, or no prototype method could, whatever its graph learns.
 
 **What quick size cannot show.** The quick classifier (a 3x3 stem at stride 2 and two 1x1
 layers, 500 Adam steps on 512 images) has small receptive fields, so its CAMs are local and

@@ -4,6 +4,7 @@ each method's pseudo-masks."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import NamedTuple
@@ -21,8 +22,11 @@ from jaxpapers.ropmb import (
     RefineConfig,
     class_activation_maps,
     colour_affinity,
+    masked_average_pool,
     prdc_loss,
+    prototype_scores,
     pseudo_masks,
+    refine_prototypes,
     refined_scores,
     seed_masks,
 )
@@ -33,6 +37,10 @@ EXAMPLES = 3
 #: arg-max (for CAM: to its constant background score). Chosen per method and seed by the
 #: pseudo-mask mIoU on the validation split.
 OFFSETS: tuple[float, ...] = (-0.3, -0.2, -0.1, 0.0, 0.1, 0.2, 0.3)
+#: The extra pseudo-mask row: RO-PMB with its graph at initialisation (what training adds).
+INIT = "init"
+#: Mixing weights of the prototype ceiling (true-seed bank and local prototypes).
+CEILING_ALPHAS: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def _conv(x, w, stride):
@@ -135,15 +143,20 @@ def extract(params, images) -> Features:
 
 
 class Masks(NamedTuple):
-    """Per-seed output of the prototype stage.
+    """Per-seed output of the prototype stage (rows: ``METHODS`` then ``INIT``).
 
     Attributes:
-      train_masks: ``[S, methods, N, H, W]`` each method's pseudo-masks of the training images
-        (with its tuned offset): what its segmenter trains on.
-      miou, bf1: ``[S, methods]`` mIoU and boundary F1 of those pseudo-masks (training images).
-      offsets: ``[S, methods]`` the background offset each method chose on the validation split.
-      val_miou: ``[S, methods, offsets]`` the validation mIoU of every grid point.
-      prdc_losses: ``[S, steps]`` PRDC's training objective.
+      train_masks: ``[S, methods, N, H, W]`` each of ``METHODS``' pseudo-masks of the training
+        images (with its chosen setting and offset): what its segmenter trains on.
+      miou, bf1, bf1_t1: ``[S, rows]`` mIoU and boundary F1 (tolerance 0 and 1) of those
+        pseudo-masks (training images).
+      offsets: ``[S, rows]`` the background offset each row chose on the validation split.
+      setting: ``[S, rows]`` the index of the setting each row chose (bank: ``bank_alphas``;
+        RO-PMB: ``prdc_grid(...)``; others: 0).
+      val_miou: ``{row: [S, settings, offsets]}`` the validation mIoU of every grid point.
+      prdc_losses: ``[S, smoothness weights, 2]`` PRDC's objective at its first and last step.
+      ceiling_val_miou: ``[S]`` the prototype ceiling's best validation mIoU.
+      cam_val_miou: ``[S]`` CAM's best validation mIoU.
       seed_precision: ``[S]`` share of foreground seed pixels of the right class (test split).
       label_accuracy: ``[S]`` the classifier's per-label accuracy on the test split.
       examples: ``[S, methods, EXAMPLES, H, W]`` pseudo-masks of the first training images.
@@ -152,9 +165,13 @@ class Masks(NamedTuple):
     train_masks: jax.Array
     miou: jax.Array
     bf1: jax.Array
+    bf1_t1: jax.Array
     offsets: jax.Array
-    val_miou: jax.Array
+    setting: jax.Array
+    val_miou: dict
     prdc_losses: jax.Array
+    ceiling_val_miou: jax.Array
+    cam_val_miou: jax.Array
     seed_precision: jax.Array
     label_accuracy: jax.Array
     examples: jax.Array
@@ -187,23 +204,109 @@ def fill_bank(bank: MemoryBank, feats, seeds, *, batch: int, key: jax.Array):
     return jax.lax.scan(fill, state, stacked)[0]
 
 
-def train_prdc(prdc, state, feats, weights, labels, affinity, *, config, steps, batch, lr, key):
+def train_prdc(
+    prdc,
+    state,
+    feats,
+    weights,
+    labels,
+    affinity,
+    *,
+    config,
+    steps,
+    batch,
+    lr,
+    key,
+    smooth_weights=(1.0,),
+    top_fraction=1 / 32,
+):
     """Adam on :func:`~jaxpapers.ropmb.prdc_loss` (label and affinity consistency, no seed
-    targets) over minibatches of the training split; the bank and the CNN stay frozen."""
+    targets) over minibatches of the training split; the bank and the CNN stay frozen.
 
-    def loss_fn(g, b, _key):
-        f, y, a = b
-        return prdc_loss(g, state, f, weights, y, config=config, affinity=a)
+    One graph per entry of ``smooth_weights`` (vmapped: same initialisation and minibatches),
+    each also kept after ``steps // 2`` steps. Returns ``(graphs, losses)``: the graphs stacked
+    on a leading ``[2 * len(smooth_weights)]`` axis (order: every weight at ``steps // 2``, then
+    every weight at ``steps``) and the objectives ``[len(smooth_weights), steps]``."""
+    half = max(1, steps // 2)
 
-    def batch_fn(_t, kk):
-        idx = jax.random.randint(kk, (batch,), 0, feats.shape[0])
-        return feats[idx], labels[idx], affinity[idx]
+    def one(smooth):
+        def loss_fn(g, b, _key, _kept):
+            f, y, a = b
+            return prdc_loss(
+                g,
+                state,
+                f,
+                weights,
+                y,
+                config=config,
+                affinity=a,
+                smooth_weight=smooth,
+                top_fraction=top_fraction,
+            )
 
-    return fit(loss_fn, prdc, optax.adam(lr), steps=steps, key=key, batch_fn=batch_fn)
+        def batch_fn(_t, kk):
+            idx = jax.random.randint(kk, (batch,), 0, feats.shape[0])
+            return feats[idx], labels[idx], affinity[idx]
+
+        def keep(kept, new, t, _key):
+            return jax.tree.map(lambda k, p: jnp.where(t == half - 1, p, k), kept, new)
+
+        res = fit(
+            loss_fn,
+            prdc,
+            optax.adam(lr),
+            steps=steps,
+            key=key,
+            batch_fn=batch_fn,
+            state=prdc,
+            after_step=keep,
+        )
+        return res.state, res.params, res.losses
+
+    kept, final, losses = jax.vmap(one)(jnp.asarray(smooth_weights))
+    graphs = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), kept, final)
+    return graphs, losses
+
+
+def prdc_grid(steps: int, smooth_weights: tuple[float, ...]) -> list[tuple[int, float]]:
+    """PRDC's validation grid ``(steps, smooth_weight)`` in the order of :func:`train_prdc`'s
+    graphs."""
+    return [(max(1, steps // 2), w) for w in smooth_weights] + [(steps, w) for w in smooth_weights]
 
 
 def _offset_masks(scores, labels, size, offset):
     return pseudo_masks(scores.at[..., 0].add(offset), labels, size)
+
+
+def true_seeds(masks: jax.Array, classes: int, size: int) -> jax.Array:
+    """Hard one-hot seeds ``[B, size, size, classes]`` from the true masks ``[B, H, W]``: the
+    majority class of each feature cell (the ceiling's seeds; evaluation data only)."""
+    soft = jax.image.resize(
+        jax.nn.one_hot(masks, classes), (masks.shape[0], size, size, classes), "linear"
+    )
+    return jax.nn.one_hot(jnp.argmax(soft, -1), classes)
+
+
+def _best_on_grid(val_scores, val: Split, size: int, classes: int):
+    """Validation mIoU ``[settings, offsets]`` of each setting's scores (a list), and the arg-max
+    (setting index, offset). The scores are upsampled once per setting: bilinear weights sum to
+    one, so adding the offset after upsampling equals adding it before (:func:`pseudo_masks`)."""
+    b = val.labels.shape[0]
+    allowed = jnp.concatenate([jnp.ones((b, 1)), val.labels], axis=1) > 0
+
+    def grid_row(s):
+        up = jax.image.resize(s, (b, size, size, s.shape[-1]), "linear")
+        up = jnp.where(allowed[:, None, None, :], up, -jnp.inf)
+        return jnp.stack(
+            [
+                mean_iou(jnp.argmax(up.at[..., 0].add(o), axis=-1), val.masks, classes)
+                for o in OFFSETS
+            ]
+        )
+
+    grid = jnp.stack([grid_row(s) for s in val_scores])
+    flat = jnp.argmax(grid.reshape(-1))
+    return grid, flat // len(OFFSETS), jnp.asarray(OFFSETS)[flat % len(OFFSETS)]
 
 
 def _prototype_stage(
@@ -216,11 +319,16 @@ def _prototype_stage(
     config: RefineConfig,
     bank_batch: int,
     prdc_steps: int,
+    prdc_smooth_weights: tuple[float, ...],
+    bank_alphas: tuple[float, ...],
     prdc_batch: int,
     prdc_lr: float,
+    top_fraction: float,
 ) -> Masks:
-    """One seed: fill the bank and train PRDC on the training split, tune each method's offset
-    on the validation split, make its pseudo-masks of the training images."""
+    """One seed: fill the bank and train PRDC on the training split (one graph per smoothness
+    weight, each kept after half and all of ``prdc_steps``); choose each row's setting and
+    offset on the validation split; make its pseudo-masks of the training images. Also the
+    prototype ceiling (true-seed bank and local prototypes) and CAM's best validation mIoU."""
     feats, weights = train.feats.features, train.feats.weights
     seeds = seed_masks(
         class_activation_maps(feats, weights, train.labels), train.labels, config=config
@@ -228,8 +336,9 @@ def _prototype_stage(
     kb, kp, kt = jax.random.split(key, 3)
     state = fill_bank(bank, feats, seeds, batch=bank_batch, key=kb)
     affinity = colour_affinity(train.images, feats.shape[1])
-    res = train_prdc(
-        PRDC(feats.shape[-1], key=kp),
+    init = PRDC(feats.shape[-1], key=kp)
+    stacked, prdc_losses = train_prdc(
+        init,
         state,
         feats,
         weights,
@@ -240,38 +349,63 @@ def _prototype_stage(
         batch=prdc_batch,
         lr=prdc_lr,
         key=kt,
+        smooth_weights=prdc_smooth_weights,
+        top_fraction=top_fraction,
     )
+    n_graphs = 2 * len(prdc_smooth_weights)
+    graphs = [jax.tree.map(lambda x, i=i: x[i], stacked) for i in range(n_graphs)]
     size = train.masks.shape[-1]
     classes = train.labels.shape[1] + 1
 
-    def scores(method, split):
+    def scores(method, split, conf=config, prdc=init, bank_state=state):
         return refined_scores(
             method,
             split.feats.features,
             split.feats.weights,
             split.labels,
-            config=config,
-            bank=state,
-            prdc=res.params,
+            config=conf,
+            bank=bank_state,
+            prdc=prdc,
         )
 
-    offsets = jnp.asarray(OFFSETS)
-    masks, miou, bf1, chosen, grid = [], [], [], [], []
-    for method in METHODS:
-        s_val = scores(method, val)
-        val_miou = jnp.stack(
-            [
-                mean_iou(_offset_masks(s_val, val.labels, size, o), val.masks, classes)
-                for o in OFFSETS
-            ]
-        )
-        best = offsets[jnp.argmax(val_miou)]
-        pred = _offset_masks(scores(method, train), train.labels, size, best)
+    alphas = [dataclasses.replace(config, alpha=a) for a in bank_alphas]
+    # Each row: its settings (functions of the split), all tuned on the same offset grid.
+    settings = {
+        "cam": [lambda s: scores("cam", s)],
+        "sipe": [lambda s: scores("sipe", s)],
+        "bank": [lambda s, c=c: scores("bank", s, conf=c) for c in alphas],
+        "ropmb": [lambda s, g=g: scores("ropmb", s, prdc=g) for g in graphs],
+        INIT: [lambda s: scores("ropmb", s, prdc=init)],
+    }
+    masks, miou, bf1, bf1_t1, chosen, which, grids = [], [], [], [], [], [], {}
+    for method, fns in settings.items():
+        grid, idx, best = _best_on_grid([f(val) for f in fns], val, size, classes)
+        train_scores = jnp.stack([f(train) for f in fns])[idx]
+        pred = _offset_masks(train_scores, train.labels, size, best)
         masks.append(pred)
         miou.append(mean_iou(pred, train.masks, classes))
-        bf1.append(boundary_f1(pred, train.masks))
+        bf1.append(boundary_f1(pred, train.masks, tolerance=0))
+        bf1_t1.append(boundary_f1(pred, train.masks, tolerance=1))
         chosen.append(best)
-        grid.append(val_miou)
+        which.append(idx)
+        grids[method] = grid
+
+    # The ceiling of the prototype family on this bed (precondition of the vs-CAM claims): the
+    # bank filled under the TRUE masks of the training split, local prototypes pooled under the
+    # true masks of the validation images, best of CEILING_ALPHAS x OFFSETS on validation.
+    h = feats.shape[1]
+    oracle = fill_bank(bank, feats, true_seeds(train.masks, classes, h), batch=bank_batch, key=kb)
+    local = masked_average_pool(val.feats.features, true_seeds(val.masks, classes, h))
+    ceiling_scores = [
+        prototype_scores(
+            val.feats.features,
+            refine_prototypes(
+                local.prototypes, local.mass, oracle, config=dataclasses.replace(config, alpha=a)
+            ),
+        )
+        for a in CEILING_ALPHAS
+    ]
+    ceiling_grid = _best_on_grid(ceiling_scores, val, size, classes)[0]
 
     tf = test.feats
     test_seeds = seed_masks(
@@ -281,14 +415,18 @@ def _prototype_stage(
     fg = test_seeds[..., 1:]
     precision = jnp.sum(fg * small[..., 1:]) / jnp.maximum(jnp.sum(fg), 1.0)
     acc = jnp.mean((tf.logits > 0) == (test.labels > 0))
-    masks = jnp.stack(masks)
+    masks = jnp.stack(masks[: len(METHODS)])
     return Masks(
         masks.astype(jnp.int8),
         jnp.stack(miou),
         jnp.stack(bf1),
+        jnp.stack(bf1_t1),
         jnp.stack(chosen),
-        jnp.stack(grid),
-        res.losses,
+        jnp.stack(which),
+        grids,
+        prdc_losses[:, jnp.asarray([0, -1])],
+        jnp.max(ceiling_grid),
+        jnp.max(grids["cam"]),
         precision,
         acc,
         masks[:, :EXAMPLES],
@@ -297,7 +435,17 @@ def _prototype_stage(
 
 @functools.partial(
     jax.jit,
-    static_argnames=("bank", "config", "bank_batch", "prdc_steps", "prdc_batch", "prdc_lr"),
+    static_argnames=(
+        "bank",
+        "config",
+        "bank_batch",
+        "prdc_steps",
+        "prdc_smooth_weights",
+        "bank_alphas",
+        "prdc_batch",
+        "prdc_lr",
+        "top_fraction",
+    ),
 )
 def prototype_stage(
     train: Split,
@@ -309,18 +457,30 @@ def prototype_stage(
     config: RefineConfig,
     bank_batch: int,
     prdc_steps: int,
+    prdc_smooth_weights: tuple[float, ...],
+    bank_alphas: tuple[float, ...],
     prdc_batch: int,
-    prdc_lr: float = 3e-3,
+    prdc_lr: float,
+    top_fraction: float,
 ) -> Masks:
     """:func:`_prototype_stage` vmapped over seeds (no convolutions here, so vmap is cheap)."""
+    if 2 * len(prdc_smooth_weights) != len(bank_alphas):
+        raise ValueError(
+            f"PRDC has {2 * len(prdc_smooth_weights)} settings (two step counts per smoothness "
+            f"weight) and bank_alphas {len(bank_alphas)}; expected the same number (equal "
+            "tuning budgets)"
+        )
     run = functools.partial(
         _prototype_stage,
         bank=bank,
         config=config,
         bank_batch=bank_batch,
         prdc_steps=prdc_steps,
+        prdc_smooth_weights=prdc_smooth_weights,
+        bank_alphas=bank_alphas,
         prdc_batch=prdc_batch,
         prdc_lr=prdc_lr,
+        top_fraction=top_fraction,
     )
     return jax.vmap(run)(train, val, test, keys)
 
