@@ -635,3 +635,23 @@ def test_sample_ddim_marks_a_failed_solve_with_nan(key):
     )(key)
     assert bool(jnp.all(jnp.isnan(out.x)))
     assert int(out.nfe) == 7  # t = 1.0, ..., 0.4: the first step to fail evaluates at t = 0.4
+
+
+def test_sample_ddim_checks_its_grid_on_the_host(monkeypatch):
+    """The grid check runs while a caller is traced; an eager JAX computation there (the old
+    ``jax.ensure_compile_time_eval`` check) waits for every program dispatched before it, so no
+    compile overlapped a run. The check is NumPy only, and still catches a grid that collapses in
+    bfloat16 and bad end times."""
+    import jaxpapers.core.diffusion._samplers as samplers
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the grid check ran a JAX computation")
+
+    monkeypatch.setattr(samplers, "time_grid", refuse)
+    monkeypatch.setattr(samplers, "jax", None)
+    monkeypatch.setattr(samplers, "jnp", None)
+    samplers._check_grid(64, np.float32, t_max=1.0)
+    with pytest.raises(ValueError, match="strictly decreasing"):
+        samplers._check_grid(4000, jnp.bfloat16, t_max=1.0)
+    with pytest.raises(ValueError, match="t_max"):
+        samplers._check_grid(8, np.float32, t_max=1.5)

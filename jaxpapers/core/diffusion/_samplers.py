@@ -24,13 +24,18 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 from jaxpapers.core.checks import check_finite, check_key
 from jaxpapers.core.diffusion._exponential import DDIM
 from jaxpapers.core.diffusion._nfe import CountingDenoiser
 from jaxpapers.core.diffusion._schedule import VPSchedule, time_grid
-from jaxpapers.core.diffusion._solver import UncheckedStepTo, check_time_grid, solve_diffusion
+from jaxpapers.core.diffusion._solver import (
+    UncheckedStepTo,
+    _check_decreasing,
+    solve_diffusion,
+)
 from jaxpapers.core.diffusion._term import DenoiserTerm
 
 
@@ -51,13 +56,19 @@ def _check_steps(num_steps: int) -> None:
         raise ValueError(f"num_steps={num_steps!r}; expected an integer >= 1")
 
 
-def _check_grid(num_steps: int, dtype: Any, **kwargs: Any) -> None:
+def _check_grid(num_steps: int, dtype: Any, *, t_max: float = 1.0, t_min: float = 0.0) -> None:
     """Check in Python, also under an outer ``jit``, the ``time_grid`` a sampler builds in its
-    program (there it is traced, and stepped without run-time checks): computed at trace time, it
-    must be strictly decreasing in the sampler's ``dtype`` (a fine grid collapses in
-    ``bfloat16``). Raises ``time_grid``'s ``ValueError`` on bad ``t_max``/``t_min``."""
-    with jax.ensure_compile_time_eval():
-        check_time_grid(time_grid(num_steps, **kwargs), dtype)
+    program (there it is traced, and stepped without run-time checks): it must be strictly
+    decreasing in the sampler's ``dtype`` (a fine grid collapses in ``bfloat16``). Raises
+    ``time_grid``'s ``ValueError`` on bad ``t_max``/``t_min``.
+
+    The grid is rebuilt on the host in NumPy (float64, then cast to ``dtype``), not with
+    ``jax.ensure_compile_time_eval``: an eager JAX computation made while a caller is being traced
+    waits for every program dispatched before it, so the caller's compile could not overlap the
+    previous program's run."""
+    if not 0.0 <= t_min < t_max <= 1.0:
+        raise ValueError(f"t_min={t_min}, t_max={t_max}; expected 0 <= t_min < t_max <= 1")
+    _check_decreasing(np.linspace(t_max, t_min, int(num_steps) + 1), dtype)
 
 
 def sample_ddim(

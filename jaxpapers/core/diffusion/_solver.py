@@ -288,12 +288,17 @@ def check_time_grid(ts: Float[Array, " n"], dtype: Any = None) -> Float[Array, "
     if len(shape) != 1 or shape[0] < 2:
         raise ValueError(f"ts must be 1-D with at least 2 times (1 step); got shape {shape}")
     if is_concrete(ts):
-        host = np.asarray(ts) if dtype is None else np.asarray(ts).astype(dtype)
-        if not np.all(host[1:] < host[:-1]):
-            raise ValueError(
-                f"ts must be strictly decreasing (diffusion times, in {host.dtype}); got {host}"
-            )
+        _check_decreasing(np.asarray(ts), dtype)
     return jnp.asarray(ts)
+
+
+def _check_decreasing(host: np.ndarray, dtype: Any = None) -> None:
+    """``check_time_grid``'s value check on a host array (NumPy only: runs no JAX program)."""
+    host = host if dtype is None else host.astype(dtype)
+    if not np.all(host[1:] < host[:-1]):
+        raise ValueError(
+            f"ts must be strictly decreasing (diffusion times, in {host.dtype}); got {host}"
+        )
 
 
 def solve_diffusion(
