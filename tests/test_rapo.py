@@ -276,7 +276,17 @@ def test_role_pmi_known_answers_on_a_tabular_policy():
     """Closed forms under the exact warm-up distribution: a reply token naming an attribute of
     kind k gets PMI log n_k, a generic token 0, the temperament log 4, a plan token log n_k. With
     the profile-only reference (the code before issue 35, ``reasoning=False``) the same reply
-    tokens get 0: the plan explains them, and RAPO's weight on the judged reply would be ~1."""
+    tokens get 0: the plan explains them, and RAPO's weight on the judged reply would be ~1.
+
+    The tabular policy has independent attributes (with the profile masked, each kind is uniform
+    whatever else the completion shows), and the test profiles break the stereotype. The
+    pipeline instead warms up on the stereotyped split (``stereotyped_split``: temperament =
+    occupation // 2), where the role-masked reference can infer the temperament from an
+    occupation token, and the occupation (to one of 2 values) from a temperament token, already
+    in the reply: e.g. for question type 1 (reply: temperament, kind 2, occupation) the exact
+    stereotyped distribution gives the occupation token PMI log 2, not log 8. These closed forms
+    are therefore those of independent attributes, not of the trained reference's PMI (whose
+    per-class means are in the ``hacking`` extras)."""
     rho = 0.3
     log_probs = _bayes_warmup_policy(WORLD, rho)
     batch = Batch(jnp.array([[1, 2, 3, 4], [7, 0, 5, 2], [3, 3, 0, 6]]), jnp.array([0, 1, 3]))
@@ -573,7 +583,7 @@ def test_grpo_hacks_needs_the_proxy_up_and_ood_profiles_needs_room():
     reward rose; ``ood_profiles`` is judged only when the plain warm-up is below the ceiling."""
     from jaxpapers.core.experiment import experiments_for
     from jaxpapers.core.verdicts import RowStats
-    from jaxpapers.rapo.experiments import OOD_CEILING, REWARD
+    from jaxpapers.rapo.experiments import IN_DISTRIBUTION, OOD_CEILING, REWARD
 
     exps = {e.id: e for e in experiments_for("P05")}
     warm = [0.64, 0.75, 0.70, 0.68, 0.70]
@@ -600,7 +610,7 @@ def test_grpo_hacks_needs_the_proxy_up_and_ood_profiles_needs_room():
     def shift(ood, seen):
         rows = {
             "plain warm-up": RowStats.from_values("p", "row", ood),
-            "plain warm-up (training profiles)": RowStats.from_values("s", "row", seen),
+            IN_DISTRIBUTION: RowStats.from_values("s", "row", seen),
         }
         return rule.decide(rows, False)
 
@@ -608,7 +618,7 @@ def test_grpo_hacks_needs_the_proxy_up_and_ood_profiles_needs_room():
     assert shift(top, top) == "does not hold"  # at the ceiling (the old bed)
     low = [OOD_CEILING - 0.2 + 0.01 * i for i in range(5)]
     assert shift(low, [v + 0.1 + 0.01 * (i % 2) for i, v in enumerate(low)]) == "holds"
-    # low everywhere is no shift: the training characters are as hard (the new half of the rule)
+    # low everywhere is no shift: unseen in-distribution characters are as hard
     assert shift(low, [v - 0.005 * (i % 2) for i, v in enumerate(low)]) != "holds"
 
 
@@ -636,13 +646,121 @@ def test_tuning_selects_on_validation_never_on_test_rows():
     z = np.zeros(len(cells))
     scores = Scores(np.asarray(test), np.asarray(test), z, z)
     val = Scores(np.asarray(fid), np.asarray(reward), z, z)
-    out = Pipeline(tuple(cells), z, scores, scores, None, val, scores, scores, z, z)
+    out = Pipeline(tuple(cells), z, scores, scores, scores, None, val, scores, scores, z, z)
     assert chosen(out, hackable=True, method="GRPO") == (1e-3, 0.04)  # by the reward
     assert chosen(out, hackable=True, method="RAPO") == (3e-3, 0.0)
     assert chosen(out, hackable=False, method="RAPO") == (1e-3, 0.04)  # by the fidelity
     assert chosen(out, hackable=True, method="GRPO", criterion="fidelity") == (3e-3, 0.0)
     idx = cell_indices(out, hackable=True, method="GRPO")
     assert [cells[i] for i in idx] == [(True, "GRPO", 1e-3, 0.04, s) for s in range(3)]
+
+
+def test_kl_coefficient_is_fixed_a_priori_and_only_the_step_size_is_tuned():
+    """Both methods share one grid whose KL coefficient is ``KL_BETA`` = 0.04 at every point,
+    fixed a priori like RAPO's alpha / gamma; only the Adam step size is tuned (3e-4, 1e-3). The
+    old grid ((1e-3, 0), (1e-3, 0.04)) let selection by the proxy reward strip GRPO of its only
+    regulariser (it kept beta = 0) while RAPO's regulariser was off the grid."""
+    from jaxpapers.rapo.experiments import SIZES
+    from jaxpapers.rapo.experiments._pipeline import KL_BETA, RAPO
+
+    assert KL_BETA == 0.04
+    assert RAPO == {"alpha": 1.0, "gamma": 0.5}
+    for size, config in SIZES.items():
+        assert {b for _, b in config.grid} == {KL_BETA}, size
+        assert sorted(lr for lr, _ in config.grid) == [3e-4, 1e-3], size
+
+
+class _FakeContext:
+    """The part of :class:`~jaxpapers.core.experiment.Context` the P05 experiments read, with the
+    pipeline run already in hand."""
+
+    def __init__(self, out, seeds):
+        self.out, self.seed_list = out, list(range(seeds))
+
+    def cached(self, _name, _compute):
+        return self.out
+
+
+def _scores(**fields):
+    from jaxpapers.rapo import Scores
+
+    n = len(next(iter(fields.values())))
+    z = np.zeros(n)
+    return Scores(**{f: np.asarray(fields.get(f, z), np.float64) for f in Scores._fields})
+
+
+def test_ood_shift_reference_is_held_out_in_distribution_not_training_characters():
+    """``ood_shift_exists`` compares the plain warm-up on stereotype-breaking characters with
+    the same warm-up on held-out stereotyped characters (``warmup_test``: the training
+    distribution, never trained on), not with its memorised training characters (extras)."""
+    from jaxpapers.rapo.experiments import EXPERIMENTS, IN_DISTRIBUTION, _run
+    from jaxpapers.rapo.experiments._pipeline import Pipeline
+
+    n = 3  # per warm-up: Psy-CoT seeds then plain seeds
+    ood = _scores(fidelity=[0.5, 0.5, 0.5, 0.40, 0.41, 0.42])
+    held = _scores(fidelity=[0.8, 0.8, 0.8, 0.70, 0.71, 0.72])
+    seen = _scores(fidelity=[0.9, 0.9, 0.9, 0.97, 0.98, 0.99])
+    z = np.zeros(2 * n)
+    out = Pipeline((), z, ood, held, seen, None, None, None, None, z, z)
+    got = _run.ood_shift(_FakeContext(out, n), None)
+    assert got.values == {"plain warm-up": [0.40, 0.41, 0.42], IN_DISTRIBUTION: [0.70, 0.71, 0.72]}
+    assert got.extras["training_profiles_fidelity"] == [0.97, 0.98, 0.99]
+    exp = next(e for e in EXPERIMENTS if e.id == "ood_shift_exists")
+    assert exp.methods == (IN_DISTRIBUTION,) and exp.baselines == ("plain warm-up",)
+    extras = _run.ood_profiles(_FakeContext(out, n), None).extras
+    assert extras["held_out_stereotyped_profiles_fidelity"]["plain"] == [0.70, 0.71, 0.72]
+
+
+def test_hacking_extras_pair_the_methods_at_each_grid_point_and_trace_the_frontier(tmp_path):
+    """At every grid point of the hackable judge, RAPO - GRPO per seed (both at the same point),
+    with the verdict engine's 90% paired-t interval; the gold-vs-proxy frontier is the mean over
+    seeds and windows of steps of the proxy reward and fidelity per method and point."""
+    from scipy import stats
+
+    from jaxpapers.rapo import StepMetrics
+    from jaxpapers.rapo.experiments import _run
+    from jaxpapers.rapo.experiments._pipeline import Pipeline
+
+    grid, seeds, steps = [(3e-4, 0.04), (1e-3, 0.04)], 4, 12
+    rng = np.random.default_rng(0)
+    cells = [(h, m, lr, b, s) for h in (True, False) for m in ("GRPO", "RAPO")
+             for lr, b in grid for s in range(seeds)]  # fmt: skip
+    fid = rng.uniform(size=len(cells))
+    gen = rng.uniform(size=len(cells))
+    curves = StepMetrics(*(rng.uniform(size=(len(cells), steps)) for _ in StepMetrics._fields))
+    z = np.zeros(len(cells))
+    test = _scores(fidelity=fid, generic_fraction=gen)
+    out = Pipeline(tuple(cells), z, None, None, None, curves, test, test, test, z, z)
+    at = _run._at_each_point(out)
+    front = _run._frontier(out)
+    for lr, b in grid:
+        point = at[f"lr={lr:g}, beta={b:g}"]
+        for f, values in (("fidelity", fid), ("generic_fraction", gen)):
+
+            def pick(m, values=values, lr=lr, b=b):
+                return np.array([values[cells.index((True, m, lr, b, s))] for s in range(seeds)])
+
+            d = pick("RAPO") - pick("GRPO")
+            got = point[f"RAPO - GRPO {f} (paired)"]
+            np.testing.assert_allclose(got["per_seed"], d)
+            half = stats.t.ppf(0.95, seeds - 1) * d.std(ddof=1) / np.sqrt(seeds)
+            np.testing.assert_allclose(got["interval_90"], [d.mean() - half, d.mean() + half])
+            assert point["GRPO"][f] == pytest.approx(pick("GRPO").mean())
+        for m in ("GRPO", "RAPO"):
+            rows = [cells.index((True, m, lr, b, s)) for s in range(seeds)]
+            f = front[m][f"lr={lr:g}, beta={b:g}"]
+            for name, field in (("proxy_reward", "reward"), ("fidelity", "fidelity")):
+                seed_mean = getattr(curves, field)[rows].mean(0)
+                want = [seed_mean[k : k + _run.FRONTIER_EVERY].mean() for k in front["steps"]]
+                np.testing.assert_allclose(f[name], want)
+    assert front["steps"] == list(range(0, steps, _run.FRONTIER_EVERY))
+    # the experiment carries both, and its plot draws the frontier panel
+    out = out._replace(pmi=np.zeros((seeds, 4)))
+    outcome = _run.hacking(_FakeContext(out, seeds), None)
+    assert outcome.extras["test_at_each_grid_point"] == at
+    assert outcome.extras["gold_vs_proxy_along_training"] == front
+    _run.plot_hacking(outcome, tmp_path / "hacking.png")
+    assert (tmp_path / "hacking.png").stat().st_size > 0
 
 
 def test_stereotyped_split():

@@ -32,8 +32,9 @@ hackable judge that overrates generic flattery (it pays a generic phrase more th
 the character, derivation in :mod:`._world`); a small decoder LM
 (:class:`jaxpapers.core.nn.decoder.DecoderLM`) warmed up on imperfect demonstrations of
 stereotyped characters (:func:`stereotyped_split`) with and without Psy-CoT, then trained by GRPO
-and RAPO, each tuned on one grid of step sizes and KL coefficients on validation characters
-by the reward of the judge it trains on;
+and RAPO (KL coefficient 0.04 for both and RAPO's alpha / gamma fixed a priori), each with its
+step size tuned on one shared grid on validation characters by the reward of the judge it trains
+on;
 fidelity, reward, role-specific and generic token fractions over training, the PMI of each kind
 of token under the reference, and fidelity on characters that break the training stereotype.
 

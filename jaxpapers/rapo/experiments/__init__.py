@@ -5,25 +5,32 @@ a Psy-CoT warm-up of a small decoder LM on imperfect demonstrations (30% generic
 stereotyped characters (temperament fixed by occupation, ``rapo.stereotyped_split``), then GRPO
 and RAPO from the Psy-CoT warm-up under the hackable judge (it pays a generic phrase 1.5 times a
 mention of the character, so its ranking of replies is the reverse of the exact judge's,
-derivation in ``rapo._world``) and under the exact judge (reward = fidelity), each method on one
-grid of (Adam step size, KL coefficient) points and kept at the grid point with the best mean
-validation reward of the judge it trains on (validation characters; ``_pipeline.chosen``); the RL
-rows are scored by the exact judge and the generic-phrase rate on held-out test characters
-(stereotyped, never seen in training nor used for tuning), the warm-up rows of ``ood_profiles`` on
-characters that break the stereotype (unseen trait combinations).
+derivation in ``rapo._world``) and under the exact judge (reward = fidelity). Every regulariser
+is fixed a priori and equal for both methods: the KL coefficient to the warm-up policy is 0.04
+for GRPO and RAPO (``_pipeline.KL_BETA``: DeepSeekMath's GRPO value, TRL's former default), RAPO's
+alpha = 1, gamma = 0.5; only the Adam step size is tuned, on one grid shared by both methods
+(3e-4, 1e-3), by the best mean validation reward of the judge the method trains on (validation
+characters; ``_pipeline.chosen``). The RL rows are scored by the exact judge and the
+generic-phrase rate on held-out test characters (stereotyped, never seen in training nor used for
+tuning), the warm-up rows of ``ood_profiles`` on characters that break the stereotype (unseen
+trait combinations).
 Preconditions: ``grpo_hacks`` (the hackable judge is hacked at all: GRPO's proxy reward rose while
 its fidelity fell) for ``hacking`` and ``hacking_phrases``; ``ood_shift_exists`` (the plain
-warm-up does worse on the stereotype-breaking characters than on its training characters, and is
-below a ceiling) for ``ood_profiles``. ``exact_judge`` is the sanity check (a tie within 0.05 both
-ways).
+warm-up does worse on the stereotype-breaking characters than on held-out characters of its
+training distribution, and is below a ceiling) for ``ood_profiles``. ``exact_judge`` is the sanity
+check (a tie within 0.05 both ways).
 
-Out of reach at the quick size: 5 seeds, 60 RL steps and a two-point grid (one step size, with
-and without the KL term; a larger step size, 3e-3, was never chosen under any judge or criterion
-and is left out) resolve differences of a few hundredths. The hackable judge's generic pay (1.5)
-is one fixed value, set before any run: how the gap between the methods depends on it, on longer
-training and on RAPO's alpha / gamma is not measured. Selecting the hackable-judge cells by
-validation fidelity instead of their reward is a sensitivity check in the ``hacking`` extras.
-Measured numbers and their history: ``results/P05/NOTES.md``.
+Scope: the ``hacking`` and ``hacking_phrases`` verdicts are for one hackable judge, generic pay g =
+1.5 (set before any run). A referee's sweep on an earlier grid (beta tuned too) found the
+generic-phrase gap at every g tried (1.25, 1.5, 2) and the fidelity gap decided at g = 1.5 only
+(``results/P05/NOTES.md``): neither claim is shown for hackable judges in general.
+Out of reach at the quick size: 5 seeds, 60 RL steps and a two-point step-size grid resolve
+differences of a few hundredths; longer training, other KL coefficients and RAPO's alpha / gamma
+are not measured. The ``hacking`` extras hold both methods at every grid point with per-seed
+paired intervals, the fidelity-vs-proxy-reward path along training (the gold-vs-proxy frontier,
+on the training rollouts), and the hackable-judge cells selected by validation fidelity instead
+of their reward (a sensitivity check). Measured numbers and their history:
+``results/P05/NOTES.md``.
 """
 
 from __future__ import annotations
@@ -73,6 +80,9 @@ TIE_MARGIN = 0.05
 
 #: the row suffix of ``grpo_hacks``'s reward rows (the hackable judge's reward, not fidelity)
 REWARD = ": hackable reward"
+
+#: ``ood_shift_exists``'s reference row (the plain warm-up on held-out stereotyped characters)
+IN_DISTRIBUTION = _run.IN_DISTRIBUTION
 
 #: ``ood_shift_exists``'s ceiling: below it the plain warm-up misses at least one reply token
 #: in twenty on out-of-distribution profiles, room for a better warm-up to show (the same
@@ -154,18 +164,20 @@ EXPERIMENTS = (
         id="ood_shift_exists",
         claim="Precondition of ood_profiles: characters that break the training stereotype "
         "(unseen trait combinations) are out of distribution for the plain warm-up, i.e. its "
-        "greedy fidelity on them is below its fidelity on its training characters AND below "
-        f"{OOD_CEILING:g}, so a better warm-up has room to show",
+        "greedy fidelity on them is below its fidelity on held-out characters of its training "
+        f"distribution (stereotyped, never trained on) AND below {OOD_CEILING:g}, so a better "
+        "warm-up has room to show",
         metric="character fidelity (greedy replies) of the plain warm-up on stereotype-breaking "
-        "characters and on its training characters",
+        "characters and on held-out stereotyped characters",
         lower_is_better=False,
         baselines=("plain warm-up",),
-        methods=("plain warm-up (training profiles)",),
-        # a real shift is a drop from the training characters, not only a low score (a bed
-        # where every character is hard would pass the threshold alone)
+        methods=(IN_DISTRIBUTION,),
+        # a real shift is a drop from unseen characters of the training distribution, not only a
+        # low score (a bed where every character is hard would pass the threshold alone) nor a
+        # drop from the memorised training characters (that is partly memorisation)
         rule=AllOf(
             (
-                Better("plain warm-up (training profiles)", "plain warm-up"),
+                Better(IN_DISTRIBUTION, "plain warm-up"),
                 Threshold("plain warm-up", OOD_CEILING),
             )
         ),

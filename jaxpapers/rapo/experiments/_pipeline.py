@@ -4,16 +4,24 @@ Both training stages are :func:`jaxpapers.core.fit.fit`: the warm-up of :func:`s
 RL stage of :func:`rl_loss` (on-policy: each step's rollouts are drawn inside its loss from that
 step's policy), each one program vmapped over the policies.
 
-Tuning: every RL method runs on one grid of (Adam step size, KL coefficient) points
-(``Config.grid``, gradient clip 1.0 throughout); each (method, judge) keeps the grid point with
-the best mean *reward of the judge it trains on* over *validation* profiles (unseen in training,
-disjoint from the test profiles every verdict reads), the same rule for GRPO and RAPO
-(:func:`chosen`). Under the hackable judge that is the practitioner's criterion: the reward
-model is the only judge available while training (hacking is by definition invisible to it), and
-no method is then selected on the signals it is judged on (exact fidelity and generic-phrase rate
-on test profiles). Selecting the hackable-judge cells by validation *fidelity* instead would hand
-the tuner the truth the setting lacks; it is reported as a sensitivity check (the ``hacking``
-extras).
+Regularisers are fixed a priori, for both methods alike: the k3 KL coefficient to the warm-up
+policy is :data:`KL_BETA` = 0.04 for GRPO and RAPO (DeepSeekMath's GRPO value, and TRL's
+``GRPOConfig.beta`` default until TRL set it to 0.0), as RAPO's own weights (:data:`RAPO`, alpha
+= 1, gamma = 0.5) are fixed. Only the Adam step size is tuned, on one grid shared by both methods
+(``Config.grid``, gradient clip 1.0 throughout). Why not tune beta too: under a hackable judge the
+proxy reward rises as the policy leaves the reference, so selecting beta by that reward can strip
+GRPO of its only regulariser (a grid over beta did so, ``results/P05/NOTES.md``) while RAPO's
+regulariser, not on the grid, stays; the comparison would then be of a regularised RAPO with an
+unregularised GRPO.
+
+Tuning: each (method, judge) keeps the step size with the best mean *reward of the judge it trains
+on* over *validation* profiles (unseen in training, disjoint from the test profiles every verdict
+reads), the same rule for GRPO and RAPO (:func:`chosen`). Under the hackable judge that is the
+practitioner's criterion: the reward model is the only judge available while training (hacking
+is by definition invisible to it), and no method is then selected on the signals it is judged on
+(exact fidelity and generic-phrase rate on test profiles). Selecting the hackable-judge cells by
+validation *fidelity* instead would hand the tuner the truth the setting lacks; it is reported as
+a sensitivity check (the ``hacking`` extras), with both methods at every grid point.
 """
 
 from __future__ import annotations
@@ -61,11 +69,16 @@ class Config(NamedTuple):
     prompts_per_step: int
     group_size: int
     eval_prompts: int
-    #: the tuning grid, ``(Adam step size, KL coefficient)`` points shared by GRPO and RAPO
-    grid: tuple[tuple[float, float], ...] = ((1e-3, 0.0), (1e-3, 0.04))
+    #: the tuning grid, ``(Adam step size, KL coefficient)`` points shared by GRPO and RAPO: the
+    #: step size is tuned, the KL coefficient is :data:`KL_BETA` at every point (fixed a priori)
+    grid: tuple[tuple[float, float], ...] = ((3e-4, 0.04), (1e-3, 0.04))
 
 
 WORLD = World()
+#: the k3 KL coefficient of both methods, fixed a priori (not tuned): 0.04 is DeepSeekMath's GRPO
+#: setting (Shao et al. 2024, section 4.2) and was TRL's ``GRPOConfig.beta`` default (TRL later
+#: set the default to 0.0, without a KL term)
+KL_BETA = 0.04
 #: RAPO's weights; GRPO is the same program with both set to 0.
 RAPO = {"alpha": 1.0, "gamma": 0.5}
 #: the tuning signal of each judge's cells (keyed by ``hackable``): the validation mean of the
@@ -256,9 +269,10 @@ class Pipeline(NamedTuple):
       cells: ``(hackable judge, method, learning rate, beta, seed)`` of each RL run, in the order
         of the RL arrays.
       sft_loss_last: ``[2 * seeds]`` final warm-up loss (Psy-CoT seeds, then plain).
-      warmup_ood, warmup_seen: greedy :class:`Scores` means of each warm-up (Psy-CoT seeds,
-        then plain) on out-of-distribution profiles (breaking the training stereotype) and on
-        training profiles.
+      warmup_ood, warmup_test, warmup_seen: greedy :class:`Scores` means of each warm-up
+        (Psy-CoT seeds, then plain) on out-of-distribution profiles (breaking the training
+        stereotype), on held-out test profiles (stereotyped, in distribution, never trained on)
+        and on training profiles (memorised).
       curves: :class:`StepMetrics` of every RL step, ``[cells, steps]``.
       val: sampled :class:`Scores` means on validation profiles after RL, per cell (the tuning
         signals).
@@ -273,6 +287,7 @@ class Pipeline(NamedTuple):
     cells: tuple[tuple[bool, str, float, float, int], ...]
     sft_loss_last: np.ndarray
     warmup_ood: Scores
+    warmup_test: Scores
     warmup_seen: Scores
     curves: StepMetrics
     val: Scores
@@ -296,18 +311,19 @@ def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
     warmed = warmup(graphdef, both, keys, flags, train_j, sizes)
     warm = warmed.params
     eval_keys = jnp.stack([jax.random.key(20_000 + s) for s in seeds] * 2)
-    # both warm-up evaluations in one call
-    batches = [_draw(eval_keys, p, sizes.eval_prompts) for p in (ood_j, train_j)]
-    both_warm = jax.tree.map(lambda x: jnp.concatenate([x, x]), warm)
+    # the three warm-up evaluations in one call
+    sets = (ood_j, test_j, train_j)
+    batches = [_draw(eval_keys, p, sizes.eval_prompts) for p in sets]
+    all_warm = jax.tree.map(lambda x: jnp.concatenate([x] * len(sets)), warm)
     scores = _evaluate(
         graphdef,
-        both_warm,
+        all_warm,
         jnp.concatenate([b[1] for b in batches]),
         jax.tree.map(lambda *x: jnp.concatenate(x), *[b[0] for b in batches]),
         jnp.float32(0.0),
     )
-    ood = jax.tree.map(lambda x: x[: 2 * n], scores)
-    seen = jax.tree.map(lambda x: x[2 * n :], scores)
+    ood, held, seen = (jax.tree.map(lambda x, k=k: x[2 * n * k : 2 * n * (k + 1)], scores)
+                       for k in range(len(sets)))  # fmt: skip
     psy = jax.tree.map(lambda x: x[:n], warm)
     pmi_keys = jnp.stack([jax.random.key(50_000 + s) for s in seeds])
     pmi = pmi_by_class(graphdef, psy, pmi_keys, train_j, 64)
@@ -344,6 +360,7 @@ def run_pipeline(sizes: Config, seeds: list[int]) -> Pipeline:
         cells=tuple((bool(h), m, float(lr), float(b), int(seeds[i])) for h, m, lr, b, i in cells),
         sft_loss_last=np.asarray(warmed.losses[:, -1]),
         warmup_ood=ood,
+        warmup_test=held,
         warmup_seen=seen,
         curves=curves,
         val=final_val,

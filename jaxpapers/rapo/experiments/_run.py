@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxpapers.core.experiment import Context, Outcome
+from jaxpapers.core.verdicts import one_sample
 from jaxpapers.rapo import grpo_loss, rapo_loss
 from jaxpapers.rapo.experiments._pipeline import (
     PMI_CLASSES,
@@ -22,6 +23,11 @@ from jaxpapers.rapo.experiments._pipeline import (
 )
 
 CURVES = ("reward", "fidelity", "role_fraction", "generic_fraction")
+#: ``ood_shift_exists``'s reference row: the plain warm-up on held-out characters of the training
+#: distribution (stereotyped, never trained on), not on its memorised training characters
+IN_DISTRIBUTION = "plain warm-up (held-out stereotyped profiles)"
+#: the gold-vs-proxy frontier's window: one point per this many RL steps (their mean)
+FRONTIER_EVERY = 5
 
 
 def _pipeline(ctx: Context, config: Config) -> Pipeline:
@@ -60,19 +66,57 @@ def _tuning(out: Pipeline, *, hackable: bool) -> dict:
 
 
 def _at_each_point(out: Pipeline) -> dict:
-    """Mean test fidelity and generic-phrase rate of each method under the hackable judge at every
-    grid point (whether a verdict hinges on the tuned points differing between the methods)."""
+    """Test fidelity and generic-phrase rate of each method under the hackable judge at every
+    grid point, both methods at the same point (whether a verdict hinges on the tuned points):
+    the means, and the per-seed paired differences RAPO - GRPO with their 90% interval (the
+    verdict engine's one-sided 95% Student-t bounds)."""
     info: dict[str, dict] = {}
-    for (h, m, lr, b, _), i in zip(out.cells, range(len(out.cells)), strict=True):
+    for (h, m, lr, b, seed), i in zip(out.cells, range(len(out.cells)), strict=True):
         if h:
             point = info.setdefault(f"lr={lr:g}, beta={b:g}", {})
             for f in ("fidelity", "generic_fraction"):
                 value = float(np.asarray(getattr(out.final_unseen, f))[i])
-                point.setdefault(m, {}).setdefault(f, []).append(value)
-    return {
-        p: {m: {f: float(np.mean(v)) for f, v in d.items()} for m, d in ms.items()}
-        for p, ms in info.items()
-    }
+                point.setdefault(m, {}).setdefault(f, {})[seed] = value
+    result = {}
+    for p, ms in info.items():
+        result[p] = {m: {f: float(np.mean(list(v.values()))) for f, v in d.items()}
+                     for m, d in ms.items()}  # fmt: skip
+        for f, claim in (("fidelity", ">"), ("generic_fraction", "<")):
+            g, r = ms["GRPO"][f], ms["RAPO"][f]
+            diffs = [r[s] - g[s] for s in sorted(g)]
+            c = one_sample(diffs, 0.0, claim, rule="paired", quantity=f"RAPO - GRPO {f}",
+                           test="paired t")  # fmt: skip
+            result[p][f"RAPO - GRPO {f} (paired)"] = {
+                "per_seed": diffs,
+                "mean": c.estimate,
+                "interval_90": [c.low, c.high],
+                "seeds_agreeing": c.agree,
+                "verdict_if_judged": c.verdict,
+            }
+    return result
+
+
+def _frontier(out: Pipeline) -> dict:
+    """The gold-vs-proxy frontier along training under the hackable judge: per method and grid
+    point, the means over seeds and over windows of :data:`FRONTIER_EVERY` RL steps of the
+    proxy reward (the hackable judge's, on each step's rollouts of training characters) and of
+    the exact fidelity of the same rollouts; ``steps`` holds each window's first step."""
+    reward = np.asarray(out.curves.reward, np.float64)
+    fidelity = np.asarray(out.curves.fidelity, np.float64)
+    starts = list(range(0, reward.shape[1], FRONTIER_EVERY))
+
+    def windows(x):
+        return [float(x[k : k + FRONTIER_EVERY].mean()) for k in starts]
+
+    info: dict[str, dict] = {"steps": starts}
+    for m in ("GRPO", "RAPO"):
+        for lr, b in dict.fromkeys((c[2], c[3]) for c in out.cells):
+            pick = [i for i, c in enumerate(out.cells) if c[:4] == (True, m, lr, b)]
+            info.setdefault(m, {})[f"lr={lr:g}, beta={b:g}"] = {
+                "proxy_reward": windows(reward[pick].mean(axis=0)),
+                "fidelity": windows(fidelity[pick].mean(axis=0)),
+            }
+    return info
 
 
 def _by_fidelity(out: Pipeline) -> dict:
@@ -164,7 +208,8 @@ def hacking(ctx: Context, config: Config) -> Outcome:
             "finite": bool(np.asarray(out.finite).all()),
             "tuning": _tuning(out, hackable=True),
             "tuned_by_validation_fidelity": _by_fidelity(out),
-            "test_means_at_each_grid_point": _at_each_point(out),
+            "test_at_each_grid_point": _at_each_point(out),
+            "gold_vs_proxy_along_training": _frontier(out),
             # mean PMI per token class of the warm-ups' rollouts under RAPO's reference (means
             # over seeds; closed forms under the warm-up distribution: log 4, log 8, log 8 or
             # log 4, 0)
@@ -199,10 +244,15 @@ def ood_profiles(ctx: Context, config: Config) -> Outcome:
     out = _pipeline(ctx, config)
     n = len(ctx.seed_list)
     ood = np.asarray(out.warmup_ood.fidelity)
+    held = np.asarray(out.warmup_test.fidelity)
     seen = np.asarray(out.warmup_seen.fidelity)
     return Outcome(
         {"Psy-CoT warm-up": ood[:n].tolist(), "plain warm-up": ood[n:].tolist()},
         {
+            "held_out_stereotyped_profiles_fidelity": {
+                "Psy-CoT": held[:n].tolist(),
+                "plain": held[n:].tolist(),
+            },
             "seen_profiles_fidelity": {"Psy-CoT": seen[:n].tolist(), "plain": seen[n:].tolist()},
             "sft_final_loss": out.sft_loss_last.tolist(),
         },
@@ -210,14 +260,18 @@ def ood_profiles(ctx: Context, config: Config) -> Outcome:
 
 
 def ood_shift(ctx: Context, config: Config) -> Outcome:
-    """The plain warm-up's greedy fidelity on its training profiles and on the profiles that
-    break the training stereotype (the latter is ``ood_profiles``'s row)."""
+    """The plain warm-up's greedy fidelity on held-out characters of its training distribution
+    (stereotyped, never trained on: the reference) and on the profiles that break the training
+    stereotype (``ood_profiles``'s row); on its training characters in the extras (memorised,
+    so not the reference: a drop from them is partly memorisation, not a shift)."""
     out = _pipeline(ctx, config)
     n = len(ctx.seed_list)
     ood = np.asarray(out.warmup_ood.fidelity)
+    held = np.asarray(out.warmup_test.fidelity)
     seen = np.asarray(out.warmup_seen.fidelity)
     return Outcome(
-        {"plain warm-up": ood[n:].tolist(), "plain warm-up (training profiles)": seen[n:].tolist()}
+        {"plain warm-up": ood[n:].tolist(), IN_DISTRIBUTION: held[n:].tolist()},
+        {"training_profiles_fidelity": seen[n:].tolist()},
     )
 
 
@@ -225,12 +279,24 @@ def plot_hacking(outcome: Outcome, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     curves = outcome.extras["curves"]
-    fig, axes = plt.subplots(1, len(CURVES), figsize=(12, 2.8))
-    for ax, name in zip(axes, CURVES, strict=True):
+    fig, axes = plt.subplots(1, len(CURVES) + 1, figsize=(15, 2.8))
+    for ax, name in zip(axes[: len(CURVES)], CURVES, strict=True):
         for method, c in curves.items():
             ax.plot(c[name], label=method)
         ax.set_title(name.replace("_", " "), fontsize=9)
         ax.set_xlabel("RL step")
     axes[0].legend(fontsize=7)
+    # the gold-vs-proxy frontier of every method (its colour) and grid point (line style), a
+    # marker at the last window
+    ax = axes[-1]
+    frontier = outcome.extras["gold_vs_proxy_along_training"]
+    for colour, method in zip(("C0", "C1"), ("GRPO", "RAPO"), strict=True):
+        for style, (point, f) in zip(("--", "-", ":"), frontier[method].items(), strict=False):
+            x, y = f["proxy_reward"], f["fidelity"]
+            ax.plot(x, y, style, color=colour, lw=1, label=f"{method} {point}")
+            ax.plot(x[-1], y[-1], "o", ms=3, color=colour)
+    ax.set_title("fidelity vs proxy reward (training)", fontsize=9)
+    ax.set_xlabel("hackable judge's reward")
+    ax.legend(fontsize=5)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
