@@ -588,3 +588,64 @@ def test_contribution_bed_separates_shapley_from_occlusion():
     assert np.all(occlusion < MEANINGFUL_SHARE)
     phi = np.asarray(shapley_values(jnp.asarray(values)))[:, list(COPY_LAYERS)] / gain[:, None]
     assert np.all(phi > MEANINGFUL_SHARE)
+
+
+# ------------------------------------------------------------------------------------------------
+# The layer heads' grid: one learning rate per head and seed; small sizes share a program
+# ------------------------------------------------------------------------------------------------
+
+
+def test_pooled_choice_one_rate_per_seed():
+    """The rate is chosen per seed on the mean validation accuracy over the seed's cells (tasks)
+    and every size (and trailing axes, e.g. a head's inputs), not per cell: known answer where
+    the per-cell argmax differs between a seed's cells."""
+    from jaxpapers.cayley.experiments._train import pooled_choice
+
+    seed = np.array([0, 1, 0, 1])  # cells (task 0, seeds 0, 1), (task 1, seeds 0, 1)
+    small = np.array([[0.9, 0.5, 0.6], [0.5, 0.6, 0.7], [0.5, 0.8, 0.6], [0.5, 0.6, 0.7]])
+    large = np.array([[0.6, 0.7, 0.5], [0.5, 0.5, 0.9], [0.6, 0.8, 0.5], [0.5, 0.6, 0.6]])
+    # per cell and size the argmax would be 0, 2, 1, 2 (small) and 1, 2, 1, 2 (large)
+    assert pooled_choice([small, large], seed).tolist() == [1, 2, 1, 2]
+    # trailing axes are averaged; ties go to the first setting
+    two_inputs = np.stack([small, small[:, ::-1]], -1)
+    assert pooled_choice([two_inputs], seed).tolist() == [0, 0, 0, 0]
+
+
+def test_run_grid_pools_rates_and_shares_the_small_sizes_program():
+    """run_grid: every layer head's learning rate is one per seed (the same at every size and
+    task), and the sizes below PAD_FLOOR train in one program with the PAD_FLOOR one (one
+    compile of the Cayley program for three sizes)."""
+    from types import SimpleNamespace
+
+    from jaxpapers.cayley.experiments import _train
+
+    rng = np.random.default_rng(0)
+    tasks, pool, layers, d = 2, _train.PAD_FLOOR, 3, 4
+
+    def split(n):
+        y = rng.integers(0, 2, (tasks, n)).astype(np.int32)
+        x = rng.normal(size=(tasks, n, layers, d)).astype(np.float32)
+        x[..., 1, 0] += 2.0 * (2 * y - 1)
+        return x, y
+
+    (xtr, ytr), (xv, yv), (xt, yt) = split(pool), split(16), split(32)
+    splits = SimpleNamespace(x_train=xtr, y_train=ytr, x_val=xv, y_val=yv, x_test=xt, y_test=yt)
+    before = _train._graph_grid._cache_size()
+    grid = _train.run_grid(
+        splits,
+        shots=(8, 32, pool),
+        seeds=(0, 1),
+        steps=3,
+        learning_rates=(1e-3, 1e-2, 1e-1),
+        weight_decay=1e-2,
+        hidden=4,
+        heads=("Cayley-Encoder",),
+        few_shot_heads=("Cayley-Encoder",),
+    )
+    assert _train._graph_grid._cache_size() - before == 1  # one program for the three sizes
+    seeds = np.array([r for _, r in grid.cells])
+    for runs in (grid.heads["Cayley-Encoder"], grid.single):
+        settings = np.stack([np.asarray(run.setting) for run in runs.values()])  # [sizes, cells]
+        assert (settings == settings[:1]).all()  # the same rate at every size
+        for r in (0, 1):
+            assert len(set(settings[0, seeds == r].tolist())) == 1  # ... and task

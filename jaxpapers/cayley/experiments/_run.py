@@ -83,10 +83,14 @@ class Config:
     Attributes:
       pool, val, test: examples per task in the training pool, validation and test splits.
       shots: training-set sizes of the heads (nested subsets of the pool).
-      steps: full-batch AdamW steps of every head, and of LoRA (the same step budget).
+      steps: full-batch AdamW steps of every head on the MiniLM beds, and of LoRA (the same
+        step budget).
+      synthetic_steps: full-batch AdamW steps of every head on the synthetic beds
+        (``bayes_limit``, ``contributions_sanity``, ``deep_topology``).
       learning_rates: the shared tuning grid of the layer heads of ``probe_accuracy`` and
-        ``few_shot`` (Cayley-Encoder, fully connected GNN, one-node GNN), chosen per cell on
-        validation accuracy (the linear probes tune their L2 strength on
+        ``few_shot`` (Cayley-Encoder, fully connected GNN, one-node GNN), one rate per head
+        and seed, chosen on validation accuracy averaged over the seed's cells and sizes
+        (``_train.pooled_choice``; the linear probes tune their L2 strength per cell on
         ``_train.PROBE_ALPHAS`` instead).
       variants: whether the Cayley-Encoder variants (zero virtual nodes, truncated graph; rows
         no verdict reads) are trained.
@@ -117,6 +121,7 @@ class Config:
     test: int
     shots: tuple[int, ...]
     steps: int
+    synthetic_steps: int
     learning_rates: tuple[float, ...]
     variants: bool
     hidden: int
@@ -214,9 +219,10 @@ def probe_accuracy(ctx: Context, config: Config) -> Outcome:
             ].tolist(),
             "cells": [list(c) for c in grid.cells],
             "metric_detail": "test accuracy averaged over the tasks, one value per seed; every "
-            "head tuned per cell on validation accuracy (layer heads: learning rate; linear "
-            "probes: L2 strength, closed-form ridge); the best single layer (linear probe or "
-            "one-node GNN) is chosen per cell on validation accuracy",
+            "head tuned on validation accuracy (layer heads: learning rate, one per head and "
+            "seed on the mean over the seed's cells and sizes; linear probes: L2 strength per "
+            "cell, closed-form ridge); the best single layer (linear probe or one-node GNN) is "
+            "chosen per cell on validation accuracy",
         },
     )
 
@@ -388,7 +394,11 @@ def contributions_sanity(ctx: Context, config: Config) -> Outcome:
     make = partial(
         GRAPH_HEADS[GNN], layers=CONTRIBUTION_LAYERS, features=FEATURES, hidden=config.hidden
     )
-    hp = (("steps", config.steps), ("learning_rate", LEARNING_RATE), ("weight_decay", WEIGHT_DECAY))
+    hp = (
+        ("steps", config.synthetic_steps),
+        ("learning_rate", LEARNING_RATE),
+        ("weight_decay", WEIGHT_DECAY),
+    )
     seeds = np.array([3000 + s for s in ctx.seed_list], np.int32)
     values, finite = contribution_runs(
         seeds, make=make, train=config.sanity_train, test=config.sanity_test, hp=hp
@@ -464,7 +474,7 @@ def deep_topology(ctx: Context, config: Config) -> Outcome:
         train=config.deep_train,
         val=config.deep_val,
         test=config.deep_test,
-        hp=(("steps", config.steps), ("weight_decay", WEIGHT_DECAY)),
+        hp=(("steps", config.synthetic_steps), ("weight_decay", WEIGHT_DECAY)),
         hidden=DEEP_HIDDEN,
     )
     shape = (len(seeds), len(DEEP_HEADS), len(lrs))
@@ -822,7 +832,7 @@ def bayes_limit(ctx: Context, config: Config) -> Outcome:
         seeds,
         train=config.synthetic_train,
         test=config.synthetic_test,
-        steps=config.steps,
+        steps=config.synthetic_steps,
         signal=SIGNAL,
     )
     return Outcome(

@@ -1,13 +1,17 @@
 """Every head trained on a grid of (task, seed) cells per training-set size; one program per group
-of heads that differ only in traced data (``_programs``). Every head is tuned per cell on the
-cell's validation texts, never on test: the layer heads (Cayley-Encoder, fully connected GNN,
-one-node GNN) over one shared grid of learning rates (traced per cell, so a grid is cells of
-one program), the linear probes over a grid of L2 strengths, each fitted exactly (closed-form
+of heads that differ only in traced data (``_programs``). Every head is tuned on validation
+texts, never on test: the layer heads (Cayley-Encoder, fully connected GNN, one-node GNN) over
+one shared grid of learning rates (traced per cell, so a grid is cells of one program), one
+rate per head and seed, chosen on the mean validation accuracy of the seed's cells at every size
+(:func:`pooled_choice`); the linear probes per cell over a grid of L2 strengths, each fitted
+exactly (closed-form
 ridge regression on one-hot labels, :func:`~jaxpapers.cayley.ridge_probe`;
 :func:`_ridge_grid`). The linear probes fit on every layer; the one-node layer GNN (the
 nonlinear single-layer baseline) trains on the layer they choose on validation and on the last
 layer; the Cayley-Encoder of ``vs_lora`` trains at every learning rate of its grid in one program
-(:func:`tune_heads`). Each training-set size is its own program (no padding to the largest)."""
+(:func:`tune_heads`). Each training-set size from :data:`PAD_FLOOR` up is its own program (no
+padding to the largest); the smaller sizes are padded to :data:`PAD_FLOOR` and share its
+program."""
 
 from __future__ import annotations
 
@@ -329,6 +333,25 @@ def _tuned_on_validation(val, test, axis: int):
     )
 
 
+def pooled_choice(vals, seed) -> np.ndarray:
+    """One setting per seed: the index of highest validation accuracy averaged over the seed's
+    cells, every array of ``vals`` (e.g. one per training-set size, each ``[cells, settings,
+    ...]``: the trailing axes, e.g. a head's inputs, are averaged too) and its entries; the
+    first on a tie. Returns ``[cells]``, each cell its seed's choice.
+
+    Per cell, 128 validation texts left the choice noisy (both edges of a three-rate grid chosen
+    in the 2026-12-05 run); the seed's two tasks and three sizes pool ~6x the texts."""
+    seed = np.asarray(seed)
+    score = sum(
+        np.asarray(v, np.float64).reshape(*np.shape(v)[:2], -1).mean(-1) for v in vals
+    )  # [cells, settings]
+    best = np.zeros(len(seed), np.int64)
+    for r in np.unique(seed):
+        mine = seed == r
+        best[mine] = int(np.argmax(score[mine].mean(0)))
+    return best
+
+
 def normal_cdf(x: float) -> float:
     """Standard normal CDF ``Phi(x) = erfc(-x / sqrt 2) / 2`` (the same float as
     ``scipy.stats.norm.cdf`` here, without importing scipy.stats, a slow import)."""
@@ -342,6 +365,10 @@ def _timed(fn, *args):
     out = jax.block_until_ready(fn(*args))
     return out, time.perf_counter() - t0, time.process_time() - c0
 
+
+#: Training-set sizes below this are padded to it (weight 0) in the layer heads' programs, so
+#: that they share one compiled program (:func:`run_grid`).
+PAD_FLOOR = 64
 
 #: Heads also trained at the smaller training-set sizes (the variants only at the largest).
 FEW_SHOT_HEADS = ("Cayley-Encoder", "fully connected GNN", "attention aggregation")
@@ -363,8 +390,8 @@ class HeadRun(NamedTuple):
       params: the trained parameters of the layer heads (a pure dict, leading axis ``[cells]``;
         ``None`` for probes).
       seconds_per_step, cpu_seconds_per_step: wall and CPU seconds of the head's program per
-        training step of one cell (every cell padded to the largest size; the evaluation and the
-        program's compile, or its load from the compilation cache, included).
+        training step of one cell (the cells of a size below :data:`PAD_FLOOR` padded to it; the
+        evaluation and the program's compile, or its load from the compilation cache, included).
       setting: the tuned setting of each entry of ``val`` (the learning rate of the layer heads,
         the L2 strength of the probes), chosen on validation accuracy; ``None`` when not tuned.
       layer: the one-node GNN's: ``[cells]`` the layer its first input is (the one the tuned
@@ -482,11 +509,13 @@ def run_grid(
 ) -> Grid:
     """Train every head for every (task, seed) at each training-set size; report accuracies.
 
-    Tuning, per cell on its validation texts: the layer heads train at every rate of
-    ``learning_rates`` and keep the rate of highest validation accuracy; the linear probe of each
-    input fits in closed form at every L2 strength of ``probe_alphas`` and keeps the best; the
-    one-node GNN trains (at every rate) on the layer the tuned linear probes choose on validation
-    and on the last layer.
+    Tuning on validation texts: the layer heads train at every rate of ``learning_rates`` and
+    keep, per head and seed, the rate of highest validation accuracy averaged over the seed's
+    cells (tasks), every size the head trains at and (the one-node GNN) both its inputs
+    (:func:`pooled_choice`: per cell, 128 validation texts chose both edges of the grid); the
+    linear probe of each input fits in closed form at every L2 strength of ``probe_alphas`` and
+    keeps the best per cell; the one-node GNN trains (at every rate) on the layer the tuned
+    linear probes choose on validation and on the last layer.
 
     Every size is one compiled program per head, mapped over the (task, seed) cells and the
     rates (and the heads that differ only in a traced switch, ``_programs``); the training
@@ -508,11 +537,14 @@ def run_grid(
     g = len(grid)
 
     def first_examples(n: int) -> _Cells:
-        """The cells with their first ``n`` training examples only: each size is its own
-        program (a compile costs ~1 CPU-s; padding the small sizes to the largest cost more
-        than the compiles, the run time growing with the padded examples)."""
+        """The cells with their first ``max(n, PAD_FLOOR)`` training examples (the examples past
+        ``n`` weighted 0): each size from ``PAD_FLOOR`` up is its own program, the smaller ones
+        share the ``PAD_FLOOR`` one (a program compiles in ~5 CPU-s; padding a size to the
+        largest cost more than the compile, the run time growing with the padded examples, but
+        16 examples run in ~1.5 CPU-s, less than their own compile)."""
         x_top, y_top, *rest = cells.data
-        return cells._replace(data=(x_top[:, :n], y_top[:, :n], *rest))
+        width = min(max(n, PAD_FLOOR), top)
+        return cells._replace(data=(x_top[:, :width], y_top[:, :width], *rest))
 
     # the linear probes: every input, size and L2 strength (closed form, NumPy)
     cs = tuple(float(c) for c in probe_alphas)
@@ -534,7 +566,9 @@ def run_grid(
         probes[n] = HeadRun(val, test, np.all(f[:, i], axis=(1, 2)), setting=np.array(cs)[best])
 
     results: dict[str, dict[int, HeadRun]] = {}
+    raw: dict[str, dict[int, tuple]] = {}
     for make, switches in _programs(layers).values():
+        make = partial(make, **sizes)  # one static argument: padded sizes reuse the program
         for n in shots:
             groups, names = [], []
             for name, switch in switches.items():
@@ -546,30 +580,38 @@ def run_grid(
                 continue
             mine_cells = first_examples(n)
             arrays = _cell_arrays(mine_cells, groups)
-            out, wall, cpu = _timed(
-                _graph_grid, partial(make, **sizes), hp, arrays, *mine_cells.data
-            )
+            out, wall, cpu = _timed(_graph_grid, make, hp, arrays, *mine_cells.data)
             per_step = len(arrays[0]) * steps
             parts = _split_groups(out, groups, g)
             for i, name in enumerate(names):
-                mine = parts[i * len(lrs) : (i + 1) * len(lrs)]  # [lrs] of (val, test, ...)
-                val, test, best = _tuned_on_validation(
-                    np.stack([m[0] for m in mine], 1), np.stack([m[1] for m in mine], 1), axis=1
+                raw.setdefault(name, {})[n] = (
+                    parts[i * len(lrs) : (i + 1) * len(lrs)],  # [lrs] of (val, test, ...)
+                    wall / per_step,
+                    cpu / per_step,
                 )
-                finite = np.stack([m[3] for m in mine], 1)[np.arange(g), best]
-                params = jax.tree.map(
-                    lambda *a, best=best: np.stack(a, 1)[np.arange(g), best],
-                    *[m[2] for m in mine],
-                )
-                results.setdefault(name, {})[n] = HeadRun(
-                    val, test, finite, params, wall / per_step, cpu / per_step, np.array(lrs)[best]
-                )
+    # one rate per head and seed, on the mean validation accuracy of its cells at every size
+    for name in (name for name in GRAPH_HEADS if name in raw):
+        best = pooled_choice(
+            [np.stack([m[0] for m in mine], 1) for mine, _, _ in raw[name].values()], cells.seed
+        )
+        for n, (mine, wall_step, cpu_step) in raw[name].items():
+            pick = (np.arange(g), best)
+            params = jax.tree.map(lambda *a, pick=pick: np.stack(a, 1)[pick], *[m[2] for m in mine])
+            results.setdefault(name, {})[n] = HeadRun(
+                np.stack([m[0] for m in mine], 1)[pick],
+                np.stack([m[1] for m in mine], 1)[pick],
+                np.stack([m[3] for m in mine], 1)[pick],
+                params,
+                wall_step,
+                cpu_step,
+                np.array(lrs)[best],
+            )
     results = {name: results[name] for name in GRAPH_HEADS if name in heads}
     params = {name: _param_count(partial(GRAPH_HEADS[name], **sizes)) for name in GRAPH_HEADS}
     # the one-node GNN on the probe-chosen layer and on the last layer, at every rate of the
     # grid; per (cell, input) the best rate
     make = partial(_single_node, **sizes)
-    single = {}
+    runs = {}
     for n in shots:
         chosen = probe_rows(probes[n], layers)["best layer index"]
         picks = np.stack([chosen, np.full(g, layers - 1)], axis=1).astype(np.int32)
@@ -577,12 +619,21 @@ def run_grid(
         mine_cells = first_examples(n)
         arrays = _cell_arrays(mine_cells, groups)
         out = _single_grid(make, hp, arrays, *mine_cells.data)
-        mine = _split_groups(out, groups, g)  # [lrs] of (val, test, finite) [cells, 2]
-        val, test, best = _tuned_on_validation(
-            np.stack([m[0] for m in mine], 1), np.stack([m[1] for m in mine], 1), axis=1
+        runs[n] = (_split_groups(out, groups, g), chosen)  # [lrs] of (val, test, finite) [g, 2]
+    # one rate per seed (both inputs, every size), as for the other layer heads
+    best = pooled_choice(
+        [np.stack([m[0] for m in mine], 1) for mine, _ in runs.values()], cells.seed
+    )
+    single = {}
+    for n, (mine, chosen) in runs.items():
+        pick = (np.arange(g), best)
+        single[n] = HeadRun(
+            np.stack([m[0] for m in mine], 1)[pick],
+            np.stack([m[1] for m in mine], 1)[pick],
+            np.all(np.stack([m[2] for m in mine], 1), axis=(1, 2)),
+            setting=np.array(lrs)[best],
+            layer=chosen,
         )
-        finite = np.all(np.stack([m[2] for m in mine], 1), axis=(1, 2))
-        single[n] = HeadRun(val, test, finite, setting=np.array(lrs)[best], layer=chosen)
     params["one-node GNN"] = _param_count(make)
     params["linear probe"] = _param_count(partial(_probe, **sizes))
     return Grid(grid, params, results, probes, single)
