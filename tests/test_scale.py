@@ -4,6 +4,7 @@ determinism, jit/vmap), DPO, the autoregressive variant, metrics and bad inputs.
 from __future__ import annotations
 
 import functools
+import logging
 
 import jax
 import jax.numpy as jnp
@@ -234,6 +235,23 @@ def test_samplers_keep_the_float32_state_under_x64(key):
     np.testing.assert_allclose(cfg.x, ref_cfg.x, **tolerance(np.float32, 10.0))
     np.testing.assert_allclose(one.x, ref_one.x, **tolerance(np.float32, 10.0))
     assert int(cfg.nfe) == 8 and int(one.nfe) == 4
+    # the oracle's two-network sampler and a small SCALE fit (self samples, replay buffer) too
+    from jaxpapers.scale._oracle import sample_scg
+
+    psi = _p(ps, 1)
+    ref_scg = sample_scg(net, p, psi, lab, key=key, num_steps=4, w=2.0)
+    m = Method("scale", w=1.5, refresh=5, self_steps=3, self_batch=8, replay=2, warmup=4)
+    mix = checkerboard_mixture(2)
+    ref_fit = fit(net, m, p, mix, key=key, steps=10, batch=16)
+    with jax.enable_x64(True):
+        scg = sample_scg(net, p, psi, lab, key=key, num_steps=4, w=2.0)
+        fitted = fit(net, m, p, mix, key=key, steps=10, batch=16)
+    assert scg.x.dtype == jnp.float32 and int(scg.nfe) == 8
+    np.testing.assert_allclose(scg.x, ref_scg.x, **tolerance(np.float32, 10.0))
+    # (x64 draws its noise in float64: other random numbers, so the losses are not compared)
+    assert all(a.dtype == jnp.float32 for a in jax.tree.leaves(fitted.params))
+    assert fitted.buffer.x.dtype == jnp.float32 and fitted.losses.shape == ref_fit.losses.shape
+    assert bool(jnp.all(jnp.isfinite(fitted.losses))) and bool(fitted.finite)
 
 
 def test_x0_range_clips_every_sampler_and_leaves_a_wide_box_unchanged(key):
@@ -591,7 +609,8 @@ def test_oracle_scg_pieces_fit_and_the_diagnostic_is_zero_against_itself(key):
 def test_mixture_study_tunes_mg_scale_and_oracle_on_the_cfg_grid():
     """Issue 35: on the mixture bed MG, SCALE and oracle SCG are tuned on the same grid and
     validation draw as CFG and GFT (a chosen scale per seed, from ``W_GRID``); DPO's base is the
-    SCALE model at ``scale_w``; the self-score diagnostic is reported."""
+    SCALE model at ``scale_w``; the self-score diagnostic is reported. The study compiles four
+    programs of its own."""
     import dataclasses
 
     from jaxpapers.scale.experiments import SIZES
@@ -601,14 +620,39 @@ def test_mixture_study_tunes_mg_scale_and_oracle_on_the_cfg_grid():
         SIZES["smoke"], steps=20, n_eval=32, self_batch=16, dpo_pairs=16, dpo_steps=4,
         self_fit_samples=64, self_fit_steps=4,
     )  # fmt: skip
-    r = mixture_study(config, 2, [0, 1], with_dpo=True)
+    compiled = []
+
+    class Programs(logging.Handler):
+        def emit(self, record):
+            msg = record.getMessage()
+            if msg.startswith("Finished XLA compilation of "):
+                compiled.append(msg.split()[4])
+
+    handler = Programs()
+    logging.getLogger("jax").addHandler(handler)
+    try:
+        with jax.log_compiles():
+            r = mixture_study(config, 2, [0, 1], with_dpo=True, with_sanity=True)
+    finally:
+        logging.getLogger("jax").removeHandler(handler)
+    # the study's own programs: three training programs, then one for DPO, the evaluation and
+    # the sanity numbers (each program compiled costs seconds; P04's quick budget)
+    own = ("baselines", "scale", "all_self_fits", "self_fits", "evaluate", "<lambda>")
+    assert [n for n in compiled if n[4:-1] in own] == [
+        "jit(baselines)", "jit(scale)", "jit(all_self_fits)", "jit(evaluate)"
+    ]  # fmt: skip
+    assert set(r.sanity) >= {"cfg", "gft", "mg", "scale", "to_guided", "to_conditional"}
     for row in ("CFG", "GFT", "MG", "SCALE", ORACLE):
         assert len(r.w[row]) == 2 and set(r.w[row]) <= set(W_GRID), row
         assert row in r.rows
     assert {SCALE_AT_W, "SCALE+DPO"} <= set(r.rows)
     fit = r.self_score_fit
-    assert len(fit["error"]) == len(fit["contrast"]) == 2
+    assert len(fit["error"]) == len(fit["contrast"]) == len(fit["floor"]) == 2
     assert all(np.isfinite(fit["error"])) and min(fit["contrast"]) > 0
+    # the refit-vs-refit floor: a second refit on fresh samples is not the first one
+    assert all(np.isfinite(fit["floor"])) and min(fit["floor"]) > 0
+    # Diffusion-DPO's beta is tuned per seed on the validation draw over the configured grid
+    assert len(r.dpo_beta) == 2 and set(r.dpo_beta) <= set(config.dpo_betas)
 
 
 # ------------------------------------------------------------------ replay buffer, traced w, oracle
@@ -752,3 +796,16 @@ def test_sample_scg_with_the_exact_unconditional_self_score_is_cfg(key):
     one = sample_one_pass(net, cond, labels, key=key, num_steps=8).x
     scg1 = sample_scg(net, cond, psi, labels, key=key, num_steps=8, w=1.0).x
     np.testing.assert_allclose(scg1, one, **tolerance(np.float32, 10.0))
+
+
+def test_self_score_fit_reports_a_floor_and_requires_the_sanity_limits():
+    """Referee (2026-12-05): the self-score diagnostic's rows include a refit-vs-refit floor and
+    the error over it, its claim says what the threshold supports (error below contrast), and it
+    requires ``sanity_limits`` like every 2-D claim."""
+    from jaxpapers.scale.experiments import EXPERIMENTS
+    from jaxpapers.scale.experiments._runs import SELF_FLOOR, SELF_OVER_FLOOR
+
+    exp = {e.id: e for e in EXPERIMENTS}["mixture2d_self_score_fit"]
+    assert exp.requires == ("sanity_limits",)
+    assert SELF_FLOOR in exp.baselines and SELF_OVER_FLOOR in exp.methods
+    assert "mostly signal" not in exp.claim and "below the contrast" in exp.claim

@@ -20,6 +20,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from jaxpapers.core.checks import check_positive
@@ -165,10 +166,11 @@ def checkerboard_mixture(
         raise ValueError(f"dim={dim}; expected >= 2")
     if num_classes < 2 or num_classes > grid * grid:
         raise ValueError(f"num_classes={num_classes}; expected 2 .. grid**2={grid * grid}")
+    # built in NumPy (exact float32 values): no small eager programs to compile
     half = (grid - 1) / 2.0
-    ii, jj = jnp.meshgrid(jnp.arange(grid), jnp.arange(grid), indexing="ij")
+    ii, jj = np.meshgrid(np.arange(grid), np.arange(grid), indexing="ij")
     ii, jj = ii.reshape(-1), jj.reshape(-1)
-    pair = jnp.stack([ii - half, jj - half], -1).astype(jnp.float32)
-    means = spacing * jnp.tile(pair, (1, -(-dim // 2)))[:, :dim]
-    classes = (ii + 2 * jj) % num_classes
+    pair = np.stack([ii - half, jj - half], -1).astype(np.float32)
+    means = np.float32(spacing) * np.tile(pair, (1, -(-dim // 2)))[:, :dim]
+    classes = ((ii + 2 * jj) % num_classes).astype(np.int32)
     return ClassMixture(means, classes, std**2)

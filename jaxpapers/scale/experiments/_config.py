@@ -25,7 +25,9 @@ class Config:
         network is diagnosed.
       self_fit_samples, self_fit_steps: mixtures: fresh self samples and Adam steps of a self
         network fitted offline (the self-score diagnostic and the oracle's frozen self score).
-      dpo_pairs, dpo_steps, dpo_beta: Diffusion-DPO on SCALE: pairs, Adam steps, beta.
+      dpo_pairs, dpo_steps: Diffusion-DPO on SCALE: pairs and Adam steps.
+      dpo_betas: Diffusion-DPO's beta grid, tuned per seed by the sliced Wasserstein distance of
+        a validation draw to held-out validation samples (never by the ranking signal).
       digits_steps, digits_hidden, digits_eval: the digits bed's training steps, MLP width and
         samples scored per seed.
       classifier_steps: Adam steps of the digits bed's held-out classifier.
@@ -47,7 +49,7 @@ class Config:
     scale_w: float
     dpo_pairs: int
     dpo_steps: int
-    dpo_beta: float
+    dpo_betas: tuple[float, ...]
     digits_steps: int
     digits_hidden: int
     digits_eval: int

@@ -9,17 +9,24 @@ network fitted offline to its samples, two passes a step) at sampling time, MG a
 trained model per scale in ``TRAINED_GRID`` (``w = 1`` is the conditional model's draw). SCALE's
 self-score diagnostic (``_oracle.self_score_error``) is taken at ``config.scale_w``, and SCALE's
 Diffusion-DPO fine-tuning (pairs ranked by the true class log-likelihood) of the SCALE model at
-that scale runs on the 2-D bed.
+that scale runs on the 2-D bed, at every beta of ``config.dpo_betas`` in one vmapped loop (beta a
+traced input), the beta picked per seed by the validation draw's sliced Wasserstein distance to
+the validation reference (never by the ranking signal). The diagnostic also fits a second
+offline self network on fresh samples of the same likelihood model: its distance to the first is
+the floor of what the diagnostic's error can show.
 
-The study is a few jitted programs, called in turn without waiting for their results (JAX
-dispatches each asynchronously, so a program compiles while the previous ones run): training, as
-three programs (every method vmapped over seeds; conditional, GFT and MG at every trained scale in
-one shared loop, :func:`~jaxpapers.scale.fit_many`; SCALE at every trained scale in one loop, the
-scale a traced input; the two offline self networks, the oracle's and the diagnostic's reference,
-in one loop); on the 2-D bed SCALE's Diffusion-DPO (its pair draws and fine-tuning loop);
-evaluation (every sampler over the scale grid and both draws, scoring); and, on the 2-D bed, the
-``sanity_limits`` loss limits and guided-target errors of the trained conditional model (a few
-forward passes). Each sampler appears once in the evaluation
+The study is four jitted programs, called in turn without waiting for their results (JAX
+dispatches each asynchronously, so a program compiles while the previous ones run; the samplers
+build their time grid inside the program, so tracing never waits for a running program): training,
+as three programs (every method vmapped over seeds; conditional, GFT and MG at every trained scale
+in one shared loop, :func:`~jaxpapers.scale.fit_many`; SCALE at every trained scale in one loop,
+the scale a traced input; the two offline self networks, the oracle's and the diagnostic's
+reference, in one loop); and one program for the rest: on the 2-D bed SCALE's Diffusion-DPO (its
+pair draws and fine-tuning loop), the evaluation (every sampler over the scale grid and both
+draws, scoring) and, on the 2-D bed, the ``sanity_limits`` loss limits and guided-target errors of
+the trained conditional model (a few forward passes). The keys, the split of the trained
+parameters by scale and the constants are made inside the programs or in NumPy (every small eager
+operation is a program of its own to compile). Each sampler appears once in the evaluation
 program, vmapped over one flat (job x seed) axis: every inlined copy of a DDIM sampler, and every
 vmap level around one, costs tracing and compile time of its own. :func:`study_methods` and
 :func:`train_methods` serve the digits bed too.
@@ -145,7 +152,10 @@ class MixtureStudy(NamedTuple):
       samples: the first seed's first test samples of every row (2-D bed), or ``None``.
       self_score_fit: SCALE's (at ``scale_w``) self network against a self network refitted
         offline on fresh samples of its final likelihood model (``_oracle.self_score_error``):
-        per-seed ``error`` and ``contrast`` (mean squared eps norms on noised real data).
+        per-seed ``error``, ``contrast`` and ``floor`` (a second refit against the first)
+        (mean squared eps norms on noised real data).
+      dpo_beta: Diffusion-DPO's beta chosen per seed (2-D bed), by the validation draw's sliced
+        Wasserstein distance, or ``None``.
     """
 
     rows: dict[str, dict[str, list[float]]]
@@ -156,6 +166,7 @@ class MixtureStudy(NamedTuple):
     sanity: dict[str, list[float]] | None = None
     samples: dict[str, Any] | None = None
     self_score_fit: dict[str, list[float]] | None = None
+    dpo_beta: list[float] | None = None
 
     def extras(self, *, samples: bool = False) -> dict[str, Any]:
         """The fields as ``result.json`` extras (``None`` ones left out; ``samples`` only when
@@ -180,7 +191,7 @@ def _pick_w(test: dict[str, Array], val: Array, grid: tuple[float, ...]) -> tupl
     return {k: test[k][best, idx] for k in METRICS}, jnp.asarray(grid)[best]
 
 
-def _train_tuned(net, mix, config, methods, init, keys, labels, psi_keys):
+def _train_tuned(net, mix, config, methods, init, seeds, labels):
     """The 2-D/8-D beds' training, as three programs: the baselines with MG at every trained
     scale in one loop (``fit_many``); SCALE at every trained scale in one loop (the scale a traced
     input, vmapped with the seeds); the two offline self networks (``_oracle.fit_self_score``, one
@@ -188,57 +199,74 @@ def _train_tuned(net, mix, config, methods, init, keys, labels, psi_keys):
     diagnostic's reference, fitted to samples of SCALE's final likelihood model at ``scale_w``.
     Returns ``(trained, diagnostic)``: ``trained`` maps ``conditional``, ``gft``, ``mg@w``,
     ``scale@w`` (``w`` in ``TRAINED_GRID``) and ``oracle_psi`` to parameters ``[seeds, ...]``;
-    ``diagnostic`` holds ``error`` and ``contrast`` ``[seeds]`` (``_oracle.self_score_error``)."""
+    ``diagnostic`` holds ``error``, ``contrast`` and ``floor`` ``[seeds]``
+    (``_oracle.self_score_error``; ``floor``: a second refit, on fresh samples of the same
+    likelihood model with a fresh key, against the first: the error of an offline refit itself,
+    the least the online self network's error can be measured at).
+    The keys are derived from ``seeds`` inside the programs, and every split of their outputs
+    happens there too (no small eager programs between them)."""
     steps, batch = config.steps, config.batch
+    train_keys = lambda seeds: jax.vmap(lambda s: jax.random.key(1000 + s))(seeds)
     mg = {w: Method("mg", w=w, warmup=steps // 2) for w in TRAINED_GRID}
     base = (methods["conditional"], methods["gft"], *mg.values())
     names = ("conditional", "gft", *(f"mg@{w}" for w in TRAINED_GRID))
 
-    def baselines(init, keys):
+    def baselines(init, seeds):
         res = jax.vmap(lambda p, k: fit_many(net, base, p, mix, key=k, steps=steps, batch=batch))(
-            init, keys
+            init, train_keys(seeds)
         )
         return {n: jax.tree.map(lambda a, i=i: a[:, i], res.params) for i, n in enumerate(names)}
 
-    trained = jax.jit(baselines)(init, keys)
+    trained = jax.jit(baselines)(init, seeds)
+    at_w = lambda tree, i: jax.tree.map(lambda a: a[i], tree)
 
-    def scale(init, keys):  # leaves [w, seeds, ...]
+    def scale(init, seeds):
+        """``({scale@w: guided params [seeds, ...]}, (guided, self) pair at scale_w)``."""
+
         def at(w):
             run = lambda p, k: (
                 fit(net, methods["scale"], p, mix, key=k, steps=steps, batch=batch, w=w).params
             )
-            return jax.vmap(run)(init, keys)
+            return jax.vmap(run)(init, train_keys(seeds))
 
-        return jax.vmap(at)(jnp.asarray(TRAINED_GRID))
+        pairs = jax.vmap(at)(jnp.asarray(TRAINED_GRID))  # leaves [w, seeds, ...]
+        per_w = {f"scale@{w}": at_w(pairs[0], i) for i, w in enumerate(TRAINED_GRID)}
+        return per_w, at_w(pairs, TRAINED_GRID.index(config.scale_w))
 
-    pairs = jax.jit(scale)(init, keys)
-    at_w = lambda tree, i: jax.tree.map(lambda a: a[i], tree)
-    trained |= {f"scale@{w}": at_w(pairs[0], i) for i, w in enumerate(TRAINED_GRID)}
-    pair = at_w(pairs, TRAINED_GRID.index(config.scale_w))
+    per_w, pair = jax.jit(scale)(init, seeds)
+    trained |= per_w
     n_fit, fit_steps = config.self_fit_samples, config.self_fit_steps
-    fit_labels = jnp.arange(n_fit, dtype=jnp.int32) % mix.num_classes
+    fit_labels = jnp.asarray(np.arange(n_fit, dtype=np.int32) % mix.num_classes)
 
     def self_fits(pair, cond, p0, kd, ko):
-        """The diagnostic's error and contrast and the oracle's self network (one seed)."""
+        """The diagnostic's error, contrast and floor and the oracle's self network (one seed)."""
         ks, kf, ke = jax.random.split(kd, 3)
-        x_diag = _likelihood_model(
-            net, pair, fit_labels, config.scale_w, ks, config.sample_steps, SCHEDULE
-        ).x
+        ks2, kf2 = jax.random.split(jax.random.fold_in(kd, 2))  # the floor's second refit
+        likelihood = lambda k: (
+            _likelihood_model(
+                net, pair, fit_labels, config.scale_w, k, config.sample_steps, SCHEDULE
+            ).x
+        )
+        x_diag, x_diag2 = jax.vmap(likelihood)(jnp.stack([ks, ks2]))  # one sampler copy
         ks_o, kf_o, _ = jax.random.split(ko, 3)
         x_orc = sample_one_pass(net, cond, fit_labels, key=ks_o, num_steps=config.sample_steps).x
         fitted = jax.vmap(
             lambda x, k: fit_self_score(net, p0, x, fit_labels, key=k, steps=fit_steps, batch=batch)
-        )(jnp.stack([x_diag, x_orc]), jnp.stack([kf, kf_o]))
-        ref, psi = at_w(fitted, 0), at_w(fitted, 1)
+        )(jnp.stack([x_diag, x_orc, x_diag2]), jnp.stack([kf, kf_o, kf2]))
+        ref, psi, ref2 = at_w(fitted, 0), at_w(fitted, 1), at_w(fitted, 2)
         x0 = mix.sample(labels, key=jax.random.fold_in(ke, 1))
         err, contrast = self_score_error(net, pair[1], ref, mix, x0, labels, key=ke)
-        return err, contrast, psi
+        floor, _ = self_score_error(net, ref2, ref, mix, x0, labels, key=ke)
+        return err, contrast, floor, psi
 
-    err, contrast, psi = jax.jit(jax.vmap(self_fits))(
-        pair, trained["conditional"], init, psi_keys[0], psi_keys[1]
-    )
+    def all_self_fits(pair, cond, init, seeds):
+        # per seed: the diagnostic's key and the oracle's
+        ks = jax.vmap(lambda s: jax.random.split(jax.random.key(2000 + s)))(seeds)
+        return jax.vmap(self_fits)(pair, cond, init, ks[:, 0], ks[:, 1])
+
+    err, contrast, floor, psi = jax.jit(all_self_fits)(pair, trained["conditional"], init, seeds)
     trained["oracle_psi"] = psi
-    return trained, {"error": err, "contrast": contrast}
+    return trained, {"error": err, "contrast": contrast, "floor": floor}
 
 
 def mixture_study(
@@ -256,20 +284,22 @@ def mixture_study(
     net, init = mlp_denoiser(
         dim, mix.num_classes, seeds=seeds_arr, hidden=config.hidden, depth=config.depth
     )
-    train_keys = jax.vmap(lambda s: jax.random.key(1000 + s))(seeds_arr)
-    psi_keys = jax.vmap(lambda s: jax.random.split(jax.random.key(2000 + s)))(seeds_arr)
-    psi_keys = jnp.swapaxes(psi_keys, 0, 1)  # [2 (diagnostic, oracle), seeds]
     n, steps = config.n_eval, config.sample_steps
-    labels = jnp.arange(n, dtype=jnp.int32) % mix.num_classes
+    # host-side constants (NumPy): no small eager programs to compile
+    labels = jnp.asarray(np.arange(n, dtype=np.int32) % mix.num_classes)
     ws = jnp.asarray(W_GRID)
     nw, nt = len(W_GRID), len(TRAINED_ROWS_GRID)
-    clip = float(jnp.max(jnp.abs(mix.means))) + 3.0 * float(jnp.sqrt(mix.var))
+    means, var = np.asarray(mix.means), np.asarray(mix.var)
+    clip = float(np.max(np.abs(means))) + 3.0 * float(np.sqrt(var))
     methods = study_methods(config, config.steps, config.self_batch, clip)
     if config.scale_w not in TRAINED_GRID:
         raise ValueError(f"scale_w={config.scale_w} must be in the trained grid {TRAINED_GRID}")
     tuned_kinds = (("MG", "mg"), ("SCALE", "scale"))
 
-    def evaluate(trained, tuned_dpo):
+    def evaluate(trained, scale_at_w, seeds_arr):
+        """Diffusion-DPO of SCALE at ``scale_w`` (2-D bed), every sampler and score, and the
+        ``sanity_limits`` numbers, in one program."""
+        tuned_dpo = _dpo(net, mix, scale_at_w, config) if with_dpo else None
         ref = mix.sample(labels, key=jax.random.key(7))
         val_ref = mix.sample(labels, key=jax.random.key(8))
         k_test, k_val, k_sw = jax.random.key(11), jax.random.key(12), jax.random.key(13)
@@ -302,9 +332,13 @@ def mixture_study(
             jobs += grid * 2
             scalars += [1.0] * (2 * nt)
             keys += [k_test] * nt + [k_val] * nt
-        if with_dpo:
+        nb = len(config.dpo_betas)
+        if with_dpo:  # SCALE+DPO at every beta (test, then val)
             start["SCALE+DPO"] = len(jobs)
-            jobs, scalars, keys = [*jobs, tuned_dpo], [*scalars, 1.0], [*keys, k_test]
+            dpo_jobs = [jax.tree.map(lambda a, i=i: a[i], tuned_dpo) for i in range(nb)]
+            jobs += dpo_jobs * 2
+            scalars += [1.0] * (2 * nb)
+            keys += [k_test] * nb + [k_val] * nb
         xs_one = flat_sample(one, stack(*jobs), jnp.asarray(scalars), jnp.stack(keys))
 
         def cfg_grid(num_steps):  # [2 * w (test, then val), seeds, n, d]
@@ -333,6 +367,8 @@ def mixture_study(
         for row in guided:
             g = len(grid_of[row])
             is_val[start[row] + g : start[row] + 2 * g] = True
+        if with_dpo:
+            is_val[start["SCALE+DPO"] + nb : start["SCALE+DPO"] + 2 * nb] = True
         refs = jnp.where(jnp.asarray(is_val)[:, None, None], val_ref, ref)
         sc = jax.vmap(lambda x, r: jax.vmap(lambda y: _score(mix, y, labels, r, k_sw))(x))(xs, refs)
         at = lambda i: {k: v[i] for k, v in sc.items()}
@@ -346,8 +382,11 @@ def mixture_study(
             )
         at_w = start["SCALE"] + TRAINED_ROWS_GRID.index(config.scale_w)
         rows[SCALE_AT_W] = at(at_w)
-        if with_dpo:
-            rows["SCALE+DPO"] = at(start["SCALE+DPO"])
+        if with_dpo:  # beta by the validation draw's sliced Wasserstein (not the ranking signal)
+            b = start["SCALE+DPO"]
+            best = jnp.argmin(sc["sw"][b + nb : b + 2 * nb], axis=0)
+            rows["SCALE+DPO"] = {k: sc[k][b + best, jnp.arange(ns)] for k in METRICS}
+            chosen_w["SCALE+DPO beta"] = jnp.asarray(config.dpo_betas)[best]
         exact = _score(mix, mix.sample(labels, key=jax.random.key(99)), labels, ref, k_sw)
         # CFG at w = 1 (grid entry 0, test key) against the conditional one-pass sampler.
         cfg1 = jnp.max(jnp.abs(xs_cfg[0] - xs_one[0]), axis=(1, 2))
@@ -356,20 +395,21 @@ def mixture_study(
         shown = {"exact": ref, "conditional (no guidance)": xs_one[0, 0]}
         shown |= {r: pick(start[r], len(grid_of[r])) for r in ("CFG", "GFT", "MG", "SCALE", ORACLE)}
         if with_dpo:
-            shown["SCALE+DPO"] = xs_one[start["SCALE+DPO"], 0]
+            b = start["SCALE+DPO"]
+            shown["SCALE+DPO"] = xs_one[b + jnp.argmin(sc["sw"][b + nb : b + 2 * nb, 0]), 0]
         shown = {k: v[:N_SHOWN] for k, v in shown.items()}
-        return rows, chosen_w, exact, cfg1, shown
+        sanity = None
+        if with_sanity:
+            sanity = {
+                "cfg": cfg1,
+                **sanity_numbers(net, mix, trained["conditional"], config, seeds_arr),
+            }
+        return rows, chosen_w, exact, sanity, shown
 
-    trained, diagnostic = _train_tuned(
-        net, mix, config, methods, init, train_keys, labels, psi_keys
-    )
+    trained, diagnostic = _train_tuned(net, mix, config, methods, init, seeds_arr, labels)
     scale_at_w = trained[f"scale@{config.scale_w}"]
-    tuned = jax.jit(lambda p: _dpo(net, mix, p, config))(scale_at_w) if with_dpo else None
-    rows, chosen_w, exact, cfg1, shown = jax.jit(evaluate)(trained, tuned)
-    sanity = None
-    if with_sanity:
-        limits = jax.jit(lambda p: sanity_numbers(net, mix, p, config, seeds_arr))
-        sanity = {"cfg": cfg1, **limits(trained["conditional"])}
+    rows, chosen_w, exact, sanity, shown = jax.jit(evaluate)(trained, scale_at_w, seeds_arr)
+    dpo_beta = chosen_w.pop("SCALE+DPO beta", None)
     nfe = {
         "CFG": 2 * steps,
         "CFG at SCALE's NFE": 2 * max(steps // 2, 1),
@@ -400,11 +440,14 @@ def mixture_study(
         sanity=None if sanity is None else lists(sanity),
         samples=samples,
         self_score_fit=lists(diagnostic),
+        dpo_beta=None if dpo_beta is None else np.asarray(dpo_beta).tolist(),
     )
 
 
 def _dpo(net, mix, params, config):
-    """Diffusion-DPO on pairs of SCALE's own samples ranked by the true log p(x | c)."""
+    """Diffusion-DPO on pairs of SCALE's own samples ranked by the true log p(x | c), at every
+    beta of ``config.dpo_betas`` (the same pairs and key per seed; beta a traced input, one loop
+    vmapped over betas and seeds): parameters ``[betas, seeds, ...]``."""
     n = config.dpo_pairs
     labels = jnp.arange(n, dtype=jnp.int32) % mix.num_classes
 
@@ -414,8 +457,13 @@ def _dpo(net, mix, params, config):
         xa, xb = jax.vmap(draw)(jnp.stack([ka, kb]))  # one sampler copy for both draws
         reward = lambda x: jax.vmap(mix.log_prob)(x, labels)
         pairs = rank_pairs(xa, xb, labels, reward(xa), reward(xb))
-        return dpo_fit(
-            net, p, pairs, key=kf, steps=config.dpo_steps, batch=config.batch, beta=config.dpo_beta
-        ).params
+        tune = lambda beta: (
+            dpo_fit(
+                net, p, pairs, key=kf, steps=config.dpo_steps, batch=config.batch, beta=beta
+            ).params
+        )
+        return jax.vmap(tune)(jnp.asarray(config.dpo_betas))
 
-    return jax.vmap(one_seed)(params, jnp.arange(jax.tree.leaves(params)[0].shape[0]))
+    seeds = jnp.arange(jax.tree.leaves(params)[0].shape[0])
+    per_seed = jax.vmap(one_seed)(params, seeds)  # leaves [seeds, betas, ...]
+    return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), per_seed)

@@ -11,10 +11,10 @@ Rows (per seed):
   prediction: CFG should be closer to the guided target it approximates.
 
 The conditional model is the one the 2-D mixture study trains for CFG (same seeds); the study
-computes these numbers right after its evaluation, in a small program of their own
-(:func:`sanity_numbers`; the sampler row compares the study's CFG draw at ``w = 1`` with its
-one-pass draw of the conditional model, both at the test key on ``n_eval`` labels), so the sanity
-check costs no training and no sampler compile of its own.
+computes these numbers inside its evaluation program (:func:`sanity_numbers`; the sampler row
+compares the study's CFG draw at ``w = 1`` with its one-pass draw of the conditional model, both
+at the test key on ``n_eval`` labels), so the sanity check costs no training and no program of
+its own.
 """
 
 from __future__ import annotations
