@@ -44,10 +44,11 @@ class or background): frozen teacher features, a per-patch linear probe (dense a
 and [CLS] k-NN accuracy of the largest object's class, for iBOT and CODI over seeds and a
 :math:`\lambda` sweep (one vmapped pretraining of all models); the dense error binned by one
 reference attention map, the trained iBOT teacher's [CLS]-to-patch attention of the same seed, so
-that iBOT's and CODI's bins hold the same patches; and the sanity checks (:math:`\lambda=0`
-equals iBOT bit for bit; the read-out gradient equals its closed form). Every table carries two
-references: the same probes on the untrained network of each seed, and the majority-class
-prediction (the background is about half of the patches and the classes are balanced).
+that iBOT's and CODI's bins hold the same patches (foreground patches only); and the sanity
+checks (:math:`\lambda=0` equals iBOT bit for bit; the read-out gradient equals its closed
+form). Every table carries two references: the same probes on the untrained network of each
+seed, and the majority-class prediction (the background is about half of the patches and the
+classes are balanced).
 
 **Why this bed (the derivation).** A frozen-feature probe reads features linearly. If the label
 of a patch were a linear function of its pixels (a colour, a mean brightness), an untrained
@@ -73,9 +74,15 @@ DINO's other recipe parts are options of :class:`SSLConfig`: a linear learning-r
 cosine decay (``lr_warmup``, ``lr_final``), random resized crops (``crop_min``), greyscale views
 (``grey``) and a random permutation of the colour channels (``channel_shuffle``); ``--full``
 uses the crops, greyscale and the learning-rate schedule. The ``pretraining_learns`` experiment
-checks that iBOT's frozen features beat the untrained network's; ``codi_vs_ibot``,
-``lambda_sweep`` and ``low_attention_patches`` declare it as their precondition, so while it does
-not hold they read "inconclusive (precondition not met)" and say nothing about CODI.
+checks that iBOT's frozen features beat the untrained network's, and ``targets_informative``
+that iBOT's final teacher targets are neither uniform nor collapsed: CODI's patch target
+:math:`(1-\lambda)\,t_{patch} + \lambda\,t_{cls}` differs from iBOT's :math:`t_{patch}` by
+:math:`\lambda (t_{cls} - t_{patch})`, which vanishes when both targets are uniform, so with uniform
+targets CODI is iBOT and no comparison can show it either way. ``codi_vs_ibot``, ``lambda_sweep``
+and ``low_attention_patches`` declare both as preconditions (``low_attention_patches`` also
+``attention_informative``: the reference map must separate something, else its bins are arbitrary
+sets of patches), so while one does not hold they read "inconclusive (precondition not met)" and
+say nothing about CODI.
 Out of reach at quick size: a pretraining that beats the untrained network beyond the seed
 spread. On this bed iBOT's features are above the untrained network's on average, but not on
 every seed, and the distillation targets drift towards uniform within 100 steps (each term of the

@@ -1,4 +1,5 @@
-"""Figure of the P01 experiments: dense error binned by [CLS] attention mass."""
+"""Figure of the P01 experiments: dense error of the foreground patches binned by [CLS] attention
+mass."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def plot_bins(outcome: Outcome, path: Path) -> None:
         b = np.asarray(bins)
         ax.errorbar(np.arange(1, b.shape[1] + 1), b.mean(0), b.std(0), marker="o", label=name)
     ax.set_xlabel("bin of the iBOT teacher's [CLS] attention mass (1 = lowest)")
-    ax.set_ylabel("dense probe error")
+    ax.set_ylabel("dense probe error, foreground patches")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=90)

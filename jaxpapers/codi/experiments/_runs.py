@@ -12,7 +12,6 @@ import numpy as np
 from jaxpapers.codi import (
     TEXTURES,
     SSLConfig,
-    binned_error,
     cls_attention_mass,
     distillation_loss,
     init_state,
@@ -37,6 +36,13 @@ CODI_LAMBDA = 0.1
 IBOT, CODI = "iBOT", f"CODI (lambda={CODI_LAMBDA:g})"
 #: reference rows: the same probes on the untrained network, and the majority-class prediction.
 INIT, MAJORITY = "untrained ViT", "majority class"
+#: rows of ``targets_informative``: iBOT's final teacher [CLS] targets on the test scenes.
+TARGET_ROWS = (
+    "iBOT [CLS] target entropy per image / log K",
+    "iBOT [CLS] entropy of the mean target / log K",
+)
+#: rows of ``attention_informative``: the shared reference map against the foreground.
+ATTENTION_ROWS = ("foreground AUC of the reference [CLS] attention",)
 SANITY_ROWS = (
     "max |CODI(lambda=0) - iBOT| parameters",
     "read-out gradient: max relative error of the closed form",
@@ -82,6 +88,8 @@ class Pretrained(NamedTuple):
         of that seed's trained iBOT teacher: the one map every row's attention bins use, fixed
         before any comparison (binning each model by its own attention would put different
         patches in iBOT's and CODI's bins).
+      foreground: per seed, ``[test images, patches]`` booleans: the patch's label is an object
+        (not the background). The attention bins hold foreground patches only.
     """
 
     by_lambda: dict[float, Probes]
@@ -91,6 +99,7 @@ class Pretrained(NamedTuple):
     runs: list[tuple[float, int]]
     diagnostics: dict[str, list[float]]
     reference_mass: list[np.ndarray]
+    foreground: list[np.ndarray]
 
 
 class Sanity(NamedTuple):
@@ -179,14 +188,59 @@ def _stack(trees: list[Any]) -> Any:
     return jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
 
-def attention_bins(errors: np.ndarray, reference_mass: np.ndarray, bins: int = BINS) -> list[float]:
-    """Mean dense error in ``bins`` equal-count bins of the patches ranked by one reference
-    attention map (lowest first): every model's errors binned by the same map fall on the same
-    patches in each bin."""
-    mass = jnp.asarray(reference_mass).reshape(-1)
-    return np.asarray(
-        binned_error(mass, jnp.asarray(errors, jnp.float32).reshape(-1), bins)
-    ).tolist()
+def attention_bins(
+    errors: np.ndarray, reference_mass: np.ndarray, foreground: np.ndarray, bins: int = BINS
+) -> list[float]:
+    """Mean dense error in ``bins`` equal-count bins of the FOREGROUND patches ranked by one
+    reference attention map (lowest first; the same rule as :func:`jaxpapers.codi.binned_error`,
+    in NumPy because the number of foreground patches varies): every model's errors binned by the
+    same map fall on the same patches in each bin, and the background (about half of the
+    patches, nearly always right) cannot make a bin look easy by its share alone."""
+    fg = np.asarray(foreground, bool).reshape(-1)
+    mass = np.asarray(reference_mass, np.float64).reshape(-1)[fg]
+    err = np.asarray(errors, np.float64).reshape(-1)[fg]
+    return _equal_count_means(mass, err, bins)
+
+
+def _equal_count_means(mass: np.ndarray, values: np.ndarray, bins: int) -> list[float]:
+    if not 1 <= bins <= mass.shape[0]:
+        raise ValueError(f"bins={bins}; expected 1 <= bins <= {mass.shape[0]} patches")
+    order = np.argsort(mass, kind="stable")
+    which = (np.arange(mass.shape[0]) * bins) // mass.shape[0]
+    sums = np.bincount(which, values[order], minlength=bins)
+    return (sums / np.bincount(which, minlength=bins)).tolist()
+
+
+def foreground_fraction_bins(
+    reference_mass: np.ndarray, foreground: np.ndarray, bins: int = BINS
+) -> list[float]:
+    """Foreground share of each equal-count bin of ALL patches ranked by the reference map
+    (lowest first): what binning every patch, as before 2026-12-05, mixed into the bins."""
+    mass = np.asarray(reference_mass, np.float64).reshape(-1)
+    return _equal_count_means(mass, np.asarray(foreground, np.float64).reshape(-1), bins)
+
+
+def attention_separation(reference_mass: np.ndarray, foreground: np.ndarray) -> dict[str, float]:
+    """How much one reference attention map separates: the AUC of its mass for foreground
+    against background patches (pooled over images, as the bins are; 0.5 = no separation, ties
+    count 1/2), and the mean over images of the within-image max/min mass ratio (1 = flat)."""
+    m = np.asarray(reference_mass, np.float64)
+    fg = np.asarray(foreground, bool).reshape(-1)
+    flat = m.reshape(-1)
+    n1, n0 = int(fg.sum()), int((~fg).sum())
+    if n1 == 0 or n0 == 0:
+        auc = float("nan")
+    else:
+        order = np.argsort(flat, kind="stable")
+        ranks = np.empty(flat.shape[0])
+        ranks[order] = np.arange(1, flat.shape[0] + 1)
+        # average ranks over ties
+        _, inv, counts = np.unique(flat, return_inverse=True, return_counts=True)
+        sums = np.bincount(inv, ranks)
+        ranks = (sums / counts)[inv]
+        auc = float((ranks[fg].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+    ratio = float(np.mean(m.max(-1) / m.min(-1)))
+    return {"auc": auc, "max_min_ratio": ratio}
 
 
 def pretrain_and_probe(
@@ -195,62 +249,71 @@ def pretrain_and_probe(
     """Pretrain every (lambda, seed) in one vmapped run; probe each teacher's frozen features.
 
     ``lambdas`` must contain 0 (iBOT): its trained teachers' attention is the reference map of
-    the attention bins.
+    the attention bins. Model seed ``s`` trains and is probed on its own scene draw,
+    ``_scenes(config, 11 + s)``, shared by every lambda of that seed (the comparisons stay
+    paired, and the seed spread covers the data draw too).
     """
     if 0.0 not in lambdas:
         raise ValueError(f"lambdas={lambdas}; expected 0 (iBOT, the reference attention) in it")
     cfg = ssl_config(config)
     runs = [(lam, s) for lam in lambdas for s in seeds]
-    (x_tr, p_tr, y_tr), (x_te, p_te, y_te) = _scenes(config, 11)
+    data = [_scenes(config, 11 + s) for s in seeds]
+    x_tr, p_tr, y_tr = (jnp.stack([d[0][j] for d in data]) for j in range(3))
+    x_te, p_te, y_te = (jnp.stack([d[1][j] for d in data]) for j in range(3))
+    n_seeds = len(seeds)
+    row_seed = jnp.array([seeds.index(s) for _, s in runs] + list(range(n_seeds)))
     n_obj = len(TEXTURES) if config.bed == "textures" else scene_config(config).classes
     stacked = _stack([init_state(config=cfg, key=jax.random.key(s)) for _, s in runs])
     lams = jnp.array([lam for lam, _ in runs])
     keys = jnp.stack([jax.random.key(1000 + s) for _, s in runs])
     out = jax.vmap(
-        lambda st, k, lam: pretrain(
-            st, x_tr, key=k, config=cfg, steps=config.steps, batch=config.batch, lam=lam
+        lambda st, x, k, lam: pretrain(
+            st, x, key=k, config=cfg, steps=config.steps, batch=config.batch, lam=lam
         )
-    )(stacked, keys, lams)
-    # Head logits and backbone tokens of every network, one program.
-    feats = jax.jit(jax.vmap(lambda p, x: stacked.model(p)(x), in_axes=(0, None)))
+    )(stacked, x_tr[row_seed[: len(runs)]], keys, lams)
+    # Head logits and backbone tokens of every network on its seed's scenes, one program.
+    feats = jax.jit(jax.vmap(lambda p, x: stacked.model(p)(x)))
     classes = n_obj + 1
 
     def evaluate(tr, te, i: int) -> tuple[float, float, float, np.ndarray]:
         d = tr.patches.shape[-1]
+        j = int(row_seed[i])
         probe = linear_probe(
             tr.patches[i].reshape(-1, d),
-            p_tr.reshape(-1),
+            p_tr[j].reshape(-1),
             te.patches[i].reshape(-1, d),
             classes,
             steps=config.probe_steps,
         )
-        pred = probe.predictions.reshape(p_te.shape)
-        err = (pred != p_te).astype(jnp.float32)
-        knn = knn_classify(tr.cls[i], y_tr, te.cls[i], n_obj, k=config.knn_k)
+        pred = probe.predictions.reshape(p_te[j].shape)
+        err = (pred != p_te[j]).astype(jnp.float32)
+        knn = knn_classify(tr.cls[i], y_tr[j], te.cls[i], n_obj, k=config.knn_k)
         return (
             float(1 - err.mean()),
-            float(mean_iou(pred, p_te, classes)),
-            float(jnp.mean(knn == y_te)),
+            float(mean_iou(pred, p_te[j], classes)),
+            float(jnp.mean(knn == y_te[j])),
             np.asarray(err, np.uint8),
         )
 
     # Reference: the same probes on the untrained networks (the initial teacher of each seed; the
     # initial state does not depend on lambda, so the first len(seeds) runs are taken), extracted
     # in the same program as the trained teachers (rows len(runs) onwards).
-    n_seeds = len(seeds)
     teachers = jax.tree.map(
         lambda a, b: jnp.concatenate([a, b[:n_seeds]]), out.state.teacher, stacked.teacher
     )
-    z_cls, z_patch, tok = feats(teachers, jnp.concatenate([x_tr, x_te]))
+    z_cls, z_patch, tok = feats(teachers, jnp.concatenate([x_tr, x_te], axis=1)[row_seed])
     tr = jax.tree.map(lambda a: a[:, : config.train_n], tok)
     te = jax.tree.map(lambda a: a[:, config.train_n :], tok)
     mass = np.asarray(jax.vmap(cls_attention_mass)(te.attention))  # [runs + seeds, M, N]
     reference = [mass[runs.index((0.0, s))] for s in seeds]
+    foreground = [np.asarray(p_te[j]) > 0 for j in range(n_seeds)]
 
     def probes(first: int, final_loss=None, curve=None) -> Probes:
         rows = [evaluate(tr, te, first + j) for j in range(n_seeds)]
         dense, miou, knn, errors = (list(c) for c in zip(*rows, strict=True))
-        bins = [attention_bins(e, m) for e, m in zip(errors, reference, strict=True)]
+        bins = [
+            attention_bins(e, m, f) for e, m, f in zip(errors, reference, foreground, strict=True)
+        ]
         return Probes(dense, miou, knn, bins, final_loss or [], errors, curve or [])
 
     losses = np.asarray(out.losses)
@@ -263,16 +326,22 @@ def pretrain_and_probe(
         for j, lam in enumerate(lambdas)
     }
     untrained = probes(len(runs))
-    # Reference: predict the most frequent training label everywhere (the background).
-    major = jnp.full_like(p_te, jnp.argmax(jnp.bincount(p_tr.reshape(-1), length=classes)))
-    major_img = jnp.argmax(jnp.bincount(y_tr, length=n_obj))
-    row = (
-        float(jnp.mean(major == p_te)),
-        float(mean_iou(major, p_te, classes)),
-        float(jnp.mean(y_te == major_img)),
-    )
+    # Reference: predict the most frequent training label everywhere (the background), per seed.
+    rows = []
+    for j in range(n_seeds):
+        major = jnp.full_like(
+            p_te[j], jnp.argmax(jnp.bincount(p_tr[j].reshape(-1), length=classes))
+        )
+        major_img = jnp.argmax(jnp.bincount(y_tr[j], length=n_obj))
+        rows.append(
+            (
+                float(jnp.mean(major == p_te[j])),
+                float(mean_iou(major, p_te[j], classes)),
+                float(jnp.mean(y_te[j] == major_img)),
+            )
+        )
     majority = Probes(
-        *([row[j]] * n_seeds for j in range(3)), bins=[], final_loss=[], errors=[], loss_curve=[]
+        *([r[c] for r in rows] for c in range(3)), bins=[], final_loss=[], errors=[], loss_curve=[]
     )
     k = len(runs)
     diagnostics = collapse_diagnostics(
@@ -294,6 +363,7 @@ def pretrain_and_probe(
         runs,
         diagnostics,
         reference,
+        foreground,
     )
 
 
@@ -429,14 +499,57 @@ def run_codi_vs_ibot(ctx: Context, config: Config) -> Outcome:
     return Outcome(values, extras)
 
 
+def run_targets_informative(ctx: Context, config: Config) -> Outcome:
+    res = _pretrained(ctx, config)
+    d = res.diagnostics
+    ibot = [i for i, (lam, _) in enumerate(res.runs) if lam == 0.0]
+    values = {
+        TARGET_ROWS[0]: [d["cls_entropy"][i] / d["log_K"][i] for i in ibot],
+        TARGET_ROWS[1]: [d["cls_entropy_of_mean"][i] / d["log_K"][i] for i in ibot],
+    }
+    extras = {
+        "log_K": float(np.log(config.out_dim)),
+        "iBOT patch target entropy per patch / log K": [
+            d["patch_entropy"][i] / d["log_K"][i] for i in ibot
+        ],
+        "iBOT patch entropy of the mean target / log K": [
+            d["patch_entropy_of_mean"][i] / d["log_K"][i] for i in ibot
+        ],
+        "why": "with uniform teacher targets CODI's target (1 - lambda) t_patch + lambda t_cls "
+        "equals iBOT's, so codi_vs_ibot, lambda_sweep and low_attention_patches cannot show CODI "
+        "either way",
+    }
+    return Outcome(values, extras)
+
+
+def run_attention_informative(ctx: Context, config: Config) -> Outcome:
+    res = _pretrained(ctx, config)
+    sep = [
+        attention_separation(m, f) for m, f in zip(res.reference_mass, res.foreground, strict=True)
+    ]
+    values = {ATTENTION_ROWS[0]: [s["auc"] for s in sep]}
+    extras = {
+        "within-image max/min mass ratio (mean over images)": [s["max_min_ratio"] for s in sep],
+        "foreground fraction of each all-patch bin (lowest first)": [
+            foreground_fraction_bins(m, f)
+            for m, f in zip(res.reference_mass, res.foreground, strict=True)
+        ],
+        "foreground fraction of the test patches": [float(np.mean(f)) for f in res.foreground],
+    }
+    return Outcome(values, extras)
+
+
 def low_attention_rows(res: Pretrained) -> dict[str, list[float]]:
     """Per seed, iBOT's minus CODI's dense error in the lowest and the highest bin of the shared
-    reference attention map (:attr:`Pretrained.reference_mass`): both errors are averaged over
-    the same patches, so equal error maps give a reduction of exactly 0 in every bin."""
+    reference attention map (:attr:`Pretrained.reference_mass`), foreground patches only: both
+    errors are averaged over the same patches, so equal error maps give a reduction of exactly 0
+    in every bin."""
     base, codi = res.by_lambda[0.0], res.by_lambda[CODI_LAMBDA]
     gains = [
-        np.subtract(attention_bins(b, m), attention_bins(c, m))
-        for b, c, m in zip(base.errors, codi.errors, res.reference_mass, strict=True)
+        np.subtract(attention_bins(b, m, f), attention_bins(c, m, f))
+        for b, c, m, f in zip(
+            base.errors, codi.errors, res.reference_mass, res.foreground, strict=True
+        )
     ]
     return {
         "error reduction, lowest-attention bin": [float(g[0]) for g in gains],
@@ -450,7 +563,11 @@ def run_low_attention(ctx: Context, config: Config) -> Outcome:
     extras = {
         "binned_error": {IBOT: base.bins, CODI: codi.bins, INIT: res.untrained.bins},
         "reference attention": "the trained iBOT teacher's head-mean [CLS]-to-patch attention "
-        "of the same seed, one map for every row",
+        "of the same seed, one map for every row; bins of the foreground patches only",
+        "foreground fraction of each all-patch bin (lowest first)": [
+            foreground_fraction_bins(m, f)
+            for m, f in zip(res.reference_mass, res.foreground, strict=True)
+        ],
     }
     return Outcome(low_attention_rows(res), extras)
 
