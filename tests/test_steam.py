@@ -685,6 +685,123 @@ def test_adapt_trains_only_the_new_row_of_the_methods_parts(key):
     )
 
 
+def test_adapt_trains_the_new_row_with_the_known_task_id(key):
+    """Class-incremental adapter/prompt methods train with the known task id (L2P's prompt mask):
+    a training video of task ``t`` is decoded with ``task_id = t`` (all routing weight, prior and
+    prompt of row ``t``), not by the router. Here task 2's key nearly coincides with task 1's, so
+    the soft router splits every (identical) training video about evenly between experts 1 and 2;
+    the first step's loss is the oracle-routed loss, not the routed one (they differ: the routed
+    class prior halves the new classes' weight)."""
+    from jaxpapers.steam.experiments._protocol import Method, _video_loss, adapt, method_flags
+
+    cfg = VISConfig(size=8, width=4, dim=4, queries=2, max_objects=1, experts=3, rank=1)
+    _, params = init_vis(config=cfg, key=key)
+    k = jax.random.split(jax.random.fold_in(key, 1), 5)
+    one = jax.random.normal(k[2], (1, 2, cfg.grid, cfg.grid, cfg.dim))
+    feats = jnp.concatenate([one] * 3)  # identical videos: one summary, batch-independent loss
+    summary = feats.mean(axis=(0, 1, 2, 3))  # task 2's key (set by adapt)
+    earlier = jax.random.normal(k[3], (1, 3, 1, 2, cfg.grid, cfg.grid, cfg.dim))
+    adapters = init_adapters(config=cfg, key=k[0])
+    adapters = adapters._replace(
+        prompts=jax.random.normal(k[1], adapters.prompts.shape),
+        keys=adapters.keys.at[1].set(summary + 1e-3 * jax.random.normal(k[4], summary.shape)),
+    )
+    inst = jnp.zeros((3, 2, 8, 8), jnp.int32).at[:, :, 2:5, 2:5].set(1)
+    cls = inst * 4  # class 3 (stored as 4), new in task 3 (index 2)
+    gates = jnp.array([[1.0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+    allowed = jnp.ones(4)
+    proj = identity_projectors(config=cfg)
+    out = adapt(
+        jax.tree.map(lambda x: x[None], params),
+        jax.tree.map(lambda x: x[None], adapters),
+        jax.tree.map(lambda x: x[None], proj),
+        feats[None],
+        inst[None],
+        cls[None],
+        earlier,
+        allowed,
+        jnp.array([0.0, 0.0, 0.0, 1.0]),
+        gates,
+        jnp.stack([jax.random.key(3)]),
+        method_flags([Method(prompt=True)]),  # soft-routed prompts, no key term
+        jnp.array([1e-2]),
+        2,
+        cfg=cfg,
+        steps=2,
+        batch=2,
+        energy=0.99,
+    )
+    start = adapters._replace(
+        keys=adapters.keys.at[0].set(earlier[0, 0].mean(axis=(0, 1, 2, 3))).at[2].set(summary)
+    )
+    active = jnp.ones(3)
+
+    def loss(task_id):
+        value, o = _video_loss(
+            cfg,
+            params,
+            start,
+            proj,
+            feats[0],
+            inst[0],
+            cls[0],
+            allowed,
+            active,
+            0.0,
+            gates,
+            0.0,
+            task_id=task_id,
+        )
+        return float(value), np.asarray(o.video_weights)
+
+    oracle, w_oracle = loss(2)
+    routed, w_routed = loss(None)
+    np.testing.assert_array_equal(w_oracle, [0.0, 0.0, 1.0])
+    assert 0.2 < w_routed[1] < 0.8 and 0.2 < w_routed[2] < 0.8, w_routed  # the router splits
+    assert abs(oracle - routed) > 1e-3, (oracle, routed)
+    np.testing.assert_allclose(float(out.losses[0, 0]), oracle, rtol=1e-4)
+    prompts = np.asarray(out.adapters.prompts[0])
+    np.testing.assert_array_equal(prompts[:2], np.asarray(adapters.prompts)[:2])
+    assert not np.array_equal(prompts[2], np.asarray(adapters.prompts)[2])
+
+
+def test_l2p_key_pull_uses_the_routers_centred_cosine(key):
+    """The key-query term L2P trains its key with is the router's cosine about the active keys'
+    centre (``route``'s logits times the temperature), not the uncentred cosine."""
+    from jaxpapers.steam.experiments._protocol import key_cosine
+
+    k1, k2 = jax.random.split(key)
+    keys = jax.random.normal(k1, (3, 5)) + 4.0  # a large common component
+    g = jax.random.normal(k2, (5,)) + 4.0
+    active = jnp.array([1.0, 1.0, 0.0])
+    w = route(g, keys, temperature=1.0, active=active)
+    logits = np.log(np.asarray(w, np.float64)[:2])
+    for t in range(2):
+        c = np.asarray(keys[:2], np.float64).mean(0)
+        a, b = np.asarray(g, np.float64) - c, np.asarray(keys[t], np.float64) - c
+        want = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
+        np.testing.assert_allclose(float(key_cosine(g, keys, t, active)), want, rtol=1e-5)
+    # The two cosines differ by the softmax's log-ratio: route reads the same geometry.
+    got = float(key_cosine(g, keys, 0, active) - key_cosine(g, keys, 1, active))
+    np.testing.assert_allclose(got, logits[0] - logits[1], rtol=1e-4, atol=1e-5)
+    uncentred = float(g @ keys[0] / (jnp.linalg.norm(g) * jnp.linalg.norm(keys[0])))
+    assert abs(uncentred - float(key_cosine(g, keys, 0, active))) > 0.1
+
+
+def test_probe_accuracy_separable_and_chance():
+    """The supervised probe ceiling: separable classes give accuracy 1, labels independent of
+    the features about chance."""
+    from jaxpapers.steam.experiments._protocol import probe_accuracy
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(3), 40)
+    x = rng.standard_normal((120, 4)) + 10.0 * np.eye(4)[y]
+    assert probe_accuracy(x[::2], y[::2], x[1::2], y[1::2]) == 1.0
+    noise = rng.standard_normal((600, 4))
+    yn = rng.integers(0, 3, 600)
+    assert 0.2 < probe_accuracy(noise[:300], yn[:300], noise[300:], yn[300:]) < 0.45
+
+
 def test_masked_updates_freeze_exactly_like_set_to_zero(key):
     """``masked_updates`` before Adam (the traced 0/1 mask of ``adapt``) leaves a masked leaf bit
     for bit where ``optax.set_to_zero`` does, and trains the rest as plain Adam."""

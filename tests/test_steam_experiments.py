@@ -23,8 +23,10 @@ from jaxpapers.steam.experiments._protocol import (
     FINETUNE,
     L2P,
     METHODS,
+    NO_DASH,
     NO_SCOA,
     ORACLE,
+    ORACLES,
     STEAM,
     Config,
     Protocol,
@@ -37,6 +39,7 @@ from jaxpapers.steam.experiments._runs import (
     LEARNED,
     PATH,
     PATH_FT,
+    PATH_ORACLE,
     SCOA_LEAK,
     _per_method,
 )
@@ -73,6 +76,8 @@ def test_p08_smoke(tmp_path):
     assert max(rows[SCOA_LEAK]) < 1e-3 and max(rows[FOLD]) < 1e-5, rows
     assert min(rows[FREE_LEAK]) > 0.1, rows
     assert len(rows[PATH]) == 2 and min(rows[PATH_FT]) > 0.0, rows
+    # Oracle-routed, every old video keeps its outputs, whatever the router does.
+    assert max(rows[PATH_ORACLE]) < 1e-4, rows
     # Every method is tuned on a grid of the same size, on validation videos: one selected rate
     # each, and the methods selected at an edge of their grid are listed.
     forget = next(e for e in record["experiments"] if e["id"] == "forgetting")
@@ -86,13 +91,30 @@ def test_p08_smoke(tmp_path):
     ends = {m: (grid[0], grid[-1]) for m, grid in tuning["lrs"].items()}
     edge = [m for m in METHODS if tuning["selected"][m] in ends[m]]
     assert sorted(tuning["at grid edge"]) == sorted(edge), tuning
-    # The oracle-routed STEAM is a reported row of forgetting and plasticity, not in a rule.
+    # The oracle-routed STEAM is a reported row of forgetting and plasticity, not in their
+    # rules; ablations judge the oracle-routed rows (deployed rows reported).
     for e in record["experiments"]:
         names = {r["method"] for r in e["rows"]}
-        assert (ORACLE in names) == (e["id"] in ("forgetting", "plasticity")), e["id"]
-        assert ORACLE not in e["rule"], e["id"]
+        has = e["id"] in ("forgetting", "plasticity", "ablations")
+        assert (ORACLE in names) == has, e["id"]
+        assert (ORACLE in e["rule"]) == (e["id"] == "ablations"), e["id"]
+    ablations = next(e for e in record["experiments"] if e["id"] == "ablations")
+    names = {r["method"] for r in ablations["rows"]}
+    assert set(ORACLES.values()) - {ORACLE} <= names and L2P not in ORACLES, names
+    assert {STEAM, NO_SCOA} <= names, names
     diffs = next(v for k, v in forget["extras"].items() if k.startswith(ORACLE))
     assert set(diffs) == {"plasticity", "forgetting", "final"}
+    # The oracle rows' "before" is not comparable: no learning gain for them.
+    gains = next(v for k, v in forget["extras"].items() if k.startswith("learning gain"))
+    assert not set(gains) & set(ORACLES.values()), gains
+    # Routing's extras carry the supervised-probe ceiling per summary and seed; ablations' the
+    # DASH norms (static and dynamic parts).
+    routing = next(e for e in record["experiments"] if e["id"] == "routing")
+    probe = next(v for k, v in routing["extras"].items() if k.startswith("supervised probe"))
+    assert set(probe) == {"pooled mean", "mean + spatial std"}
+    assert all(len(v) == 2 and 0.0 <= min(v) <= max(v) <= 1.0 for v in probe.values()), probe
+    norms = next(v for k, v in ablations["extras"].items() if k.startswith("DASH of STEAM"))
+    assert len(norms["dynamic G (d gamma / d g)"]) == len(TASKS), norms
     saved = json.loads((tmp_path / "P08" / "result.json").read_text())
     assert saved["paper"] == "P08"
     assert (tmp_path / "P08" / "forgetting.png").exists()
@@ -231,16 +253,18 @@ def test_p08_rules_have_no_margin_free_no_worse():
 
 
 def test_quick_grids_have_equal_size_and_bracket_the_selected_rates():
-    """Every method is tuned on a grid of the same size; fine-tuning's is centred one half-decade
-    above the adapter methods' (the rates the two-point grid selected, 1e-2 and 3e-3, at its
-    upper and lower edge, are now interior points), STEAM w/o SCOA's one half-decade below
-    (it chose the lower edge of the adapter grid); grids of unequal size are refused."""
+    """Every method is tuned on a grid of the same size, centred on the rate it chose on
+    validation: fine-tuning's around 1e-2; trained with the known task id, STEAM, L2P, w/o SCOA
+    and w/o temporal experts chose 1e-3 (for most the lower edge of 1e-3..1e-2), so the adapter
+    grid is 3e-4..3e-3; STEAM w/o DASH chose 3e-3 and keeps 1e-3..1e-2; grids of unequal size are
+    refused."""
     quick = SIZES["quick"]
     assert len(quick.lrs) == len(quick.finetune_lrs) >= 3
-    assert quick.lrs[0] < 3e-3 < quick.lrs[-1]
+    assert quick.lrs[0] < 1e-3 < quick.lrs[-1]
     assert quick.finetune_lrs[0] < 1e-2 < quick.finetune_lrs[-1]
     assert quick.grid(FINETUNE) == quick.finetune_lrs and quick.grid(STEAM) == quick.lrs
-    assert quick.grid(NO_SCOA)[0] < 1e-3 < quick.grid(NO_SCOA)[-1]  # it chose 1e-3 of lrs
+    assert quick.grid(NO_SCOA) == quick.lrs and quick.grid(L2P) == quick.lrs
+    assert quick.grid(NO_DASH)[0] < 3e-3 < quick.grid(NO_DASH)[-1]  # it chose 3e-3
     with pytest.raises(ValueError, match="same size"):
         Config(**{**vars(quick), "finetune_lrs": (1e-2, 3e-2)})
     with pytest.raises(ValueError, match="same size"):

@@ -13,7 +13,12 @@ pretraining and every task). ``adapt`` trains the adapter methods on a task from
 frozen base computed once per seed: its parameters are the new task's row of every adapter part
 and the classifier, and a traced 0/1 mask (:func:`masked_updates`: the parts a run's method does
 not train, the classifier columns of classes that are not new) zeroes gradients before Adam, so
-those parameters keep their values exactly. Methods and ablations are per-run flags
+those parameters keep their values exactly. Every training video of task ``t`` is decoded with
+the known task id (``decode(..., task_id=t)``: all routing weight on row ``t``), as
+class-incremental prompt/adapter methods train (L2P's prompt mask, InfLoRA, MoE adapters); the
+router decides only at test time. (Routed training sent about half of a new task's videos to
+task 1's frozen row: no gradient to row ``t`` and the class prior ``log(1e-4)`` on their own
+classes.) Methods and ablations are per-run flags
 (:func:`method_flags`), the task index and its new classes are traced, so one compiled program
 trains every method, grid point and seed on tasks 2 and 3 (vmapped over runs).
 
@@ -27,11 +32,12 @@ Pretraining is shared and not tuned.
 
 One compiled ``evaluate`` scores every run on every task's test videos after every stage (mIoU,
 identity switches, routing accuracy), and on the validation videos after the last stage; STEAM's
-runs are scored twice, by their router and oracle-routed (every video to its true task's DASH,
-experts, prompt and class prior: ``decode(..., task_id=...)``, the diagnostic row ``ORACLE``;
-same trained parameters, no training of its own);
+runs are scored twice, by their router and oracle-routed at test time (every video to its true
+task's DASH, experts, prompt and class prior: ``decode(..., task_id=...)``, the diagnostic rows
+``ORACLES``; same trained parameters, no training of their own);
 ``path_outputs`` keeps fine-tuning's and STEAM's raw outputs on each task's test videos right
-after the task and after the last one, for the whole-path exactness check (:func:`whole_path`).
+after the task and after the last one (STEAM's routed and oracle-routed), for the whole-path
+exactness check (:func:`whole_path`).
 """
 
 from __future__ import annotations
@@ -100,9 +106,11 @@ class Config:
     ``finetune_lrs`` that of sequential fine-tuning, and ``method_lrs`` ``((method, grid), ...)``
     overrides the grid of a named adapter method (:meth:`grid`): grids of the same size (the same
     tuning budget for every method), each centred on its method's optimum (adapters train a small
-    row on frozen features and want smaller steps than full fine-tuning; STEAM w/o SCOA chose the
-    smallest rate of the common adapter grid, so its grid is one half-decade lower; the selected
-    rate must not sit at either end of its grid, which the extras check). Every method runs the
+    row on frozen features and want smaller steps than full fine-tuning; trained with the known
+    task id, STEAM, L2P and w/o temporal experts chose the smallest rate of the earlier adapter
+    grid 1e-3..1e-2 on validation, so the adapter grid is one half-decade lower, 3e-4..3e-3, and
+    STEAM w/o DASH, which chose its middle 3e-3, keeps 1e-3..1e-2; the selected rate must not sit
+    at either end of its grid, which the extras check). Every method runs the
     whole sequence once per grid point, and the point with the best final average mIoU on the
     validation videos (``val_videos`` per task, held out from training and disjoint from the test
     videos) is the one reported. ``lr`` is pretraining's (shared, not tuned).
@@ -124,9 +132,9 @@ class Config:
     temperature: float = 0.05
     balance: float = 1.0
     lr: float = 3e-3
-    lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    lrs: tuple[float, ...] = (3e-4, 1e-3, 3e-3)
     finetune_lrs: tuple[float, ...] = (3e-3, 1e-2, 3e-2)
-    method_lrs: tuple[tuple[str, tuple[float, ...]], ...] = ((NO_SCOA, (3e-4, 1e-3, 3e-3)),)
+    method_lrs: tuple[tuple[str, tuple[float, ...]], ...] = ((NO_DASH, (1e-3, 3e-3, 1e-2)),)
     energy: float = 0.99
 
     def __post_init__(self) -> None:
@@ -189,13 +197,15 @@ ADAPTER_METHODS: dict[str, Method] = {
     NO_SCOA: Method(dash=True, frame=True, video=True, balanced=True),
 }
 METHODS: tuple[str, ...] = (FINETUNE, *ADAPTER_METHODS)
-#: A diagnostic row, not a trained method: STEAM's runs (same trained parameters, STEAM's tuned
-#: rate) scored with every video routed to its true task (``decode(..., task_id=...)``) instead
-#: of by the router. Against STEAM it separates "the router sends videos to the wrong task's
+#: Diagnostic rows, not trained methods: STEAM's and its ablations' selected runs (same trained
+#: parameters, its tuned rate; training already routes by the known task id) scored at TEST time
+#: with every video routed to its true task (``decode(..., task_id=...)``) instead of by the
+#: router. Against the method it separates "the router sends test videos to the wrong task's
 #: adapters" from "the adapters cannot learn the task".
-ORACLE = "STEAM (oracle task id)"
-#: The rows of :class:`Protocol` (``methods``): every method, then the oracle-routed STEAM.
-ROWS: tuple[str, ...] = (*METHODS, ORACLE)
+ORACLES: dict[str, str] = {m: f"{m} (oracle task id)" for m in ADAPTER_METHODS if m != L2P}
+ORACLE = ORACLES[STEAM]
+#: The rows of :class:`Protocol` (``methods``): every method, then the oracle-routed ones.
+ROWS: tuple[str, ...] = (*METHODS, *ORACLES.values())
 
 
 class Protocol(NamedTuple):
@@ -210,10 +220,11 @@ class Protocol(NamedTuple):
       switches, pairs: ``[method, stage, task, seed]`` identity switches and tracked pairs.
       routed: ``[method, stage, task, seed]`` fraction of the task's test videos whose largest
         video-level routing weight is their own task's (meaningful for the adapter methods).
-      path_change: ``{method: [seed]}`` for fine-tuning and STEAM: the mean over old test videos
-        (every earlier task's) of a video's relative output change between right after its task
-        and after the last task (:func:`path_change`); STEAM's over the videos routed to their own
-        task both times, fine-tuning's over every old video (NaN for a seed with none).
+      path_change: ``{method: [seed]}`` for fine-tuning, STEAM and :data:`ORACLE`: the mean over
+        old test videos (every earlier task's) of a video's relative output change between right
+        after its task and after the last task (:func:`path_change`); STEAM's over the videos
+        routed to their own task both times (NaN for a seed with none), fine-tuning's over every
+        old video, the oracle's over every old video with both decodes routed to its own task.
       path_routed: ``[seed]`` how many of the earlier tasks' test videos STEAM routes to their own
         task both times (the videos its ``path_change`` averages), of ``path_videos``.
       losses: training losses by phase (seed means; adapters ``[method, step]``).
@@ -223,6 +234,14 @@ class Protocol(NamedTuple):
       fold_error: ``[seed]`` DASH folded into the neck vs applied after it.
       cpu_seconds: process CPU seconds per phase (compiles included).
       path_videos: the number of earlier tasks' test videos per seed.
+      slope_norms: ``{part: [task][seed]}`` for STEAM's selected runs: Frobenius norms of the
+        dynamic DASH slopes ``G``, ``H`` of every task's row and, for scale, of its static
+        ``gamma - 1`` and ``beta`` (task 1's row is the identity).
+      probe: ``{summary: [seed]}`` test accuracy of a supervised probe (multinomial logistic
+        regression, :func:`probe_accuracy`) predicting a video's task from the frozen base's
+        pooled features: the router's summary (``"pooled mean"``) and it with the per-frame
+        spatial standard deviation (``"mean + spatial std"``): a ceiling on what a router on
+        that summary can reach.
       tuning: ``{"lrs": {method: grid}, "selected": {method: lr}, "validation": {method: [per
         lr]}, "at grid edge": [methods]}``: the validation final average mIoU (seed mean) of every
         method at every point of its grid, and the methods whose selected rate is the smallest or
@@ -245,17 +264,40 @@ class Protocol(NamedTuple):
     cpu_seconds: dict[str, float]
     path_videos: int = 0
     tuning: dict[str, Any] | None = None
+    slope_norms: dict[str, list] | None = None
+    probe: dict[str, list[float]] | None = None
 
 
 def _video_loss(
-    cfg, params, adapters, proj, feats, inst, cls, allowed, active, hard, gates=None, balance=None
+    cfg,
+    params,
+    adapters,
+    proj,
+    feats,
+    inst,
+    cls,
+    allowed,
+    active,
+    hard,
+    gates=None,
+    balance=None,
+    task_id=None,
 ):
     """One video's loss: the per-frame matching loss (spatial), plus ``balance`` (a scalar, may be
     traced; ``None``: no temporal term) times the temporal association loss on the matched
-    queries."""
+    queries. ``task_id`` (may be traced): the video's known task, which then takes all the
+    routing weight (``decode(..., task_id=...)``; training of the adapter methods)."""
     assign = jnp.asarray(assignments(cfg.queries, cfg.max_objects))
     out = decode(
-        params, adapters, proj, feats, config=cfg, active=active, hard=hard, task_classes=gates
+        params,
+        adapters,
+        proj,
+        feats,
+        config=cfg,
+        active=active,
+        hard=hard,
+        task_classes=gates,
+        task_id=task_id,
     )
     if balance is None:
         per_frame = jax.vmap(matching_loss, in_axes=(0, 0, 0, 0, None, None))(
@@ -388,7 +430,9 @@ def adapt(
     columns of the new classes; every other parameter gets zero updates. ``allowed`` is the
     0/1 mask of every class seen so far (class-incremental: the softmax runs over all of them).
     A ``balanced`` method adds ``balance`` times the temporal loss to the per-frame loss; an
-    L2P run (``keys``) adds the key-query cosine term that pulls its key to its task's queries.
+    L2P run (``keys``) adds the key-query cosine term that pulls its key to its task's queries
+    (:func:`key_cosine`: the router's centred cosine). Training decodes every video with
+    ``task_id = t`` (the known task), so row ``t`` gets every video's gradient.
     """
     new_cols = jnp.concatenate([jnp.asarray(new, jnp.float32), jnp.zeros((1,))])
     t = jnp.asarray(t, jnp.int32)
@@ -448,12 +492,9 @@ def adapt(
                     m.hard,
                     task_classes,
                     balance * m.balanced,
+                    task_id=t,
                 )
-                # L2P's key-query matching term (pulls the task's key towards its queries).
-                s = fv.mean(axis=(0, 1, 2))
-                k = ad.keys[t]
-                cos = s @ k / (jnp.linalg.norm(s) * jnp.linalg.norm(k) + 1e-6)
-                return loss + m.keys * (1 - cos)
+                return loss + m.keys * (1 - key_cosine(fv.mean(axis=(0, 1, 2)), ad.keys, t, active))
 
             return jnp.mean(jax.vmap(video)(*batch_))
 
@@ -477,6 +518,16 @@ def adapt(
         return Adapted(params, new_ad, proj, res.losses, res.finite, leaks)
 
     return jax.vmap(one)(params, adapters, proj, feats, inst, cls, earlier, keys, method, lr)
+
+
+def key_cosine(summary, keys, t, active):
+    """L2P's key-query match of a video summary ``[D]`` with key ``t`` of ``keys [E, D]``: the
+    cosine about the centre of the ``active`` keys, the same cosine the router retrieves by
+    (:func:`jaxpapers.steam.route`), so the pull moves the key in the geometry it is read in."""
+    on = jnp.asarray(active, keys.dtype)
+    centre = (on @ keys) / jnp.maximum(jnp.sum(on), 1.0)
+    g, k = summary - centre, keys[t] - centre
+    return g @ k / ((jnp.linalg.norm(g) + 1e-12) * (jnp.linalg.norm(k) + 1e-12))
 
 
 def _task_miou(confusion: jax.Array, labels: jax.Array) -> jax.Array:
@@ -538,21 +589,31 @@ def evaluate(
 
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
-def path_outputs(params, adapters, proj, feats, active, hard, gates, *, cfg):
+def path_outputs(params, adapters, proj, feats, active, hard, gates, task_id, *, cfg):
     """Per run (leading axis of all but ``active``) and video of one task (``feats [runs, N, T,
     g, g, D]``): class logits ``[N, T, Q, C + 1]``, mask logits ``[N, T, Q, H, W]`` and the
-    video-level routing weights ``[N, E]``: what an old video's path produces."""
+    video-level routing weights ``[N, E]``: what an old video's path produces. ``task_id
+    [runs]``: the task every video of a run is routed to (oracle routing), negative: the router.
+    """
 
-    def run(params, adapters, proj, feats, hard, gates):
+    def run(params, adapters, proj, feats, hard, gates, tid):
         def video(f):
             out = decode(
-                params, adapters, proj, f, config=cfg, active=active, hard=hard, task_classes=gates
+                params,
+                adapters,
+                proj,
+                f,
+                config=cfg,
+                active=active,
+                hard=hard,
+                task_classes=gates,
+                task_id=tid,
             )
             return out.class_logits, out.mask_logits, out.video_weights
 
         return jax.vmap(video)(feats)
 
-    return jax.vmap(run)(params, adapters, proj, feats, hard, gates)
+    return jax.vmap(run)(params, adapters, proj, feats, hard, gates, task_id)
 
 
 #: A video is routed to a task when the task's video-level weight is at least ``1 - ROUTED_TOL``:
@@ -663,9 +724,12 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
     n_lr, n_m = len(lrs), len(names)
     # Runs: fine-tuning at grid point g, seed s is run g * S + s (n_ft of them); adapter method
     # m at grid point g, seed s is run (m * G + g) * S + s of the n_ad adapter runs. Scoring
-    # appends STEAM's runs once more (n_or of them), routed by the oracle (``ORACLE``).
+    # appends the adapter runs once more (n_or of them), routed by the oracle (``ORACLES``).
     n_ft, n_ad = n_lr * n_seeds, n_m * n_lr * n_seeds
-    n_or = n_lr * n_seeds
+    # L2P's runs (the first adapter block) are not oracle-scored (no row of theirs needs it).
+    assert names[0] == L2P
+    skip = n_lr * n_seeds
+    n_or = n_ad - skip
     n_train, n_val, n_test = config.train_videos, config.val_videos, config.test_videos
     clock = _Clock()
 
@@ -762,37 +826,46 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         jnp.ones((n_ft, *task_classes.shape)),
         jnp.broadcast_to(task_classes, (n_ad + n_or, *task_classes.shape)),
     )
-    hard = _cat(_cat(jnp.zeros(n_ft), flags.hard), flags.hard[steam])
+    hard = _cat(_cat(jnp.zeros(n_ft), flags.hard), flags.hard[skip:])
     runs = n_ft + n_ad + n_or
     oracle = (jnp.arange(runs) >= n_ft + n_ad).astype(jnp.float32)
     inst_all, cls_all = rep(test_inst, runs // n_seeds), rep(test_cls, runs // n_seeds)
     val_inst_all, val_cls_all = rep(val_inst, runs // n_seeds), rep(val_cls, runs // n_seeds)
+    n_st = n_lr * n_seeds  # STEAM's runs
     path_gates = _cat(
         jnp.ones((n_ft, *task_classes.shape)),
-        jnp.broadcast_to(task_classes, (n_lr * n_seeds, *task_classes.shape)),
+        jnp.broadcast_to(task_classes, (2 * n_st, *task_classes.shape)),
     )
-    path_feats = rep(base_test, n_lr)
+    path_feats = rep(base_test, 2 * n_lr)
 
     def ft_eval_feats(ps):  # fine-tuning runs' (val, test) features [n_ft, tasks, N, ...]
         f = jnp.concatenate([encode_all(p, eval_images) for p in ps])
         return f[:, :, :n_val], f[:, :, n_val:]
 
-    def outputs(j, active):  # fine-tuning's and STEAM's outputs on task j's test videos
+    def outputs(j, active):
+        # Fine-tuning's and STEAM's outputs on task j's test videos: STEAM's runs routed, then
+        # the same runs oracle-routed (every video to task j).
+        def twice(tree):
+            return _cat(*([jax.tree.map(lambda x: x[steam], tree)] * 2))
+
         return jax.device_get(
             path_outputs(
-                _cat(_cat_all(ft_params), jax.tree.map(lambda x: x[steam], ad_params)),
-                _cat(zero_ad, jax.tree.map(lambda x: x[steam], ad)),
-                _cat(eye, jax.tree.map(lambda x: x[steam], proj)),
+                _cat(_cat_all(ft_params), twice(ad_params)),
+                _cat(zero_ad, twice(ad)),
+                _cat(eye, twice(proj)),
                 _cat(ft_test[:, j], path_feats[:, j]),
                 active,
-                jnp.zeros(n_ft + n_lr * n_seeds),
+                jnp.zeros(n_ft + 2 * n_st),
                 path_gates,
+                jnp.concatenate(
+                    [jnp.full(n_ft + n_st, -1, jnp.int32), jnp.full(n_st, j, jnp.int32)]
+                ),
                 cfg=cfg,
             )
         )
 
-    def with_oracle(tree):  # the adapter runs, then STEAM's again (scored oracle-routed)
-        return _cat(tree, jax.tree.map(lambda x: x[steam], tree))
+    def with_oracle(tree):  # the adapter runs, then all but L2P's again (scored oracle-routed)
+        return _cat(tree, jax.tree.map(lambda x: x[skip:], tree))
 
     def score(ft_p, ft_feats, ad_p, ad_a, ad_proj, ad_feats, inst, cls, seen_mask, active):
         out = evaluate(
@@ -915,9 +988,10 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         tuning["validation"][name] = block.tolist()
         if n_lr > 1 and g in (0, n_lr - 1):
             tuning["at grid edge"].append(name)
-    # The oracle row is STEAM's selected runs, scored with the true task id (not tuned itself).
-    chosen[ORACLE] = chosen[STEAM] - n_ft - steam.start + n_ft + n_ad
-    tuning[ORACLE] = "STEAM's selected runs (rate and trained parameters), oracle-routed"
+    # An oracle row is its method's selected runs, scored with the true task id (not tuned).
+    for name in ORACLES:
+        chosen[ORACLES[name]] = chosen[name] + n_ad - skip
+    tuning["oracle rows"] = "STEAM's and its ablations' selected runs, oracle-routed at test time"
 
     shape = (len(ROWS), len(TASKS), len(TASKS), n_seeds)
     acc, sw, pairs, routed = (np.zeros(shape) for _ in range(4))
@@ -931,7 +1005,7 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
 
     ft_g = (chosen[FINETUNE][0]) // n_seeds
     st_g = (chosen[STEAM][0] - n_ft - steam.start) // n_seeds
-    change: dict[str, list[float]] = {FINETUNE: [], STEAM: []}
+    change: dict[str, list[float]] = {FINETUNE: [], STEAM: [], ORACLE: []}
     path_routed: list[float] = []
     path_videos = 0
     for s in range(n_seeds):
@@ -939,8 +1013,10 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         st_mean, count, path_videos = whole_path(
             reference, final, n_ft + st_g * n_seeds + s, routed=True
         )
+        or_mean, _, _ = whole_path(reference, final, n_ft + n_st + st_g * n_seeds + s, routed=False)
         change[FINETUNE].append(ft_mean)
         change[STEAM].append(st_mean)
+        change[ORACLE].append(or_mean)
         path_routed.append(count)
 
     ad_idx = {m: chosen[m] - n_ft for m in names}
@@ -951,6 +1027,15 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
     for k, v in ad_losses.items():
         losses[k] = np.stack([v[ad_idx[m]].mean(0) for m in names])
     st = ad_idx[STEAM]
+    slope_norms = {
+        part: [[float(np.linalg.norm(x[i, t] - shift)) for i in st] for t in range(len(TASKS))]
+        for part, x, shift in (
+            ("dynamic G (d gamma / d g)", np.asarray(ad.slope.gamma), 0.0),
+            ("dynamic H (d beta / d g)", np.asarray(ad.slope.beta), 0.0),
+            ("static gamma - 1", np.asarray(ad.dash.gamma), 1.0),
+            ("static beta", np.asarray(ad.dash.beta), 0.0),
+        )
+    }
     fold = _fold_errors(
         graphdef,
         params,
@@ -974,7 +1059,71 @@ def run_protocol(config: Config, seeds: list[int]) -> Protocol:
         cpu_seconds=clock.laps,
         path_videos=path_videos,
         tuning=tuning,
+        slope_norms=slope_norms,
+        probe=_probe(base_train, base_test),
     )
+
+
+def probe_accuracy(x_train, y_train, x_test, y_test, *, l2: float = 1e-3) -> float:
+    """Test accuracy of multinomial logistic regression (features standardised on the training
+    rows; L-BFGS on the mean cross-entropy plus ``l2 * |W|^2 / 2``): how well a linear read-out
+    of the features separates the labels, a ceiling for a nearest-key router on them."""
+    from scipy.optimize import minimize
+
+    x_train, x_test = (np.asarray(x, np.float64) for x in (x_train, x_test))
+    y_train, y_test = np.asarray(y_train), np.asarray(y_test)
+    mu, sd = x_train.mean(0), x_train.std(0) + 1e-9
+    a, b = (x_train - mu) / sd, (x_test - mu) / sd
+    n, d = a.shape
+    k = int(max(y_train.max(), y_test.max())) + 1
+    onehot = np.eye(k)[y_train]
+    a1 = np.concatenate([a, np.ones((n, 1))], 1)
+
+    def loss(w):
+        w = w.reshape(d + 1, k)
+        z = a1 @ w
+        z = z - z.max(1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+        reg = 0.5 * l2 * np.sum(w[:-1] ** 2)
+        grad = a1.T @ (np.exp(logp) - onehot) / n
+        grad[:-1] += l2 * w[:-1]
+        return -np.mean(np.sum(onehot * logp, 1)) + reg, grad.ravel()
+
+    w = minimize(loss, np.zeros((d + 1) * k), jac=True, method="L-BFGS-B").x.reshape(d + 1, k)
+    pred = np.argmax(np.concatenate([b, np.ones((len(b), 1))], 1) @ w, 1)
+    return float(np.mean(pred == y_test))
+
+
+def _summaries(feats) -> dict[str, np.ndarray]:
+    """Per video of ``feats [N, T, g, g, D]``: the router's pooled mean ``[N, D]`` and it with
+    the spatial standard deviation averaged over frames ``[N, 2D]``."""
+    f = np.asarray(feats, np.float64)
+    mean = f.mean(axis=(1, 2, 3))
+    return {
+        "pooled mean": mean,
+        "mean + spatial std": np.concatenate([mean, f.std(axis=(2, 3)).mean(1)], 1),
+    }
+
+
+def _probe(train_feats, test_feats) -> dict[str, list[float]]:
+    """Per seed: :func:`probe_accuracy` of the task from each summary, trained on the training
+    videos ``train_feats`` (list per task of ``[seeds, N, ...]``), tested on the test videos
+    ``test_feats [seeds, tasks, N, ...]``."""
+    out: dict[str, list[float]] = {}
+    for s in range(test_feats.shape[0]):
+        tr = [_summaries(f[s]) for f in train_feats]
+        te = [_summaries(test_feats[s, j]) for j in range(test_feats.shape[1])]
+        y_tr = np.concatenate([np.full(len(x["pooled mean"]), j) for j, x in enumerate(tr)])
+        y_te = np.concatenate([np.full(len(x["pooled mean"]), j) for j, x in enumerate(te)])
+        for name in tr[0]:
+            acc = probe_accuracy(
+                np.concatenate([x[name] for x in tr]),
+                y_tr,
+                np.concatenate([x[name] for x in te]),
+                y_te,
+            )
+            out.setdefault(name, []).append(acc)
+    return out
 
 
 def select_grid_point(validation: np.ndarray, n_points: int) -> tuple[int, np.ndarray]:

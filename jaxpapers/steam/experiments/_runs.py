@@ -17,6 +17,7 @@ from jaxpapers.steam.experiments._protocol import (
     NO_SCOA,
     NO_TEMPORAL,
     ORACLE,
+    ORACLES,
     STEAM,
     Config,
     Protocol,
@@ -31,6 +32,10 @@ FREE_LEAK = "unconstrained expert (w/o SCOA) on the same subspace"
 FOLD = "DASH folded into the neck vs applied after it"
 PATH = "STEAM: old videos' outputs after the last task vs right after their own (routed to it)"
 PATH_FT = "sequential fine-tuning: the same change (every old video)"
+PATH_ORACLE = "STEAM: the same change, every old video routed to its own task (oracle)"
+#: ``ablations`` rows: STEAM and its ablations, oracle-routed at test time (judged) and as
+#: deployed (reported).
+ABLATED = (STEAM, NO_DASH, NO_TEMPORAL, NO_SCOA)
 
 
 def _protocol(ctx: Context, config: Config) -> Protocol:
@@ -68,7 +73,12 @@ def _extras(res: Protocol, stats: dict[str, Any]) -> dict[str, Any]:
         k: {m: float(np.mean(v[k])) for m, v in stats.items()}
         for k in ("forgetting", "final", "plasticity", "switch_rate")
     }
-    gains = {m: np.mean(v["learned"], axis=1).tolist() for m, v in stats.items()}
+    # The oracle rows' "before" is the routed model's (not comparable): no learning gain.
+    gains = {
+        m: np.mean(v["learned"], axis=1).tolist()
+        for m, v in stats.items()
+        if m not in ORACLES.values()
+    }
     return {
         "tasks": list(res.tasks),
         "all-background prediction mIoU per task (seed mean)": np.mean(
@@ -86,7 +96,7 @@ def _extras(res: Protocol, stats: dict[str, Any]) -> dict[str, Any]:
         "routing accuracy after the last task per task (seed mean)": {
             m: np.asarray(res.routed)[i, -1].mean(-1).tolist()
             for i, m in enumerate(res.methods)
-            if m not in (FINETUNE, ORACLE)
+            if m != FINETUNE and m not in ORACLES.values()
         },
         "miou_matrix [stage][task] (seed mean)": {m: v["matrix"] for m, v in stats.items()},
         f"{ORACLE} minus {STEAM} (per seed; same trained parameters, routing given)": {
@@ -97,6 +107,8 @@ def _extras(res: Protocol, stats: dict[str, Any]) -> dict[str, Any]:
         "learning-rate tuning (grid, selected, validation final average mIoU per grid point)": (
             res.tuning
         ),
+        "DASH of STEAM's selected runs: Frobenius norms per task row (seed mean; task 1 is the "
+        "identity)": {k: np.mean(v, axis=1).tolist() for k, v in (res.slope_norms or {}).items()},
         "cpu_seconds_by_phase": res.cpu_seconds,
     }
 
@@ -129,7 +141,8 @@ def run_plasticity(ctx: Context, config: Config) -> Outcome:
 def run_ablations(ctx: Context, config: Config) -> Outcome:
     res = _protocol(ctx, config)
     stats = _per_method(res)
-    values = {m: stats[m]["final"] for m in (STEAM, NO_DASH, NO_TEMPORAL, NO_SCOA)}
+    values = {ORACLES[m]: stats[ORACLES[m]]["final"] for m in ABLATED}
+    values.update({m: stats[m]["final"] for m in ABLATED})
     return Outcome(values, _extras(res, stats))
 
 
@@ -144,7 +157,12 @@ def run_routing(ctx: Context, config: Config) -> Outcome:
     res = _protocol(ctx, config)
     stats = _per_method(res)
     values = {m: stats[m]["routing"] for m in (L2P, STEAM)}
-    return Outcome(values, _extras(res, stats))
+    extras = _extras(res, stats)
+    extras[
+        "supervised probe ceiling: test accuracy of logistic regression predicting a video's task "
+        "from the frozen base's summary (per seed)"
+    ] = dict(res.probe or {})
+    return Outcome(values, extras)
 
 
 def run_sanity(ctx: Context, config: Config) -> Outcome:
@@ -159,6 +177,7 @@ def run_sanity(ctx: Context, config: Config) -> Outcome:
         FOLD: list(res.fold_error),
         PATH: list(res.path_change[STEAM]),
         PATH_FT: list(res.path_change[FINETUNE]),
+        PATH_ORACLE: list(res.path_change[ORACLE]),
     }
     extras = {
         "leak per task (STEAM; frame, video)": leaks[:, names.index(STEAM)].mean(1).tolist(),
