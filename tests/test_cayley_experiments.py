@@ -649,3 +649,46 @@ def test_run_grid_pools_rates_and_shares_the_small_sizes_program():
         assert (settings == settings[:1]).all()  # the same rate at every size
         for r in (0, 1):
             assert len(set(settings[0, seeds == r].tolist())) == 1  # ... and task
+
+
+def test_probe_accuracy_reports_one_node_rate_per_seed():
+    """probe_accuracy's extras: the one-node GNN's tuned learning rate is one per cell, the same
+    for a seed's tasks (one rate per seed, shared by both its inputs), and its label says so (it
+    read "(probe-chosen layer, last layer)", as if there were a rate per input)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from jaxpapers.cayley.experiments import SIZES, _run, _train
+
+    rng = np.random.default_rng(1)
+    tasks, pool, layers, d = 2, _train.PAD_FLOOR, _run.LAYERS, 4
+
+    def split(n):
+        y = rng.integers(0, 2, (tasks, n)).astype(np.int32)
+        x = rng.normal(size=(tasks, n, layers, d)).astype(np.float32)
+        x[..., 3, 0] += 2.0 * (2 * y - 1)
+        return x, y
+
+    (xtr, ytr), (xv, yv), (xt, yt) = split(pool), split(16), split(32)
+    splits = SimpleNamespace(x_train=xtr, y_train=ytr, x_val=xv, y_val=yv, x_test=xt, y_test=yt)
+    grid = _train.run_grid(
+        splits,
+        shots=(pool,),
+        seeds=(0, 1),
+        steps=2,
+        learning_rates=(1e-3, 1e-1),
+        weight_decay=1e-2,
+        hidden=4,
+        heads=("Cayley-Encoder",),
+        few_shot_heads=("Cayley-Encoder",),
+    )
+    ctx = SimpleNamespace(seed_list=[0, 1], cached=lambda name, compute: grid)
+    config = dataclasses.replace(SIZES["smoke"], shots=(pool,))
+    tuned = _run.probe_accuracy(ctx, config).extras["tuned_settings_per_cell"]
+    rates = tuned["one-node GNN learning rate (one per seed, shared by both its inputs)"]
+    assert np.shape(rates) == (len(grid.cells),)
+    by_seed = {}
+    for (_, r), lr in zip(grid.cells, rates, strict=True):
+        by_seed.setdefault(r, set()).add(lr)
+    assert all(len(v) == 1 for v in by_seed.values())
+    assert not any("(probe-chosen layer, last layer)" in k for k in tuned)

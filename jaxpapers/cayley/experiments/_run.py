@@ -210,9 +210,9 @@ def probe_accuracy(ctx: Context, config: Config) -> Outcome:
                 "linear probe L2 strength (per input: layers, then the layer mean)": grid.probes[
                     top
                 ].setting.tolist(),
-                "one-node GNN learning rate (probe-chosen layer, last layer)": grid.single[
-                    top
-                ].setting.tolist(),
+                "one-node GNN learning rate (one per seed, shared by both its inputs)": (
+                    grid.single[top].setting.tolist()
+                ),
             },
             "best_layer_index_per_cell_1_node_gnn": best_single[
                 "best layer index (1-node GNN)"
