@@ -4,7 +4,8 @@ per-patch linear probe on the frozen teacher and the [CLS] attention mass of eac
     python examples/codi.py
 
 Scale it up with more scenes, a larger ViT (``dim``, ``depth``) and more steps (the P01
-experiments pretrain 100 steps at quick size, 5000 at full size: ``jaxpapers reproduce P01``).
+experiments pretrain 300 steps at quick size with a batch-normalised head, ``head_bn=True``,
+at 1e-3, and 5000 steps at full size: ``jaxpapers reproduce P01``).
 
 What you should see: the self-distillation loss at the first and last step, the accuracy of a
 per-patch linear probe on the frozen teacher before and after pretraining (with the share of the
@@ -45,7 +46,8 @@ cfg = SSLConfig(
     bottleneck=16,
     total_steps=20,
     temp_warmup=5,
-    # Short-run recipe (see jaxpapers.codi): a faster EMA teacher, a constant teacher temperature.
+    # A short run: a faster EMA teacher, a constant teacher temperature (no head normalisation;
+    # P01's quick recipe adds head_bn=True and trains 300 steps at 1e-3, see jaxpapers.codi).
     momentum_base=0.95,
     teacher_temp_end=0.04,
     lr=3e-4,

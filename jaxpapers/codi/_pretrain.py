@@ -6,7 +6,8 @@ One step on a batch of images:
    greyscale and a channel permutation: :func:`augment`) and a random patch mask per view
    (masking ratio uniform in ``[mask_min, mask_max]``);
 2. the teacher sees the unmasked views, the student the masked ones; a shared projection head
-   maps [CLS] and patch tokens to ``K`` prototype logits;
+   maps [CLS] and patch tokens to ``K`` prototype logits (with ``head_bn`` its hidden layer is
+   batch-normalised, statistics per view and per call: :class:`ProjectionHead`);
 3. targets ``t = softmax((z_t - c) / tau_t)`` with separate centres for [CLS] and patches; CODI
    mixes ``t_patch <- (1 - lambda) t_patch + lambda t_cls`` (same view);
 4. loss = [CLS] distillation across views ``(H(t_cls^u, s_cls^v) + H(t_cls^v, s_cls^u)) / 2`` plus
@@ -34,6 +35,7 @@ Examples:
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -66,6 +68,9 @@ class SSLConfig(eqx.Module):
       out_dim: number of prototypes ``K``.
       hidden: width of the projection head's hidden layer.
       bottleneck: width before the (weight-normalised) prototype layer.
+      head_bn: batch-normalise the head's hidden layer (DINO's and iBOT's ``use_bn`` head
+        option): without it the prototype logits of a small untrained network barely vary
+        between images, so centring flattens every target (see :class:`ProjectionHead`).
       student_temp: ``tau_s``.
       teacher_temp_start, teacher_temp_end, temp_warmup: teacher temperature warm-up.
       center_momentum: centring momentum.
@@ -89,6 +94,7 @@ class SSLConfig(eqx.Module):
     out_dim: int = eqx.field(static=True, default=64)
     hidden: int = eqx.field(static=True, default=128)
     bottleneck: int = eqx.field(static=True, default=32)
+    head_bn: bool = eqx.field(static=True, default=False)
     student_temp: float = eqx.field(static=True, default=0.1)
     teacher_temp_start: float = eqx.field(static=True, default=0.04)
     teacher_temp_end: float = eqx.field(static=True, default=0.07)
@@ -141,17 +147,60 @@ class SSLConfig(eqx.Module):
 
 
 class ProjectionHead(nnx.Module):
-    """DINO head: MLP -> L2-normalised bottleneck -> weight-normalised prototypes."""
+    """DINO head: MLP -> L2-normalised bottleneck -> weight-normalised prototypes.
 
-    def __init__(self, dim: int, hidden: int, bottleneck: int, out_dim: int, *, rngs: nnx.Rngs):
+    With ``bn`` the hidden layer is batch-normalised before its GELU (DINO's and iBOT's ``use_bn``
+    option): standardised over every leading axis of the call (the images of a batch, or all
+    their patch tokens) with batch statistics, as both networks use them in training, then a
+    learned per-unit scale and shift. No running statistics are kept: the head only makes
+    targets, and every call normalises over the batch it is given.
+
+    Why it matters at small sizes (measured on P01's quick bed, ``results/P01/NOTES.md``): an
+    untrained small ViT's [CLS] prototype logits vary between images by less than the teacher
+    temperature, so once the centre has caught up with their mean the targets are nearly
+    uniform, and the student matches them by making its output still less image-dependent (the
+    features collapse towards a constant). Batch-normalising the hidden layer removes the part
+    shared by every image, and the targets stay image-dependent. DINO and iBOT train ViTs
+    without it (their ``use_bn`` option is off); iBOT's option normalises both global crops'
+    [CLS] and patch tokens together, while here each call (one view's [CLS] tokens, or its patch
+    tokens) has its own statistics.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        hidden: int,
+        bottleneck: int,
+        out_dim: int,
+        *,
+        rngs: nnx.Rngs,
+        bn: bool = False,
+    ):
         self.fc1 = nnx.Linear(dim, hidden, rngs=rngs)
         self.fc2 = nnx.Linear(hidden, bottleneck, rngs=rngs)
         self.prototypes = nnx.Param(
             jax.random.normal(rngs.params(), (bottleneck, out_dim)) / jnp.sqrt(bottleneck)
         )
+        self.bn = bn
+        if bn:
+            self.bn_scale = nnx.Param(jnp.ones((hidden,)))
+            self.bn_bias = nnx.Param(jnp.zeros((hidden,)))
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        z = self.fc2(jax.nn.gelu(self.fc1(x)))
+        h = self.fc1(x)
+        if self.bn:
+            if math.prod(x.shape[:-1]) < 2:
+                raise ValueError(
+                    f"x has shape {x.shape}; a batch-normalised head needs at least two tokens "
+                    "over its leading axes (batch statistics)"
+                )
+            axes = tuple(range(h.ndim - 1))
+            mean = jnp.mean(h, axis=axes, keepdims=True)
+            var = jnp.mean(jnp.square(h - mean), axis=axes, keepdims=True)
+            shape = (1,) * (h.ndim - 1) + (-1,)
+            scale, bias = self.bn_scale[...].reshape(shape), self.bn_bias[...].reshape(shape)
+            h = (h - mean) * jax.lax.rsqrt(var + 1e-5) * scale + bias
+        z = self.fc2(jax.nn.gelu(h))
         z = z / (jnp.linalg.norm(z, axis=-1, keepdims=True) + 1e-6)
         w = self.prototypes[...]
         return z @ (w / jnp.linalg.norm(w, axis=0, keepdims=True))
@@ -163,7 +212,12 @@ class SSLNet(nnx.Module):
     def __init__(self, *, config: SSLConfig, rngs: nnx.Rngs):
         self.vit = ViT(config.vit._replace(mask_token=True), rngs=rngs)
         self.head = ProjectionHead(
-            config.vit.dim, config.hidden, config.bottleneck, config.out_dim, rngs=rngs
+            config.vit.dim,
+            config.hidden,
+            config.bottleneck,
+            config.out_dim,
+            rngs=rngs,
+            bn=config.head_bn,
         )
 
     def __call__(

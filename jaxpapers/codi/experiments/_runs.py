@@ -145,6 +145,7 @@ def ssl_config(config: Config) -> SSLConfig:
         out_dim=config.out_dim,
         hidden=config.hidden,
         bottleneck=config.bottleneck,
+        head_bn=config.head_bn,
         total_steps=config.steps,
         temp_warmup=config.steps // 3,
         teacher_temp_end=config.teacher_temp_end,
@@ -451,7 +452,8 @@ def sanity_checks(seeds: list[int]) -> Sanity:
 
 
 def _pretrained(ctx: Context, config: Config) -> Pretrained:
-    return ctx.cached("pretrain_and_probe", lambda: pretrain_and_probe(ctx.seed_list, config))
+    seeds = [config.seed_base + s for s in ctx.seed_list]
+    return ctx.cached("pretrain_and_probe", lambda: pretrain_and_probe(seeds, config))
 
 
 def run_pretraining_learns(ctx: Context, config: Config) -> Outcome:
@@ -467,6 +469,7 @@ def run_pretraining_learns(ctx: Context, config: Config) -> Outcome:
     }
     major = res.majority
     extras = {
+        "model seeds (each on its scene draw 11 + seed)": [s for lam, s in res.runs if lam == 0.0],
         MAJORITY: {"dense": major.dense, "miou": major.miou, "knn": major.knn},
         "final_loss": base.final_loss,
         "log_K": float(np.log(config.out_dim)),

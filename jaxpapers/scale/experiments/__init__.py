@@ -80,6 +80,19 @@ from jaxpapers.scale.experiments._runs import (
     run_self_score_fit,
 )
 
+#: Quick mode runs four seeds (``SEEDS_REASON``). Measured on two quiet cores on 2026-12-05 with
+#: five seeds: the cold quick run took 143 s, about 126 s of it executing the compute-bound
+#: training programs (baselines 45 s, SCALE at two scales 37 s, the three offline self networks
+#: 28 s, Diffusion-DPO and the evaluation 17 s). The cheaper beds measured instead change every
+#: model (an MLP of width 96: CFG's log-likelihood -1.81 -> -2.36, ``results/P04/NOTES.md``);
+#: one seed less keeps every model and row of seeds 0-3 as the five-seed run trains them.
+SEEDS = {"quick": 4}
+SEEDS_REASON = (
+    "the 2-D bed's training (conditional, GFT and MG and SCALE at two scales each, three offline "
+    "self networks, Diffusion-DPO at five strengths) is compute-bound: a fifth seed takes the "
+    "cold quick run past its 120 s budget, and a narrower network changes every model"
+)
+
 #: Diffusion-DPO's beta grid (every size): decades from the DPO paper's scale of the implicit reward
 #: (beta = 1, the old fixed value) to 10^4, where the fine-tuned model barely leaves its reference.
 DPO_BETAS = (1.0, 10.0, 100.0, 1000.0, 10000.0)

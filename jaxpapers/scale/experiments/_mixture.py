@@ -236,10 +236,13 @@ def _train_tuned(net, mix, config, methods, init, seeds, labels):
     per_w, pair = jax.jit(scale)(init, seeds)
     trained |= per_w
     n_fit, fit_steps = config.self_fit_samples, config.self_fit_steps
-    fit_labels = jnp.asarray(np.arange(n_fit, dtype=np.int32) % mix.num_classes)
 
     def self_fits(pair, cond, p0, kd, ko):
         """The diagnostic's error, contrast and floor and the oracle's self network (one seed)."""
+        # Made inside the program: a device array made here after the training programs were
+        # dispatched would be a constant of this program, whose value tracing waits for until
+        # the queued training has run (measured: 70 s of the quick run's wall).
+        fit_labels = jnp.arange(n_fit, dtype=jnp.int32) % mix.num_classes
         ks, kf, ke = jax.random.split(kd, 3)
         ks2, kf2 = jax.random.split(jax.random.fold_in(kd, 2))  # the floor's second refit
         likelihood = lambda k: (
