@@ -76,7 +76,7 @@ def test_low_attention_bins_hold_the_same_patches_for_every_model():
 
     def pretrained(codi_errors, fg=everything):
         by_lambda = {0.0: probes(base, fg), CODI_LAMBDA: probes(codi_errors, fg)}
-        return Pretrained(by_lambda, probes(base, fg), probes(base, fg), [], [], {}, ref, fg)
+        return Pretrained(by_lambda, probes(base, fg), probes(base, fg), [], [], {}, ref, fg, {})
 
     same = low_attention_rows(pretrained([e.copy() for e in base]))
     for row in same.values():
@@ -130,6 +130,7 @@ def test_attention_bins_hold_foreground_patches_only():
         {},
         [mass],
         [fg],
+        {},
     )
     for row in low_attention_rows(res).values():
         np.testing.assert_array_equal(row, 0.0)
@@ -161,7 +162,7 @@ def test_targets_informative_rejects_uniform_and_collapsed_targets():
             "log_K": [log_k] * n,
         }
         runs = [(0.0, s) for s in range(n)]
-        res = Pretrained({}, None, None, [], runs, diag, [], [])
+        res = Pretrained({}, None, None, [], runs, diag, [], [], diag)
 
         class Ctx:
             def cached(self, name, compute):

@@ -90,6 +90,9 @@ class Pretrained(NamedTuple):
         patches in iBOT's and CODI's bins).
       foreground: per seed, ``[test images, patches]`` booleans: the patch's label is an object
         (not the background). The attention bins hold foreground patches only.
+      untrained_diagnostics: the same collapse diagnostics of each seed's untrained network,
+        with its centres at its mean logits on the test scenes (a centre that has caught up):
+        what the targets would be before any training.
     """
 
     by_lambda: dict[float, Probes]
@@ -100,6 +103,7 @@ class Pretrained(NamedTuple):
     diagnostics: dict[str, list[float]]
     reference_mass: list[np.ndarray]
     foreground: list[np.ndarray]
+    untrained_diagnostics: dict[str, list[float]]
 
 
 class Sanity(NamedTuple):
@@ -356,6 +360,15 @@ def pretrain_and_probe(
     # The two cross-entropies of the loss, each to be compared with log K (their sum is the loss).
     diagnostics["final_cls_loss"] = np.asarray(out.stats.cls_loss[:, -1]).tolist()
     diagnostics["final_patch_loss"] = np.asarray(out.stats.patch_loss[:, -1]).tolist()
+    u_cls, u_patch = z_cls[k:, config.train_n :], z_patch[k:, config.train_n :]
+    untrained_diagnostics = collapse_diagnostics(
+        u_cls,
+        u_patch,
+        te.cls[k:],
+        jnp.mean(u_cls, axis=1),
+        jnp.mean(u_patch, axis=(1, 2)),
+        cfg.teacher_temp_end,
+    )
     return Pretrained(
         by_lambda,
         untrained,
@@ -365,6 +378,7 @@ def pretrain_and_probe(
         diagnostics,
         reference,
         foreground,
+        untrained_diagnostics,
     )
 
 
@@ -452,8 +466,10 @@ def sanity_checks(seeds: list[int]) -> Sanity:
 
 
 def _pretrained(ctx: Context, config: Config) -> Pretrained:
-    seeds = [config.seed_base + s for s in ctx.seed_list]
-    return ctx.cached("pretrain_and_probe", lambda: pretrain_and_probe(seeds, config))
+    return ctx.cached(
+        "pretrain_and_probe",
+        lambda: pretrain_and_probe([config.seed_base + s for s in ctx.seed_list], config),
+    )
 
 
 def run_pretraining_learns(ctx: Context, config: Config) -> Outcome:
@@ -518,6 +534,25 @@ def run_targets_informative(ctx: Context, config: Config) -> Outcome:
         "iBOT patch entropy of the mean target / log K": [
             d["patch_entropy_of_mean"][i] / d["log_K"][i] for i in ibot
         ],
+        "untrained network (centres at its mean test logits): [CLS] entropy per image / log K": [
+            e / lk
+            for e, lk in zip(
+                res.untrained_diagnostics["cls_entropy"],
+                res.untrained_diagnostics["log_K"],
+                strict=True,
+            )
+        ],
+        "untrained network: [CLS] entropy of the mean target / log K": [
+            e / lk
+            for e, lk in zip(
+                res.untrained_diagnostics["cls_entropy_of_mean"],
+                res.untrained_diagnostics["log_K"],
+                strict=True,
+            )
+        ],
+        "reading": "with the batch-normalised head the untrained network's targets are "
+        "image-dependent too: the gate shows that CODI's mixed-in term is not zero, not that "
+        "training sharpened the targets",
         "why": "with uniform teacher targets CODI's target (1 - lambda) t_patch + lambda t_cls "
         "equals iBOT's, so codi_vs_ibot, lambda_sweep and low_attention_patches cannot show CODI "
         "either way",
