@@ -159,6 +159,42 @@ def test_carried_state_ema_and_aux(rng, key):
     assert float(res.aux["ema_w0"][0]) == 0.0
 
 
+def test_after_step_receives_the_steps_aux(rng, key):
+    """With ``after_step_aux`` the state update sees what the loss computed at that step: here a
+    running sum of the per-step losses, which must equal the sum of the returned losses."""
+    params, batches = _problem(rng)
+
+    def loss(p, batch, k, total):
+        value = _loss(p, batch, k)
+        return value, {"loss": value}
+
+    res = fit(
+        loss,
+        params,
+        optax.sgd(0.1),
+        steps=STEPS,
+        key=key,
+        batches=batches,
+        has_aux=True,
+        state=jnp.zeros(()),
+        after_step=lambda total, p, t, k, aux: total + aux["loss"],
+        after_step_aux=True,
+    )
+    np.testing.assert_allclose(res.state, np.sum(np.asarray(res.losses, np.float64)), rtol=1e-5)
+    with pytest.raises(ValueError, match="after_step_aux"):
+        fit(
+            _loss,
+            params,
+            optax.sgd(0.1),
+            steps=STEPS,
+            key=key,
+            batches=batches,
+            state=jnp.zeros(()),
+            after_step=lambda s, p, t, k: s,
+            after_step_aux=True,
+        )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

@@ -19,7 +19,9 @@ Per-step keys: ``key`` is split into ``steps`` keys (``jax.random.split(key, ste
 
 Extra carried state (an EMA teacher, a replay buffer): pass ``state``; the loss then receives it
 as a fourth argument, and ``after_step(state, params, t, key_t)`` returns the next state after each
-applied update.
+applied update. With ``after_step_aux=True`` (and ``has_aux``) it also receives the step's aux,
+``after_step(state, params, t, key_t, aux)``, so a state update that needs something the loss
+computed (the teacher's logits of a self-distillation step) does not compute it again.
 
 :func:`jaxpapers.core.train.train` is the host loop around the same step for runs that need
 sharding over a device mesh, orbax checkpoints and resumption.
@@ -130,6 +132,7 @@ def _apply_step(
     *,
     has_aux: bool = False,
     after_step: Callable[..., PyTree] | None = None,
+    after_step_aux: bool = False,
 ) -> tuple[StepCarry, jax.Array, PyTree]:
     """One optimiser step that freezes on a non-finite loss, gradient or update.
 
@@ -144,7 +147,8 @@ def _apply_step(
     loss, aux = value if has_aux else (value, None)
     updates, new_opt = optimizer.update(grads, opt_state, params)
     new_params = optax.apply_updates(params, updates)
-    new_state = after_step(state, new_params, t, key) if after_step is not None else state
+    extra = (aux,) if after_step_aux else ()
+    new_state = after_step(state, new_params, t, key, *extra) if after_step is not None else state
     ok = ok & jnp.isfinite(loss) & all_finite(grads) & all_finite(updates)
     params, opt_state, state = keep_where(
         ok, (new_params, new_opt, new_state), (params, opt_state, state)
@@ -154,15 +158,43 @@ def _apply_step(
 
 @functools.partial(
     jax.jit,
-    static_argnames=("loss_fn", "optimizer", "steps", "batch_fn", "has_aux", "after_step"),
+    static_argnames=(
+        "loss_fn",
+        "optimizer",
+        "steps",
+        "batch_fn",
+        "has_aux",
+        "after_step",
+        "after_step_aux",
+    ),
 )
-def _fit(loss_fn, params, optimizer, steps, keys, batches, batch_fn, has_aux, state, after_step):
+def _fit(
+    loss_fn,
+    params,
+    optimizer,
+    steps,
+    keys,
+    batches,
+    batch_fn,
+    has_aux,
+    state,
+    after_step,
+    after_step_aux,
+):
     def step(carry, inputs):
         t, k, batch = inputs
         if batch_fn is not None:
             batch = batch_fn(t, k)
         carry, loss, aux = _apply_step(
-            loss_fn, optimizer, carry, t, k, batch, has_aux=has_aux, after_step=after_step
+            loss_fn,
+            optimizer,
+            carry,
+            t,
+            k,
+            batch,
+            has_aux=has_aux,
+            after_step=after_step,
+            after_step_aux=after_step_aux,
         )
         return carry, (loss, aux)
 
@@ -183,7 +215,8 @@ def fit(
     batch_fn: Callable[[jax.Array, jax.Array], PyTree] | None = None,
     has_aux: bool = False,
     state: PyTree = None,
-    after_step: Callable[[PyTree, PyTree, jax.Array, jax.Array], PyTree] | None = None,
+    after_step: Callable[..., PyTree] | None = None,
+    after_step_aux: bool = False,
 ) -> FitResult:
     """Train ``params`` for ``steps`` optimiser steps in one jitted ``lax.scan``.
 
@@ -201,14 +234,17 @@ def fit(
       has_aux: whether ``loss_fn`` returns ``(loss, aux)``; the aux of every step is stacked.
       state: extra carried state (frozen together with the parameters).
       after_step: ``after_step(state, new_params, t, key_t) -> state`` after each update.
+      after_step_aux: pass the step's aux to ``after_step`` as a fifth argument (needs
+        ``has_aux`` and ``after_step``).
 
     Returns:
       A :class:`FitResult`.
 
     Raises:
       ValueError: on a non-positive ``steps``, a key that is not a typed key (or not one per
-        step), both ``batches`` and ``batch_fn``, batches without a ``[steps]`` leading axis, or
-        ``after_step`` without ``state``.
+        step), both ``batches`` and ``batch_fn``, batches without a ``[steps]`` leading axis,
+        ``after_step`` without ``state``, or ``after_step_aux`` without ``has_aux`` and
+        ``after_step``.
     """
     steps = check_int("steps", steps, minimum=1)
     keys = _step_keys(key, steps)
@@ -218,6 +254,21 @@ def fit(
         _check_batches(batches, steps)
     if after_step is not None and state is None:
         raise ValueError("after_step updates the carried state; pass state= as well")
+    if after_step_aux and (not has_aux or after_step is None):
+        raise ValueError(
+            f"after_step_aux=True passes the loss's aux to after_step; got has_aux={has_aux}, "
+            f"after_step={after_step!r} (expected has_aux=True and an after_step)"
+        )
     return _fit(
-        loss_fn, params, optimizer, steps, keys, batches, batch_fn, has_aux, state, after_step
+        loss_fn,
+        params,
+        optimizer,
+        steps,
+        keys,
+        batches,
+        batch_fn,
+        has_aux,
+        state,
+        after_step,
+        bool(after_step_aux),
     )
