@@ -142,6 +142,34 @@ def test_allof_anyof_keep_every_comparison():
     assert AnyOf((Better("m", "b"), Better("m", "c"))).decide(rows, False) == HOLDS
 
 
+def test_anyof_tests_each_part_at_a_bonferroni_level():
+    """With k parts each part is a one-sided test at 1 - 0.05 / k (scipy's t quantile): values
+    whose mean clears 0.5 at 95% but not at 97.5% hold alone and not as one of two parts; two
+    one-sided parts on one quantity are scipy's two-sided 95% test; nested levels compound."""
+    x = [0.6, 0.72, 0.48, 0.55, 0.65]
+    mean, se = np.mean(x), np.std(x, ddof=1) / np.sqrt(5)
+    t = (mean - 0.5) / se
+    assert stats.t.ppf(0.95, 4) < t < stats.t.ppf(0.975, 4)
+    rows = _rows(x=x)
+    above, below = Threshold("x", 0.5, below=False), Threshold("x", 0.5)
+    assert above.decide(rows, True) == HOLDS
+    a = AnyOf((above, below)).evaluate(rows, True)
+    assert a.verdict == UNSURE
+    c = a.comparisons[0]
+    assert c.confidence == pytest.approx(0.975)
+    np.testing.assert_allclose(c.low, mean - stats.t.ppf(0.975, 4) * se, rtol=1e-12)
+    two_sided = stats.ttest_1samp(x, 0.5).pvalue
+    assert (two_sided < 0.05) == (a.verdict == HOLDS)
+    assert "97.5% bounds" in describe_comparison(c)
+    assert "each at one-sided 97.5% (Bonferroni)" in AnyOf((above, below)).describe(True)
+    inner = AnyOf((above, below)).evaluate  # inside a two-part AnyOf: 1 - 0.025 / 2
+    nested = AnyOf((AnyOf((above, below)), Threshold("x", 0.0))).evaluate(rows, True)
+    assert nested.comparisons[0].confidence == pytest.approx(0.9875)
+    assert inner(rows, True).comparisons[0].confidence == pytest.approx(0.975)
+    with pytest.raises(ValueError, match="confidence"):
+        t_quantile(3, confidence=1.0)
+
+
 def test_seeds_needed_is_the_smallest_count_that_resolves_the_effect():
     effect, std = 0.1, 0.3
     n = seeds_needed(effect, std)

@@ -18,6 +18,10 @@ per-seed values, never by two means and two spreads taken apart:
 * :class:`Ratio`: the per-seed ratios :math:`m_i / b_i` against ``at_least``, one-sample t.
 * :class:`Threshold`: the per-seed values of one row against a fixed value, one-sample t.
 
+* :class:`AllOf` and :class:`AnyOf` combine rules; each of the ``k`` parts of an ``AnyOf`` is
+  tested at one-sided confidence ``1 - 0.05 / k`` (Bonferroni), so "some part holds" is not
+  easier to reach by chance than one test.
+
 Rows with different numbers of values (or an experiment declared ``paired=False``) fall back to
 Welch's unequal-variance t test (Welch-Satterthwaite degrees of freedom; for a ratio, the delta
 method on the log of the ratio of means). A row with one value, or differences with no spread at
@@ -48,6 +52,8 @@ References:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import math
@@ -63,8 +69,21 @@ HOLDS: Verdict = "holds"
 FAILS: Verdict = "does not hold"
 UNSURE: Verdict = "inconclusive"
 
-#: Confidence of each one-sided bound.
+#: Confidence of each one-sided bound (of each part of an :class:`AnyOf`: see there).
 CONFIDENCE = 0.95
+#: The confidence the tests use now: :data:`CONFIDENCE`, raised inside an :class:`AnyOf`.
+_LEVEL: contextvars.ContextVar[float] = contextvars.ContextVar("confidence", default=CONFIDENCE)
+
+
+@contextlib.contextmanager
+def _confidence(level: float):
+    token = _LEVEL.set(level)
+    try:
+        yield
+    finally:
+        _LEVEL.reset(token)
+
+
 #: The largest seed count :func:`seeds_needed` searches.
 MAX_SEEDS_NEEDED = 100_000
 
@@ -105,6 +124,8 @@ class Comparison(NamedTuple):
       seeds_needed: for an inconclusive per-seed test, the seeds the observed mean and spread would
         need to be decided by the same test (None when the estimate sits on ``null``, or beyond
         :data:`MAX_SEEDS_NEEDED`).
+      confidence: the confidence of each one-sided bound: :data:`CONFIDENCE`, or higher for a
+        part of an :class:`AnyOf` (Bonferroni).
     """
 
     rule: str
@@ -119,6 +140,7 @@ class Comparison(NamedTuple):
     n: int
     verdict: Verdict
     seeds_needed: int | None = None
+    confidence: float = CONFIDENCE
 
 
 class Assessment(NamedTuple):
@@ -128,18 +150,25 @@ class Assessment(NamedTuple):
     comparisons: tuple[Comparison, ...]
 
 
+def t_quantile(df: float, confidence: float | None = None) -> float:
+    """The one-sided ``confidence`` quantile of Student's t with ``df`` degrees of freedom
+    (default: the level in force, :data:`CONFIDENCE` outside an :class:`AnyOf`)."""
+    check_range("df", df, 0.0, low_open=True)
+    level = _LEVEL.get() if confidence is None else confidence
+    check_range("confidence", level, 0.5, 1.0, high_open=True)
+    return _t_ppf(float(df), float(level))
+
+
 @functools.lru_cache(maxsize=512)
-def t_quantile(df: float) -> float:
-    """The one-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
+def _t_ppf(df: float, level: float) -> float:
     from scipy.stats import t
 
-    check_range("df", df, 0.0, low_open=True)
-
-    return float(t.ppf(CONFIDENCE, df))
+    return float(t.ppf(level, df))
 
 
 def seeds_needed(effect: float, std: float) -> int | None:
-    """Smallest n >= 2 with ``t_{0.95, n-1} std / sqrt(n) < |effect|`` (None if none <= the cap)."""
+    """Smallest n >= 2 with ``t_{c, n-1} std / sqrt(n) < |effect|`` at the confidence ``c`` in
+    force (None if none <= the cap)."""
     if not (math.isfinite(effect) and math.isfinite(std)) or effect == 0 or std <= 0:
         return None
     ratio = abs(effect) / std
@@ -187,7 +216,9 @@ def one_sample(
     side = np.sign(mean - null)
     agree = int(np.sum(np.sign(x - null) == side)) if side != 0 else 0
     needed = seeds_needed(mean - null, std) if verdict == UNSURE else None
-    return Comparison(rule, test, quantity, mean, low, high, null, claim, agree, n, verdict, needed)
+    return Comparison(
+        rule, test, quantity, mean, low, high, null, claim, agree, n, verdict, needed, _LEVEL.get()
+    )
 
 
 def welch(
@@ -213,8 +244,9 @@ def welch(
         half = t_quantile(df) * math.sqrt(var)
         low, high, test = est - half, est + half, "Welch t"
     n = max(xa.size, xb.size)
+    verdict = _decide(low, high, null, claim)
     return Comparison(
-        rule, test, quantity, est, low, high, null, claim, None, n, _decide(low, high, null, claim)
+        rule, test, quantity, est, low, high, null, claim, None, n, verdict, None, _LEVEL.get()
     )
 
 
@@ -232,6 +264,8 @@ def _nonfinite(rule: str, quantity: str, claim: str, null: float, n: int, verdic
         None,
         n,
         verdict,
+        None,
+        _LEVEL.get(),
     )
 
 
@@ -413,7 +447,8 @@ class Ratio(RuleBase):
             low, high, test = est * math.exp(-half), est * math.exp(half), "Welch t (log ratio)"
         c = Comparison(
             rule, test, quantity, est, low, high, self.at_least, ">", None,
-            max(len(n.seeds), len(d.seeds)), _decide(low, high, self.at_least, ">"),
+            max(len(n.seeds), len(d.seeds)), _decide(low, high, self.at_least, ">"), None,
+            _LEVEL.get(),
         )  # fmt: skip
         return Assessment(c.verdict, (c,))
 
@@ -481,7 +516,11 @@ class AnyOf(RuleBase):
     """Holds when some part holds; does not hold when every part does not hold.
 
     For "the best of several candidates beats the baselines" claims: each candidate is judged on
-    its own rows (no per-seed minimum over candidates, which would be biased low).
+    its own rows (no per-seed minimum over candidates, which would be biased low). With ``k``
+    parts each part is tested at one-sided confidence ``1 - (1 - c) / k`` (Bonferroni; ``c`` is
+    :data:`CONFIDENCE`, or the level of an enclosing ``AnyOf``), so "some part holds" is wrong
+    with probability at most ``1 - c`` when no part's claim is true. Two one-sided parts on one
+    quantity (``> x`` or ``< x``) are then a two-sided test at ``c``.
     """
 
     parts: tuple[Any, ...]
@@ -489,13 +528,22 @@ class AnyOf(RuleBase):
     def names(self) -> tuple[str, ...]:
         return tuple(n for p in self.parts for n in p.names())
 
+    def level(self) -> float:
+        """The one-sided confidence of each part, in the level in force now."""
+        return 1.0 - (1.0 - _LEVEL.get()) / max(len(self.parts), 1)
+
     def describe(self, lower_is_better: bool) -> str:
-        return " OR ".join(f"({p.describe(lower_is_better)})" for p in self.parts)
+        parts = " OR ".join(f"({p.describe(lower_is_better)})" for p in self.parts)
+        if len(self.parts) < 2:
+            return parts
+        level = f"{100 * self.level():g}%"
+        return f"any of {len(self.parts)}, each at one-sided {level} (Bonferroni): {parts}"
 
     def evaluate(
         self, rows: Mapping[str, RowStats], lower_is_better: bool, *, paired: bool = True
     ) -> Assessment:
-        return _combine(self.parts, rows, lower_is_better, paired, every=False)
+        with _confidence(self.level()):
+            return _combine(self.parts, rows, lower_is_better, paired, every=False)
 
 
 def _combine(
@@ -536,8 +584,10 @@ def describe_comparison(c: Mapping[str, Any] | Comparison) -> str:
     if c["test"].startswith("exact") or c["test"].startswith("not testable"):
         text = f"{est} ({c['test']}; claim {c['claim']} {format_number(c['null'])})"
     else:
+        level = 100 * c.get("confidence", CONFIDENCE)
         text = (
-            f"{est}, one-sided 95% bounds [{format_number(c['low'])}, {format_number(c['high'])}] "
+            f"{est}, one-sided {level:g}% bounds "
+            f"[{format_number(c['low'])}, {format_number(c['high'])}] "
             f"({c['test']}, n={c['n']}; claim {c['claim']} {format_number(c['null'])})"
         )
     if c.get("agree") is not None and not c["test"].startswith("not testable"):

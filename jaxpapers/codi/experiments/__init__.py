@@ -24,9 +24,9 @@ is about half of the patches). The results are shared by:
   uniform: on uniform targets the bed cannot show CODI either way;
 * ``attention_informative`` (precondition of ``low_attention_patches``): the reference [CLS]
   attention map separates foreground from background patches (AUC of its mass, pooled over the
-  test patches as the bins are, differs from 0.5 by a one-sided 95% t test in either direction);
-  the within-image max/min mass ratio and the foreground share of each all-patch bin are in the
-  extras;
+  test patches as the bins are, differs from 0.5 by a two-sided 95% t test: each direction at
+  one-sided 97.5%); the within-image max/min mass ratio and the foreground share of each
+  all-patch bin are in the extras;
 * ``codi_vs_ibot`` (headline, the abstract's "improves both dense and image-level
   performance"): dense and k-NN accuracy of CODI (lambda = 0.1) above iBOT's, with the
   untrained-network and majority-class rows as references (the collapse diagnostics of every run,
