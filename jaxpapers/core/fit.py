@@ -157,45 +157,20 @@ def _apply_step(
 
 
 @functools.partial(
-    jax.jit,
-    static_argnames=(
-        "loss_fn",
-        "optimizer",
-        "steps",
-        "batch_fn",
-        "has_aux",
-        "after_step",
-        "after_step_aux",
-    ),
+    jax.jit, static_argnames=("loss_fn", "optimizer", "steps", "batch_fn", "has_aux", "after")
 )
-def _fit(
-    loss_fn,
-    params,
-    optimizer,
-    steps,
-    keys,
-    batches,
-    batch_fn,
-    has_aux,
-    state,
-    after_step,
-    after_step_aux,
-):
+def _fit(loss_fn, params, optimizer, steps, keys, batches, batch_fn, has_aux, state, after):
+    """``after``: ``(after_step, after_step_aux)``, the post-step hook and whether it gets aux."""
+    after_step, after_step_aux = after
+
     def step(carry, inputs):
         t, k, batch = inputs
         if batch_fn is not None:
             batch = batch_fn(t, k)
         carry, loss, aux = _apply_step(
-            loss_fn,
-            optimizer,
-            carry,
-            t,
-            k,
-            batch,
-            has_aux=has_aux,
-            after_step=after_step,
+            loss_fn, optimizer, carry, t, k, batch, has_aux=has_aux, after_step=after_step,
             after_step_aux=after_step_aux,
-        )
+        )  # fmt: skip
         return carry, (loss, aux)
 
     carry = StepCarry(params, optimizer.init(params), state, jnp.array(True))
@@ -259,16 +234,5 @@ def fit(
             f"after_step_aux=True passes the loss's aux to after_step; got has_aux={has_aux}, "
             f"after_step={after_step!r} (expected has_aux=True and an after_step)"
         )
-    return _fit(
-        loss_fn,
-        params,
-        optimizer,
-        steps,
-        keys,
-        batches,
-        batch_fn,
-        has_aux,
-        state,
-        after_step,
-        bool(after_step_aux),
-    )
+    after = (after_step, bool(after_step_aux))
+    return _fit(loss_fn, params, optimizer, steps, keys, batches, batch_fn, has_aux, state, after)

@@ -520,36 +520,30 @@ def run_codi_vs_ibot(ctx: Context, config: Config) -> Outcome:
 
 def run_targets_informative(ctx: Context, config: Config) -> Outcome:
     res = _pretrained(ctx, config)
-    d = res.diagnostics
     ibot = [i for i, (lam, _) in enumerate(res.runs) if lam == 0.0]
+    untrained = range(len(res.untrained_diagnostics.get("log_K", [])))
+
+    def per_log_k(d: dict[str, list[float]], name: str, runs) -> list[float]:
+        return [d[name][i] / d["log_K"][i] for i in runs]
+
+    d = res.diagnostics
     values = {
-        TARGET_ROWS[0]: [d["cls_entropy"][i] / d["log_K"][i] for i in ibot],
-        TARGET_ROWS[1]: [d["cls_entropy_of_mean"][i] / d["log_K"][i] for i in ibot],
+        TARGET_ROWS[0]: per_log_k(d, "cls_entropy", ibot),
+        TARGET_ROWS[1]: per_log_k(d, "cls_entropy_of_mean", ibot),
     }
+    u = res.untrained_diagnostics
     extras = {
         "log_K": float(np.log(config.out_dim)),
-        "iBOT patch target entropy per patch / log K": [
-            d["patch_entropy"][i] / d["log_K"][i] for i in ibot
-        ],
-        "iBOT patch entropy of the mean target / log K": [
-            d["patch_entropy_of_mean"][i] / d["log_K"][i] for i in ibot
-        ],
-        "untrained network (centres at its mean test logits): [CLS] entropy per image / log K": [
-            e / lk
-            for e, lk in zip(
-                res.untrained_diagnostics["cls_entropy"],
-                res.untrained_diagnostics["log_K"],
-                strict=True,
-            )
-        ],
-        "untrained network: [CLS] entropy of the mean target / log K": [
-            e / lk
-            for e, lk in zip(
-                res.untrained_diagnostics["cls_entropy_of_mean"],
-                res.untrained_diagnostics["log_K"],
-                strict=True,
-            )
-        ],
+        "iBOT patch target entropy per patch / log K": per_log_k(d, "patch_entropy", ibot),
+        "iBOT patch entropy of the mean target / log K": per_log_k(
+            d, "patch_entropy_of_mean", ibot
+        ),
+        "untrained network (centres at its mean test logits): [CLS] entropy per image / log K": (
+            per_log_k(u, "cls_entropy", untrained)
+        ),
+        "untrained network: [CLS] entropy of the mean target / log K": per_log_k(
+            u, "cls_entropy_of_mean", untrained
+        ),
         "reading": "with the batch-normalised head the untrained network's targets are "
         "image-dependent too: the gate shows that CODI's mixed-in term is not zero, not that "
         "training sharpened the targets",
