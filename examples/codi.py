@@ -4,8 +4,9 @@ per-patch linear probe on the frozen teacher and the [CLS] attention mass of eac
     python examples/codi.py
 
 Scale it up with more scenes, a larger ViT (``dim``, ``depth``) and more steps (the P01
-experiments pretrain 300 steps at quick size with a batch-normalised head, ``head_bn=True``,
-at 1e-3, and 5000 steps at full size: ``jaxpapers reproduce P01``).
+experiments pretrain a three-block ViT of width 32 for 300 steps at quick size with a
+batch-normalised head, ``head_bn=True``, at 1e-3, and 5000 steps at full size:
+``jaxpapers reproduce P01``).
 
 What you should see: the self-distillation loss at the first and last step, the accuracy of a
 per-patch linear probe on the frozen teacher before and after pretraining (with the share of the

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from jaxpapers.codi.experiments import Config
 
 BINS = 4
-#: lambda values pretrained at every size (0 = iBOT); CODI's headline row uses CODI_LAMBDA.
+#: lambda values of ``lambda_sweep`` (0 = iBOT); CODI's headline row uses CODI_LAMBDA. Each size
+#: pretrains its ``Config.lambdas`` (quick: 0 and CODI_LAMBDA only).
 LAMBDAS = (0.0, 0.1, 0.3)
 CODI_LAMBDA = 0.1
 IBOT, CODI = "iBOT", f"CODI (lambda={CODI_LAMBDA:g})"
@@ -465,10 +466,19 @@ def sanity_checks(seeds: list[int]) -> Sanity:
 # Run functions: rows of each experiment from the shared computations (``ctx.cached``).
 
 
-def _pretrained(ctx: Context, config: Config) -> Pretrained:
+def _pretrained(
+    ctx: Context, config: Config, lambdas: tuple[float, ...] | None = None
+) -> Pretrained:
+    """The shared pretraining of ``lambdas`` (default ``config.lambdas``) on the run's seeds."""
+    lambdas = config.lambdas if lambdas is None else tuple(lambdas)
+    if 0.0 not in lambdas or CODI_LAMBDA not in lambdas:
+        raise ValueError(
+            f"lambdas={lambdas}; expected 0 (iBOT) and {CODI_LAMBDA} (CODI's headline row) in it"
+        )
+    name = "pretrain_and_probe" + ("" if lambdas == LAMBDAS else f"_{'_'.join(map(str, lambdas))}")
     return ctx.cached(
-        "pretrain_and_probe",
-        lambda: pretrain_and_probe([config.seed_base + s for s in ctx.seed_list], config),
+        name,
+        lambda: pretrain_and_probe([config.seed_base + s for s in ctx.seed_list], config, lambdas),
     )
 
 
@@ -605,7 +615,9 @@ def run_low_attention(ctx: Context, config: Config) -> Outcome:
 
 
 def run_lambda_sweep(ctx: Context, config: Config) -> Outcome:
-    res = _pretrained(ctx, config)
+    # Every lambda of LAMBDAS, whatever the size's ``lambdas`` (quick mode pretrains 0 and 0.1
+    # only; naming this experiment at quick size pretrains all three).
+    res = _pretrained(ctx, config, LAMBDAS)
     rows = {f"lambda={lam:g}": res.by_lambda[lam] for lam in LAMBDAS}
     values = {name: p.dense for name, p in rows.items()}
     extras = {
