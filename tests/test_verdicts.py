@@ -170,6 +170,34 @@ def test_anyof_tests_each_part_at_a_bonferroni_level():
         t_quantile(3, confidence=1.0)
 
 
+def test_allof_confirms_a_failing_part_at_a_bonferroni_level():
+    """AllOf's "does not hold" is a union over its parts, so a part that fails at 95% is judged
+    again at 1 - 0.05 / k (scipy's t quantile): values below 0.5 at 95% but not at 97.5% make a
+    lone rule fail and a two-part rule inconclusive; below at 97.5%, both fail; holding parts keep
+    their 95% bounds (an intersection needs no correction)."""
+    x = [0.4, 0.28, 0.52, 0.45, 0.35]  # mean 0.4: below 0.5 at 95% (t = -2.43), not at 97.5%
+    mean, se = np.mean(x), np.std(x, ddof=1) / np.sqrt(5)
+    t = (mean - 0.5) / se
+    assert -stats.t.ppf(0.975, 4) < t < -stats.t.ppf(0.95, 4)
+    rows = _rows(x=x, y=[0.9, 0.95, 0.85, 0.92, 0.88])
+    fails, holds = Threshold("x", 0.5, below=False), Threshold("y", 0.5, below=False)
+    assert AllOf((fails,)).evaluate(rows, True).verdict == FAILS
+    a = AllOf((fails, holds)).evaluate(rows, True)
+    assert a.verdict == UNSURE
+    c_fail, c_hold = a.comparisons
+    assert c_fail.verdict == UNSURE and c_fail.confidence == pytest.approx(0.975)
+    np.testing.assert_allclose(c_fail.high, mean + stats.t.ppf(0.975, 4) * se, rtol=1e-12)
+    assert c_hold.verdict == HOLDS and c_hold.confidence == pytest.approx(0.95)
+    assert "a part does not hold only at one-sided 97.5% (Bonferroni)" in AllOf(
+        (fails, holds)
+    ).describe(True)
+    clear = _rows(x=[0.3, 0.25, 0.35, 0.28, 0.32], y=rows["y"].seeds)
+    assert AllOf((fails, holds)).evaluate(clear, True).verdict == FAILS
+    # Inside a two-part AnyOf (level 0.975) a two-part AllOf confirms failures at 0.9875.
+    nested = AnyOf((AllOf((fails, holds)), Threshold("y", 2.0, below=False))).evaluate(clear, True)
+    assert nested.comparisons[0].confidence == pytest.approx(0.9875)
+
+
 def test_seeds_needed_is_the_smallest_count_that_resolves_the_effect():
     effect, std = 0.1, 0.3
     n = seeds_needed(effect, std)

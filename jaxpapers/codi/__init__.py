@@ -42,13 +42,14 @@ horizontal or vertical stripes, a diagonal checker or a grid, with random phase,
 amplitude, added to a plain grey background; patch 8, so 16 patches labelled by their majority
 class or background): frozen teacher features, a per-patch linear probe (dense accuracy, mIoU)
 and [CLS] k-NN accuracy of the largest object's class, for iBOT and CODI over seeds and a
-:math:`\lambda` sweep (one vmapped pretraining of all models); the dense error binned by one
-reference attention map, the trained iBOT teacher's [CLS]-to-patch attention of the same seed, so
-that iBOT's and CODI's bins hold the same patches (foreground patches only); and the sanity
-checks (:math:`\lambda=0` equals iBOT bit for bit; the read-out gradient equals its closed
-form). Every table carries two references: the same probes on the untrained network of each
-seed, and the majority-class prediction (the background is about half of the patches and the
-classes are balanced).
+:math:`\lambda` sweep (one vmapped pretraining of the lambdas a size runs; the sweep's extra
+lambda pretrains with them at ``--full`` and separately when named at quick size); the dense
+error binned by one reference attention map, the trained iBOT teacher's [CLS]-to-patch attention
+of the same seed, so that iBOT's and CODI's bins hold the same patches (foreground patches
+only); and the sanity checks (:math:`\lambda=0` equals iBOT bit for bit; the read-out gradient
+equals its closed form). Every table carries two references: the same probes on the untrained
+network of each seed, and the majority-class prediction (the background is about half of the
+patches and the classes are balanced).
 
 **Why this bed (the derivation).** A frozen-feature probe reads features linearly. If the label
 of a patch were a linear function of its pixels (a colour, a mean brightness), an untrained
@@ -85,8 +86,8 @@ batch-normalised head the targets are image-dependent even before training, so
 the targets informative. The third block and eight seeds are what make the dense gain
 measurable: iBOT's dense gain over the untrained network is small at this size (measured on
 2026-12-05 over 16 exploration seeds: about +0.019 with two blocks and +0.026 with three,
-seed-to-seed std about 0.03; training raises the texture patches' accuracy but lowers the
-background's), so five seeds showed it about half of the time; quick mode runs eight and
+seed-to-seed std about 0.03 and 0.026; training raises the texture patches' accuracy but lowers
+the background's), so five seeds showed it about half of the time; quick mode runs eight and
 pretrains lambda = 0 and 0.1 only (``lambda_sweep``, with lambda = 0.3 too, runs at ``--full``
 or when named).
 The loss is the sum of two cross-entropies (the [CLS] term and the masked-patch term), so each

@@ -489,6 +489,52 @@ def summarise(exp: Experiment, outcome: Outcome, size: str | None = None) -> dic
     }
 
 
+def rejudge(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored ``result.json`` record judged again, from its per-seed rows, by the rules
+    registered now: rule text, comparisons and verdicts (preconditions included) are recomputed;
+    rows, extras, runtimes and plots are kept. No experiment runs, so a change to the verdict
+    rules reaches committed results without re-running them; an entry whose experiment is no
+    longer registered is kept as it is.
+
+    Examples:
+        >>> import json
+        >>> from jaxpapers.core.experiment import rejudge
+        >>> stored = json.load(open("results/P17/result.json"))  # doctest: +SKIP
+        >>> rejudge(stored)["experiments"][0]["verdict"]  # doctest: +SKIP
+        'holds'
+    """
+    size = result["size"]
+    registered = experiments_for(result["paper"])
+    by_id = {e.id: e for e in registered}
+    records = []
+    for rec in result["experiments"]:
+        exp = by_id.get(rec["id"])
+        if exp is None:
+            records.append(dict(rec))
+            continue
+        values = {row["method"]: row["seeds"] for row in rec["rows"]}
+        # A record from an older version of the experiment may lack rows declared since (e.g.
+        # a reference row added later): it is judged on the rows it has when the rule does not
+        # read the missing ones.
+        missing = {n for n in (*exp.baselines, *exp.methods) if n not in values}
+        missing -= set(exp.rows_not_run(size))
+        if missing & set(exp.rule.names()):
+            raise ValueError(
+                f"{result['paper']}/{rec['id']}: the stored rows lack {sorted(missing)}, which "
+                "the registered rule reads; run the experiment again"
+            )
+        if missing:
+            exp = dataclasses.replace(
+                exp,
+                baselines=tuple(n for n in exp.baselines if n not in missing),
+                methods=tuple(n for n in exp.methods if n not in missing),
+                row_sizes={k: v for k, v in exp.row_sizes.items() if k not in missing},
+            )
+        entry = summarise(exp, Outcome(values, rec.get("extras", {})), size)
+        records.append({**entry, **{k: rec[k] for k in ("runtime_s", "plots") if k in rec}})
+    return {**result, "experiments": apply_preconditions(records, registered)}
+
+
 def _is_primary() -> bool:
     """Whether this process writes results: process 0 of a ``jax.distributed`` run (all others
     compute the same numbers and write nothing), or the only process."""
@@ -669,7 +715,9 @@ def render_markdown(out: Path) -> str:
         "clears the tested value, does not hold when the other bound is past it the other way, and",
         "is inconclusive in between; the evidence column gives the estimate, its one-sided bounds,",
         "how many seeds agree with its sign, and for an inconclusive comparison how many seeds the",
-        "observed effect at the observed spread would need. A verdict whose precondition (another",
+        "observed effect at the observed spread would need. A rule of k parts tests each part at",
+        'one-sided 1 - 0.05/k (Bonferroni) where one part decides: "some part holds" (any of)',
+        'and "some part does not hold" (all of). A verdict whose precondition (another',
         "experiment of the paper) does not hold is inconclusive and says so.",
         "",
         "| paper | experiment | claim | metric | baseline | method | rule | evidence | verdict |",
@@ -700,9 +748,24 @@ def render_markdown(out: Path) -> str:
         reason = f" ({rec['seeds_reason']})" if rec.get("seeds_reason") else ""
         runs.append(
             f"- {paper.id} ({paper.title}): size {rec['size']}, {rec['seeds']} seeds{reason}, "
-            f"{rec['runtime_s']:.0f} s"
+            f"{rec['runtime_s']:.0f} s{_left_out(paper.id, rec, Path(out))}"
         )
     return "\n".join([*lines, "", "## Runs", "", *runs, "", "## Plots", "", *sections, ""])
+
+
+def _left_out(paper: str, rec: Mapping[str, Any], out: Path) -> str:
+    """``; not run at size ...: ...`` for the registered experiments that ``rec``'s size leaves
+    out (``Experiment.sizes``), naming a committed run of each under ``out/full`` if one exists."""
+    have = {e["id"] for e in rec["experiments"]}
+    other = _load_json(out / "full" / paper / "result.json") or {"experiments": []}
+    elsewhere = {e["id"] for e in other["experiments"]}
+    notes = []
+    for exp in experiments_for(paper):
+        if exp.id in have or rec["size"] in exp.sizes:
+            continue
+        where = f"; a run of it: `full/{paper}/`" if exp.id in elsewhere else ""
+        notes.append(f"{exp.id} (runs at {', '.join(exp.sizes)}{where})")
+    return f"; not run at size {rec['size']}: " + ", ".join(notes) if notes else ""
 
 
 def render_text(records: Iterable[Mapping[str, Any]]) -> str:
@@ -739,6 +802,7 @@ __all__ = [
     "paper_config",
     "paper_seeds",
     "progress",
+    "rejudge",
     "render_markdown",
     "render_text",
     "run_paper",

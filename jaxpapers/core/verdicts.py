@@ -20,7 +20,8 @@ per-seed values, never by two means and two spreads taken apart:
 
 * :class:`AllOf` and :class:`AnyOf` combine rules; each of the ``k`` parts of an ``AnyOf`` is
   tested at one-sided confidence ``1 - 0.05 / k`` (Bonferroni), so "some part holds" is not
-  easier to reach by chance than one test.
+  easier to reach by chance than one test, and dually an ``AllOf`` confirms a part's "does not
+  hold" at ``1 - 0.05 / k``, so "some part does not hold" is not either.
 
 Rows with different numbers of values (or an experiment declared ``paired=False``) fall back to
 Welch's unequal-variance t test (Welch-Satterthwaite degrees of freedom; for a ratio, the delta
@@ -495,20 +496,50 @@ def evaluate_rule(
 
 @dataclasses.dataclass(frozen=True)
 class AllOf(RuleBase):
-    """Holds when every part holds; does not hold when any part does not hold."""
+    """Holds when every part holds; does not hold when some part does not hold.
+
+    Each part's "holds" is tested at the level in force (:data:`CONFIDENCE`, or an enclosing
+    ``AnyOf``'s): "every part holds" is an intersection of claims and needs no correction. "Some
+    part does not hold" is a union over ``k`` parts, so a part that does not hold at that level is
+    tested again at one-sided ``1 - (1 - c) / k`` (Bonferroni, the dual of :class:`AnyOf`), and
+    the rule does not hold only when one still does not; otherwise it is inconclusive. Then a
+    true claim is called "does not hold" with probability at most ``1 - c``, where testing each
+    part at ``c`` would allow up to ``k (1 - c)``. The comparisons report each such part at the
+    level it was finally judged at.
+    """
 
     parts: tuple[Any, ...]
 
     def names(self) -> tuple[str, ...]:
         return tuple(n for p in self.parts for n in p.names())
 
+    def fail_level(self) -> float:
+        """The one-sided confidence at which a part's "does not hold" is confirmed, now."""
+        return 1.0 - (1.0 - _LEVEL.get()) / max(len(self.parts), 1)
+
     def describe(self, lower_is_better: bool) -> str:
-        return "; ".join(p.describe(lower_is_better) for p in self.parts)
+        parts = "; ".join(p.describe(lower_is_better) for p in self.parts)
+        if len(self.parts) < 2:
+            return parts
+        level = f"{100 * self.fail_level():g}%"
+        return (
+            f"all of {len(self.parts)}; a part does not hold only at one-sided {level} "
+            f"(Bonferroni): {parts}"
+        )
 
     def evaluate(
         self, rows: Mapping[str, RowStats], lower_is_better: bool, *, paired: bool = True
     ) -> Assessment:
-        return _combine(self.parts, rows, lower_is_better, paired, every=True)
+        assessed = [evaluate_rule(p, rows, lower_is_better, paired=paired) for p in self.parts]
+        if len(self.parts) > 1 and any(a.verdict == FAILS for a in assessed):
+            with _confidence(self.fail_level()):
+                assessed = [
+                    evaluate_rule(p, rows, lower_is_better, paired=paired)
+                    if a.verdict == FAILS
+                    else a
+                    for p, a in zip(self.parts, assessed, strict=True)
+                ]
+        return _verdict_of(assessed, every=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -554,8 +585,15 @@ def _combine(
     *,
     every: bool,
 ) -> Assessment:
-    """AllOf (``every``: all hold, any fails) or AnyOf (any holds, all fail) over the parts."""
+    """AnyOf (``every=False``: any holds, all fail) or AllOf (all hold, any fails) over the
+    parts, each judged at the level in force."""
     assessed = [evaluate_rule(p, rows, lower_is_better, paired=paired) for p in parts]
+    return _verdict_of(assessed, every=every)
+
+
+def _verdict_of(assessed: Sequence[Assessment], *, every: bool) -> Assessment:
+    """The combined verdict of judged parts: ``every`` all hold / any fails, else any holds / all
+    fail; the comparisons of every part, in order."""
     verdicts = [a.verdict for a in assessed]
     strong, weak = (HOLDS, FAILS) if every else (FAILS, HOLDS)
     if all(v == strong for v in verdicts):

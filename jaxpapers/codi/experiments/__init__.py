@@ -1,16 +1,18 @@
 """P01 experiments (``jaxpapers reproduce P01``): CODI against iBOT on frozen teacher features.
 
 Model seed ``s`` draws its own scenes (``_scenes(config, 11 + s)``), shared by every lambda of
-that seed, so the comparisons stay paired and the seed spread covers the data draw too.
-One vmapped pretraining run trains every (lambda, seed) pair (lambda = 0 is iBOT, bit for bit:
-see ``sanity``) on 32x32 texture scenes (:func:`jaxpapers.codi.texture_scenes`: the class of an
-object is its texture, which has mean 0 over its random phase, so a linear read-out of the
-pixels, and thus of an untrained network's linear patch embedding, cannot decode it; why this bed:
-the package docstring). Frozen teacher features are probed per patch (linear probe: dense
-accuracy, mIoU) and per image ([CLS] k-NN on the largest object's class). The same probes run on
-the untrained network of each seed (its initial teacher), and the majority-class prediction is
-reported beside them, so every table shows whether pretraining learned anything (the background
-is about half of the patches). The results are shared by:
+that seed, so the comparisons stay paired and the seed spread covers the data draw too. One
+vmapped pretraining run trains every (lambda, seed) pair of the size's ``Config.lambdas``
+(quick: 0 and 0.1; ``lambda_sweep`` pretrains 0, 0.1 and 0.3 in a run of its own when its
+lambdas are not those; lambda = 0 is iBOT, bit for bit: see ``sanity``) on 32x32 texture scenes
+(:func:`jaxpapers.codi.texture_scenes`: the class of an object is its texture, which has mean 0
+over its random phase, so a linear read-out of the pixels, and thus of an untrained network's
+linear patch embedding, cannot decode it; why this bed: the package docstring). Frozen teacher
+features are probed per patch (linear probe: dense accuracy, mIoU) and per image ([CLS] k-NN on
+the largest object's class). The same probes run on the untrained network of each seed (its
+initial teacher), and the majority-class prediction is reported beside them, so every table
+shows whether pretraining learned anything (the background is about half of the patches). The
+results are shared by:
 
 * ``pretraining_learns`` (precondition): iBOT's features beat the untrained network's on dense
   accuracy, mIoU and k-NN. ``codi_vs_ibot``, ``low_attention_patches`` and ``lambda_sweep``
@@ -57,12 +59,14 @@ judged on seeds 8-12, where ``pretraining_learns`` was inconclusive on dense acc
 block and the eight seeds were then chosen on exploration seeds 15-30 (eight variants on 15-22,
 three of them again on 23-30; measured 2026-12-05): iBOT's dense gain is about +0.026 with a
 seed-to-seed std of about 0.026, which eight seeds show about four times in five. Quick mode
-judges fresh model seeds 31-38 (``seed_base``), run once; ``results/P01/NOTES.md`` has every
-run. The ``sanity`` checks build their own small network without the head's normalisation: they
-test the backbone's target mixing and read-out gradient, which the head does not touch.
-``--full`` uses DINO's schedules (0.996, 0.04 -> 0.07, 5e-4 with a 500-step warm-up and cosine
-decay) and augmentation (crops of 0.4 to all of the area; greyscale with probability 0.2, a
-no-op on the grey scenes) on the same texture scenes, with the same head.
+judges fresh model seeds 31-38 (``seed_base``), run once. The recipe was chosen for iBOT's gain
+over the untrained network; CODI inherits it untuned (any tilt favours iBOT);
+``results/P01/NOTES.md`` has every run. The ``sanity`` checks build their own small network
+without the head's normalisation: they test the backbone's target mixing and read-out gradient,
+which the head does not touch. ``--full`` uses DINO's schedules (0.996, 0.04 -> 0.07, 5e-4 with
+a 500-step warm-up and cosine decay) and augmentation (crops of 0.4 to all of the area;
+greyscale with probability 0.2, a no-op on the grey scenes) on the same texture scenes, with the
+same head.
 
 The runs live in ``_runs.py``, the figure in ``_plots.py``.
 """

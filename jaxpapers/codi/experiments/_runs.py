@@ -79,7 +79,8 @@ class Pretrained(NamedTuple):
     """Everything the CODI-vs-iBOT experiments read, from one vmapped pretraining.
 
     Attributes:
-      by_lambda: the trained teachers' probes for each lambda of :data:`LAMBDAS`.
+      by_lambda: the trained teachers' probes for each pretrained lambda (``lambdas`` of
+        :func:`pretrain_and_probe`).
       untrained: the same probes on the untrained network of each seed.
       majority: the majority-class prediction (the same on every seed).
       finite: whether every pretraining run kept a finite loss, in the order of ``runs``.
