@@ -6,6 +6,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 from jaxpapers.core.experiment import experiments_for, run_paper
 
@@ -235,8 +236,6 @@ def test_quick_pretrains_iBOT_and_CODI_only_and_the_sweep_every_lambda(monkeypat
     ``lambda_sweep`` out; the sweep, when it runs (named, or at ``--full``), pretrains every lambda
     of ``LAMBDAS`` under its own cache name, so it never reads a sweep that lacks lambda = 0.3.
     A ``lambdas`` without iBOT or CODI's lambda is rejected before any training."""
-    import pytest
-
     from jaxpapers.codi.experiments import EXPERIMENTS, SIZES
     from jaxpapers.codi.experiments import _runs as R
 
@@ -270,3 +269,22 @@ def test_quick_pretrains_iBOT_and_CODI_only_and_the_sweep_every_lambda(monkeypat
     assert set(out.values) == {f"lambda={lam:g}" for lam in R.LAMBDAS}
     with pytest.raises(ValueError, match="lambdas"):
         R._pretrained(Ctx(), quick, (0.0, 0.3))
+
+
+def test_dense_accuracy_by_patch_kind_splits_the_dense_accuracy():
+    """Foreground and background accuracies against a direct count; weighted by the patch counts
+    they give back the overall dense accuracy (the probe's 0/1 errors, two seeds)."""
+    from jaxpapers.codi.experiments._runs import Probes, dense_by_patch_kind
+
+    rng = np.random.default_rng(3)
+    errors = [rng.random((6, 16)) < p for p in (0.2, 0.4)]
+    fg = [rng.random((6, 16)) < 0.5 for _ in range(2)]
+    probes = Probes([float(1 - e.mean()) for e in errors], [], [], [], [], errors, [])
+    out = dense_by_patch_kind(probes, fg)
+    for j in range(2):
+        e, f = errors[j], fg[j]
+        right_fg = sum(not e[i, k] for i in range(6) for k in range(16) if f[i, k])
+        assert out["foreground"][j] == pytest.approx(right_fg / f.sum())
+        n_fg = f.sum()
+        total = out["foreground"][j] * n_fg + out["background"][j] * (f.size - n_fg)
+        assert total / f.size == pytest.approx(probes.dense[j])

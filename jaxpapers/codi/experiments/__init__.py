@@ -15,10 +15,11 @@ shows whether pretraining learned anything (the background is about half of the 
 results are shared by:
 
 * ``pretraining_learns`` (precondition): iBOT's features beat the untrained network's on dense
-  accuracy, mIoU and k-NN. ``codi_vs_ibot``, ``low_attention_patches`` and ``lambda_sweep``
-  declare it in ``requires``: comparing two pretrainings that did not learn says nothing about
-  CODI, so while it does not hold their verdicts are "inconclusive (precondition not met)" and
-  their rows and own rule verdicts are still reported;
+  accuracy, mIoU and k-NN (the extras split the dense accuracy into foreground and background
+  patches, here and in ``codi_vs_ibot``). ``codi_vs_ibot``, ``low_attention_patches`` and
+  ``lambda_sweep`` declare it in ``requires``: comparing two pretrainings that did not learn
+  says nothing about CODI, so while it does not hold their verdicts are "inconclusive
+  (precondition not met)" and their rows and own rule verdicts are still reported;
 * ``targets_informative`` (precondition of the same three): iBOT's final teacher [CLS] targets
   on the test scenes have a per-image entropy below 0.8 log K (sharp) and an entropy of their
   mean over images above 0.5 log K (not collapsed), both as fractions of log K from the collapse
