@@ -3766,6 +3766,25 @@ def _names(arg: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w]){re.escape(arg)}(?![\w])")
 
 
+def _rejudge_without_a_rule_row():
+    from jaxpapers.core.experiment import rejudge
+
+    exp = {"id": "model_error_matters_random_small_error", "rows": [], "extras": {}}
+    return rejudge({"paper": "P17", "size": "quick", "seeds": 2, "experiments": [exp]})
+
+
+def _rejudge(result):
+    from jaxpapers.core.experiment import rejudge
+
+    return rejudge(result)
+
+
+CASES += [
+    Case("core.experiment.rejudge", "result", "type", lambda: _rejudge([1, 2])),
+    Case("core.experiment.rejudge", "result", "range", _rejudge_without_a_rule_row),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_bad_input_raises_value_error_naming_the_argument(case: Case):
     with pytest.raises(ValueError) as info:

@@ -503,6 +503,12 @@ def rejudge(result: Mapping[str, Any]) -> dict[str, Any]:
         >>> rejudge({"paper": "P17", "size": "quick", "seeds": 5, "experiments": []})
         {'paper': 'P17', 'size': 'quick', 'seeds': 5, 'experiments': []}
     """
+    if not isinstance(result, Mapping) or {"paper", "size", "experiments"} - set(result):
+        keys = sorted(result) if isinstance(result, Mapping) else type(result).__name__
+        raise ValueError(
+            f"result has {keys}; expected a result.json record with 'paper', 'size' and "
+            "'experiments'"
+        )
     size = result["size"]
     registered = experiments_for(result["paper"])
     by_id = {e.id: e for e in registered}
@@ -520,8 +526,8 @@ def rejudge(result: Mapping[str, Any]) -> dict[str, Any]:
         missing -= set(exp.rows_not_run(size))
         if missing & set(exp.rule.names()):
             raise ValueError(
-                f"{result['paper']}/{rec['id']}: the stored rows lack {sorted(missing)}, which "
-                "the registered rule reads; run the experiment again"
+                f"result: {result['paper']}/{rec['id']} has no stored rows {sorted(missing)}, "
+                "which the registered rule reads; run the experiment again"
             )
         if missing:
             exp = dataclasses.replace(
