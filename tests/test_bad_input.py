@@ -3766,22 +3766,23 @@ def _names(arg: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w]){re.escape(arg)}(?![\w])")
 
 
-def _rejudge_without_a_rule_row():
-    from jaxpapers.core.experiment import rejudge
-
-    exp = {"id": "model_error_matters_random_small_error", "rows": [], "extras": {}}
-    return rejudge({"paper": "P17", "size": "quick", "seeds": 2, "experiments": [exp]})
-
-
 def _rejudge(result):
     from jaxpapers.core.experiment import rejudge
 
     return rejudge(result)
 
 
+#: A stored P17 record whose entry lacks the row its rule reads.
+_NO_RULE_ROW = {
+    "paper": "P17",
+    "size": "quick",
+    "seeds": 2,
+    "experiments": [{"id": "model_error_matters_random_small_error", "rows": [], "extras": {}}],
+}
+
 CASES += [
     Case("core.experiment.rejudge", "result", "type", lambda: _rejudge([1, 2])),
-    Case("core.experiment.rejudge", "result", "range", _rejudge_without_a_rule_row),
+    Case("core.experiment.rejudge", "result", "range", lambda: _rejudge(_NO_RULE_ROW)),
 ]
 
 

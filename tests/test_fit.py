@@ -120,6 +120,22 @@ def test_masked_subset_keeps_frozen_leaves_exactly(rng, key):
     assert not np.allclose(res.params["w"], 0.0)
 
 
+def _fit_with_state(loss, params, key, batches, state, after_step, **kw):
+    """``fit`` with SGD(0.1) over ``batches``, an aux-returning loss and a carried state."""
+    return fit(
+        loss,
+        params,
+        optax.sgd(0.1),
+        steps=STEPS,
+        key=key,
+        batches=batches,
+        has_aux=True,
+        state=state,
+        after_step=after_step,
+        **kw,
+    )
+
+
 def test_carried_state_ema_and_aux(rng, key):
     params, batches = _problem(rng)
     decay = 0.9
@@ -131,17 +147,7 @@ def test_carried_state_ema_and_aux(rng, key):
     def ema_step(ema, p, t, k):
         return jax.tree.map(lambda e, q: decay * e + (1 - decay) * q, ema, p)
 
-    res = fit(
-        loss,
-        params,
-        optax.sgd(0.1),
-        steps=STEPS,
-        key=key,
-        batches=batches,
-        has_aux=True,
-        state=params,
-        after_step=ema_step,
-    )
+    res = _fit_with_state(loss, params, key, batches, params, ema_step)
     # reference: the EMA of the iterates of the same run, in float64 NumPy
     ema = np.zeros(3)
     p = params
@@ -168,16 +174,13 @@ def test_after_step_receives_the_steps_aux(rng, key):
         value = _loss(p, batch, k)
         return value, {"loss": value}
 
-    res = fit(
+    res = _fit_with_state(
         loss,
         params,
-        optax.sgd(0.1),
-        steps=STEPS,
-        key=key,
-        batches=batches,
-        has_aux=True,
-        state=jnp.zeros(()),
-        after_step=lambda total, p, t, k, aux: total + aux["loss"],
+        key,
+        batches,
+        jnp.zeros(()),
+        lambda total, p, t, k, aux: total + aux["loss"],
         after_step_aux=True,
     )
     np.testing.assert_allclose(res.state, np.sum(np.asarray(res.losses, np.float64)), rtol=1e-5)

@@ -574,21 +574,8 @@ class AnyOf(RuleBase):
         self, rows: Mapping[str, RowStats], lower_is_better: bool, *, paired: bool = True
     ) -> Assessment:
         with _confidence(self.level()):
-            return _combine(self.parts, rows, lower_is_better, paired, every=False)
-
-
-def _combine(
-    parts: Sequence[Any],
-    rows: Mapping[str, RowStats],
-    lower_is_better: bool,
-    paired: bool,
-    *,
-    every: bool,
-) -> Assessment:
-    """AnyOf (``every=False``: any holds, all fail) or AllOf (all hold, any fails) over the
-    parts, each judged at the level in force."""
-    assessed = [evaluate_rule(p, rows, lower_is_better, paired=paired) for p in parts]
-    return _verdict_of(assessed, every=every)
+            assessed = [evaluate_rule(p, rows, lower_is_better, paired=paired) for p in self.parts]
+            return _verdict_of(assessed, every=False)
 
 
 def _verdict_of(assessed: Sequence[Assessment], *, every: bool) -> Assessment:

@@ -476,9 +476,8 @@ def _pretrained(
         raise ValueError(
             f"lambdas={lambdas}; expected 0 (iBOT) and {CODI_LAMBDA} (CODI's headline row) in it"
         )
-    name = "pretrain_and_probe" + ("" if lambdas == LAMBDAS else f"_{'_'.join(map(str, lambdas))}")
     return ctx.cached(
-        name,
+        "pretrain_and_probe_" + "_".join(map(str, lambdas)),
         lambda: pretrain_and_probe([config.seed_base + s for s in ctx.seed_list], config, lambdas),
     )
 
